@@ -1,0 +1,544 @@
+"""Text → AST: the Lark LALR parser and the Transformer that builds AST nodes.
+
+>>> m = parse_text('phrase P = BusGPS -> A ; BusGPS -> B within 5 min', 'x.spatec')
+>>> m.decls[0].match.op
+';'
+"""
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from spatec.errors import Diagnostic, ParseError, Span
+from spatec.frontend import ast as A
+
+GRAMMAR = Path(__file__).with_name("spatec.lark")
+
+# What a user would type for each terminal, for "expected ..." messages.
+TERMINAL_TEXT = {
+    "ST_OP": "an operator (`;`, `||`, `=`, `<>`, `;=`, `;<>`, `||=`, `||<>`)",
+    "CMP_OP": "a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`)",
+    "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
+    "PM": "`±`", "UNIT": "a unit (`s`, `min`, `h`, `d`, `m`, `km`, `m/s`, `km/h`)",
+    "DAY": "a day (`Monday` … `Sunday`, `weekday`, `weekend`)",
+    "MONTH": "a month (`January` … `December`)",
+    "DATETIME": "a date-time", "DATE": "a date (`2026-12-24`)", "CLOCK": "a clock time (`07:30`)",
+    "NUMBER": "a number", "SIGNED_NUMBER": "a number", "STRING": "a string in quotes",
+    "NAME": "a name", "LPAR": "`(`", "RPAR": "`)`", "COMMA": "`,`", "COLON": "`:`",
+    "EQUAL": "`=`", "DOT": "`.`", "__ANON_0": "`->`", "$END": "the end of the file",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def parser() -> Lark:
+    return Lark.open(str(GRAMMAR), parser="lalr", propagate_positions=True, cache=False,
+                     maybe_placeholders=True)
+
+
+def _terminal_text(name: str, p: Lark) -> str:
+    if name in TERMINAL_TEXT:
+        return TERMINAL_TEXT[name]
+    try:
+        term = p.get_terminal(name)
+    except KeyError:
+        return name
+    if term.pattern.type == "str":
+        return f"`{term.pattern.value}`"
+    return name.lower()
+
+
+_DECL_KEYWORDS = {"PHRASE", "EVENT", "PLACE", "PLACES", "INCLUDE", "TIMEZONE", "CRS", "SOURCE", "TIME"}
+_PATTERN_STARTS = {"DAY", "MONTH", "BETWEEN", "ON", "FROM", "AT", "IN", "WITHIN", "CERTAINLY"}
+
+
+def _expected_text(expected: set[str], p: Lark) -> str:
+    expected = set(expected)
+    if expected - _DECL_KEYWORDS and expected & _DECL_KEYWORDS and "$END" in expected:
+        # after a complete declaration anything may start the next: not worth listing
+        expected -= _DECL_KEYWORDS | {"$END"}
+    words = []
+    if "NAME" in expected and _PATTERN_STARTS & expected:
+        words.append("an event type, a pattern (`at P`, `Tuesday`, ...)")
+        expected -= _PATTERN_STARTS | {"NAME", "DAY", "MONTH"}
+    texts = sorted({_terminal_text(n, p) for n in expected}, key=lambda t: (not t.startswith("`"), t))
+    texts = words + texts
+    if len(texts) == 1:
+        return texts[0]
+    return ", ".join(texts[:-1]) + " or " + texts[-1]
+
+
+def _span(meta, file: str) -> Span:
+    if getattr(meta, "empty", True):
+        return Span(file, 0, 0, 0, 0)
+    return Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _tok_span(tok: Token, file: str) -> Span:
+    return Span(file, tok.line, tok.column, tok.end_line or tok.line, tok.end_column or tok.column + len(tok))
+
+
+def _unquote(s: str) -> str:
+    body = s[1:-1]
+    return body.encode("utf-8").decode("unicode_escape").encode("latin-1").decode("utf-8") if "\\" in body else body
+
+
+def _num(tok) -> float:
+    v = float(tok)
+    return v
+
+
+_ST_CANON = {"≠": "<>", "‖": "||"}
+
+
+def canonical_op(op: str) -> str:
+    """Map the Unicode spellings to ASCII: `‖=` → `||=`, `;≠` → `;<>`."""
+    for u, a in _ST_CANON.items():
+        op = op.replace(u, a)
+    return op
+
+
+class _Builder(Transformer):
+    """Builds AST nodes from the parse tree, giving each its source span."""
+
+    def __init__(self, file: str):
+        super().__init__()
+        self.file = file
+
+    def _s(self, meta) -> Span:
+        return _span(meta, self.file)
+
+    def _q(self, q):
+        return q
+
+    # ------------------------------------------------------------ top level
+    @v_args(meta=True)
+    def start(self, meta, items):
+        return _attach_clauses(items, self.file)
+
+    @v_args(meta=True)
+    def timezone(self, meta, c):
+        return A.Timezone(_unquote(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def crs(self, meta, c):
+        return A.CrsDecl(_unquote(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def places(self, meta, c):
+        return A.PlacesFile(_unquote(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def include(self, meta, c):
+        return A.Include(_unquote(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def event_decl(self, meta, c):
+        name, *attrs = c
+        attrs = tuple(a for a in attrs if a is not None)
+        return A.EventDecl(str(name), attrs, span=self._s(meta))
+
+    @v_args(meta=True)
+    def attr_decl(self, meta, c):
+        return A.AttrDecl(str(c[0]), str(c[1]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def source_clause(self, meta, c):
+        return A.SourceClause(str(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def time_point(self, meta, c):
+        bound, _pm, widen = c
+        return A.TimeClause(bound, None, widen, span=self._s(meta))
+
+    @v_args(meta=True)
+    def time_range(self, meta, c):
+        return A.TimeClause(c[0], c[1], None, span=self._s(meta))
+
+    @v_args(meta=True)
+    def time_bound(self, meta, c):
+        name, sign, q = c
+        if q is not None and str(sign) == "-":
+            q = A.Quantity(-q.value, q.unit, span=q.span)
+        return A.TimeBound(str(name), q, span=self._s(meta))
+
+    @v_args(meta=True)
+    def place_decl(self, meta, c):
+        return A.PlaceDecl(str(c[0]), c[1], span=self._s(meta))
+
+    @v_args(meta=True)
+    def place_geom(self, meta, c):
+        name, _pm, widen = c
+        return A.PlaceClause(geom=str(name), widen=widen, span=self._s(meta))
+
+    @v_args(meta=True)
+    def place_point(self, meta, c):
+        lon, lat, _pm, widen = c
+        return A.PlaceClause(lon=str(lon), lat=str(lat), widen=widen, span=self._s(meta))
+
+    # ------------------------------------------------------------ shapes
+    @v_args(meta=True)
+    def circle(self, meta, c):
+        return A.Circle(c[0], c[1], c[2], span=self._s(meta))
+
+    @v_args(meta=True)
+    def point_shape(self, meta, c):
+        lon, lat, _pm, widen = c
+        return A.PointShape(lon, lat, widen, span=self._s(meta))
+
+    @v_args(meta=True)
+    def polygon_pairs(self, meta, c):
+        return A.PolygonShape(tuple(c), span=self._s(meta))
+
+    @v_args(meta=True)
+    def polygon_flat(self, meta, c):
+        if len(c) % 2:
+            raise _Positioned(self._s(meta), "polygon() needs an even count of numbers (lon, lat pairs)")
+        return A.PolygonShape(tuple((c[i], c[i + 1]) for i in range(0, len(c), 2)), span=self._s(meta))
+
+    @v_args(meta=True)
+    def polygon_wkt(self, meta, c):
+        text = _unquote(c[0])
+        try:
+            import shapely
+
+            g = shapely.from_wkt(text)
+            coords = tuple((float(x), float(y)) for x, y in g.exterior.coords)
+        except Exception:
+            raise _Positioned(self._s(meta), "polygon(\"...\") needs WKT text of a POLYGON")
+        if len(coords) > 1 and coords[0] == coords[-1]:
+            coords = coords[:-1]
+        return A.PolygonShape(coords, span=self._s(meta))
+
+    def coord(self, c):
+        return (c[0], c[1])
+
+    def number(self, c):
+        return _num(c[0])
+
+    @v_args(meta=True)
+    def quantity(self, meta, c):
+        return A.Quantity(_num(c[0]), str(c[1]), span=self._s(meta))
+
+    # ------------------------------------------------------------ phrases
+    @v_args(meta=True)
+    def phrase(self, meta, c):
+        name, per, match, where, within, emit = c
+        return A.Phrase(str(name), match, per=per[0] if per else None, where=where, within=within,
+                        emit=tuple(emit or ()), span=self._s(meta),
+                        per_span=per[1] if per else Span(self.file, 0, 0, 0, 0))
+
+    def per(self, c):
+        return (str(c[0]), _tok_span(c[0], self.file))
+
+    def where(self, c):
+        return c[0]
+
+    def within(self, c):
+        return c[0]
+
+    def emit(self, c):
+        return list(c)
+
+    @v_args(meta=True)
+    def emit_field(self, meta, c):
+        return A.EmitField(str(c[0]), c[1], span=self._s(meta))
+
+    # ------------------------------------------------------------ match
+    @v_args(meta=True)
+    def m_bin_or(self, meta, c):
+        return A.Binary("or", c[0], c[1], span=self._s(meta))
+
+    @v_args(meta=True)
+    def m_bin_and(self, meta, c):
+        return A.Binary("and", c[0], c[1], span=self._s(meta))
+
+    @v_args(meta=True)
+    def m_bin_st(self, meta, c):
+        return A.Binary(canonical_op(str(c[1])), c[0], c[2], span=self._s(meta))
+
+    @v_args(meta=True)
+    def m_absent_after(self, meta, c):
+        left, op, neg, q = c
+        # the `not` node's span runs from the operand to the window
+        nspan = Span(self.file, neg.span.line, neg.span.col, q.span.end_line, q.span.end_col) \
+            if neg.span.line else self._s(meta)
+        return A.Binary(canonical_op(str(op)), left, A.Not(neg, q, span=nspan), span=self._s(meta))
+
+    @v_args(meta=True)
+    def m_not(self, meta, c):
+        return A.Not(c[0], span=self._s(meta))
+
+    @v_args(meta=True)
+    def m_certainly(self, meta, c):
+        return A.Certainly(c[0], span=self._s(meta))
+
+    @v_args(meta=True)
+    def m_event(self, meta, c):
+        return A.EventRef(str(c[0]), None, span=self._s(meta))
+
+    @v_args(meta=True)
+    def m_bind(self, meta, c):
+        return A.EventRef(str(c[0]), str(c[1]), span=self._s(meta), var_span=_tok_span(c[1], self.file))
+
+    @v_args(meta=True)
+    def p_day(self, meta, c):
+        return A.DayPattern(str(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def p_month(self, meta, c):
+        return A.MonthPattern(str(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def p_between(self, meta, c):
+        return A.ClockPattern(str(c[0]), str(c[1]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def p_on(self, meta, c):
+        return A.DatePattern(str(c[0]), str(c[0]), True, span=self._s(meta))
+
+    @v_args(meta=True)
+    def p_from(self, meta, c):
+        return A.DatePattern(str(c[0]), str(c[1]), False, span=self._s(meta))
+
+    @v_args(meta=True)
+    def p_at(self, meta, c):
+        return A.AtPlace(str(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def p_in(self, meta, c):
+        return A.InShape(c[0], span=self._s(meta))
+
+    @v_args(meta=True)
+    def p_near(self, meta, c):
+        return A.NearPlace(c[0], str(c[1]), span=self._s(meta))
+
+    # ------------------------------------------------------------ predicates
+    @v_args(meta=True)
+    def e_bool_or(self, meta, c):
+        return A.BoolOp("or", c[0], c[1], span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_bool_and(self, meta, c):
+        return A.BoolOp("and", c[0], c[1], span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_not(self, meta, c):
+        return A.UnaryOp("not", c[0], span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_cmp(self, meta, c):
+        return A.BinOp(str(c[1]), c[0], c[2], span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_arith(self, meta, c):
+        return A.BinOp(str(c[1]), c[0], c[2], span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_neg(self, meta, c):
+        return A.UnaryOp("-", c[1], span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_num(self, meta, c):
+        return A.Num(_num(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_quantity(self, meta, c):
+        return A.Quantity(_num(c[0]), str(c[1]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_str(self, meta, c):
+        return A.Str(_unquote(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_true(self, meta, c):
+        return A.BoolLit(True, span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_false(self, meta, c):
+        return A.BoolLit(False, span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_time(self, meta, c):
+        return A.TimeLit(str(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_var(self, meta, c):
+        return A.Var(str(c[0]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_attr(self, meta, c):
+        return A.Attr(str(c[0]), str(c[1]), span=self._s(meta))
+
+    @v_args(meta=True)
+    def e_call(self, meta, c):
+        name, *args = c
+        args = tuple(a for a in args if a is not None)
+        return A.Call(str(name), args, span=self._s(meta))
+
+
+class _Positioned(Exception):
+    def __init__(self, span: Span, message: str, hint: str | None = None):
+        self.span, self.message, self.hint = span, message, hint
+
+
+def _attach_clauses(items, file: str) -> A.Module:
+    """Fold `source`/`time`/`place` clause items into the event declaration before them."""
+    decls: list = []
+    problems: list[_Positioned] = []
+    for item in items:
+        if isinstance(item, (A.SourceClause, A.TimeClause, A.PlaceClause)):
+            kw = {A.SourceClause: "source", A.TimeClause: "time", A.PlaceClause: "place"}[type(item)]
+            prev = decls[-1] if decls else None
+            if not isinstance(prev, A.EventDecl):
+                hint = ("a place declaration needs `=`: `place NAME = circle(lon, lat, 100 m)`"
+                        if kw == "place" else f"put `{kw}` right after an `event` declaration")
+                problems.append(_Positioned(item.span, f"`{kw}` clause outside an event declaration", hint))
+                continue
+            if getattr(prev, kw) is not None:
+                problems.append(_Positioned(item.span, f"event {prev.name} has two `{kw}` clauses"))
+                continue
+            span = Span(file, prev.span.line, prev.span.col, item.span.end_line, item.span.end_col)
+            decls[-1] = A.EventDecl(prev.name, prev.attrs, **{
+                "source": prev.source, "time": prev.time, "place": prev.place, kw: item}, span=span)
+        else:
+            decls.append(item)
+    module = A.Module(file, tuple(decls), span=Span(file, 1, 1, 1, 1))
+    if problems:
+        raise _ClauseProblems(module, problems)
+    return module
+
+
+class _ClauseProblems(Exception):
+    def __init__(self, module, problems):
+        self.module, self.problems = module, problems
+
+
+def _line(text: str, n: int) -> str | None:
+    lines = text.splitlines()
+    return lines[n - 1] if 0 < n <= len(lines) else None
+
+
+def _describe_token(tok: Token) -> str:
+    if tok.type == "$END":
+        return "the end of the file"
+    return f"`{tok}`"
+
+
+def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str, p: Lark) -> Diagnostic:
+    line, col = getattr(e, "line", 0) or 0, getattr(e, "column", 0) or 0
+    if isinstance(e, UnexpectedToken):
+        tok = e.token
+        expected = _expected_text(set(e.accepts or e.expected), p)
+        msg = f"unexpected {_describe_token(tok)}; expected {expected}"
+        if tok.type == "$END":
+            lines = text.splitlines() or [""]
+            line, col = len(lines), len(lines[-1]) + 1
+            width = 1
+        else:
+            width = max(1, len(str(tok)))
+        hint = _hint_for(tok, set(e.accepts or e.expected))
+        span = Span(file, line, col, line, col + width)
+    elif isinstance(e, UnexpectedCharacters):
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
+        allowed = _expected_text(set(e.allowed or ()), p) if e.allowed else None
+        msg = f"unexpected character `{ch}`" + (f"; expected {allowed}" if allowed else "")
+        hint = None
+        if ch == "'" or ch == '"':
+            hint = "strings must be closed on the same line"
+        span = Span(file, line, col, line, col + 1)
+    else:  # UnexpectedEOF
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+        msg = "unexpected end of file"
+        hint = None
+        span = Span(file, line, col, line, col + 1)
+    return Diagnostic(span, msg, hint, _line(text, span.line))
+
+
+def _hint_for(tok: Token, expected: set[str]) -> str | None:
+    if tok.type == "NUMBER" and "UNIT" in expected:
+        return None
+    if "UNIT" in expected:
+        return "durations and distances need a unit: `30 s`, `20 min`, `150 m`, `12 km/h`"
+    if str(tok) == "==" and "ST_OP" in expected:
+        return "in a match expression `=` means same place; comparisons go in `where`"
+    if tok.type == "NAME" and "ST_OP" in expected:
+        return "operands of a match expression are joined by an operator such as `;`, `||` or `and`"
+    return None
+
+
+def parse_text(text: str, file: str = "<string>") -> A.Module:
+    """Parse one file's text. Raises :class:`ParseError` with every problem found.
+
+    LALR parsing stops at the first syntax error; to report the later ones too,
+    parsing resumes at the next line that starts a declaration (`phrase`,
+    `event`, `place`, ...), with the text before it blanked so positions hold.
+    """
+    p = parser()
+    diags: list[Diagnostic] = []
+    tree = None
+    rest = text
+    restart = 0
+    while True:
+        try:
+            tree = p.parse(rest)
+            break
+        except UnexpectedInput as e:
+            d = _syntax_diagnostic(e, text, file, p)
+            diags.append(d)
+            # resume at the error line itself when the error is a declaration keyword
+            # that begins it (the declaration before it was cut short)
+            here = _ITEM_START.match(_line(text, d.span.line) or "") is not None \
+                and (_line(text, d.span.line) or "")[: d.span.col - 1].strip() == ""
+            nxt = _next_item_line(text, d.span.line - 1 if here else d.span.line)
+            if nxt is None or nxt <= restart or len(diags) >= 50:
+                break
+            restart = nxt
+            rest = _blank_before(text, nxt)
+    if diags:
+        raise ParseError(_dedupe(diags))
+    try:
+        return _Builder(file).transform(tree)
+    except VisitError as e:
+        orig = e.orig_exc
+        if isinstance(orig, _Positioned):
+            raise ParseError([Diagnostic(orig.span, orig.message, orig.hint, _line(text, orig.span.line))])
+        if isinstance(orig, _ClauseProblems):
+            raise ParseError([Diagnostic(p_.span, p_.message, p_.hint, _line(text, p_.span.line))
+                              for p_ in orig.problems])
+        raise
+
+
+_ITEM_START = re.compile(r"^\s*(phrase|event|place|places|include|timezone|crs)\b")
+
+
+def _next_item_line(text: str, after_line: int) -> int | None:
+    for i, line in enumerate(text.splitlines()[after_line:], start=after_line + 1):
+        if _ITEM_START.match(line):
+            return i
+    return None
+
+
+def _blank_before(text: str, line_no: int) -> str:
+    lines = text.splitlines(keepends=True)
+    head = "".join(lines[: line_no - 1])
+    return re.sub(r"[^\n]", " ", head) + "".join(lines[line_no - 1:])
+
+
+def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
+    seen, out = set(), []
+    for d in diags:
+        k = (d.span.line, d.span.col, d.message)
+        if k not in seen:
+            seen.add(k)
+            out.append(d)
+    return out
+
+
+def parse_file(path: str | Path) -> A.Module:
+    path = Path(path)
+    return parse_text(path.read_text(encoding="utf-8"), str(path))
