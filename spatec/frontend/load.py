@@ -1,0 +1,130 @@
+"""Loading a program: the root file, its includes (relative paths, no cycles) and
+its place files. Produces the merged declarations with every problem found.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spatec.errors import Diagnostic, ParseError, Span
+from spatec.frontend import ast as A
+from spatec.frontend.parse import parse_text
+
+
+@dataclass(frozen=True)
+class PlaceDef:
+    """A named place, resolved: a circle (centre + radius) or a polygon, in lon/lat."""
+
+    name: str
+    kind: str                      # "circle" | "polygon"
+    lon: float = 0.0
+    lat: float = 0.0
+    radius: float = 0.0            # metres, circles only (a point place has radius = its widening)
+    wkt: str = ""                  # polygons (lon/lat), may be a MultiPolygon
+    widen: float = 0.0             # metres added around a polygon
+    span: Span = field(default=Span("<none>", 0, 0, 0, 0), compare=False)
+
+
+@dataclass
+class Loaded:
+    """Everything the files of a program declare, in file order, with their texts."""
+
+    root: str
+    decls: list = field(default_factory=list)
+    texts: dict = field(default_factory=dict)     # file → text, for error lines
+    places: dict = field(default_factory=dict)    # name → PlaceDef from `places` files
+    diagnostics: list = field(default_factory=list)
+
+    def line(self, span: Span) -> str | None:
+        text = self.texts.get(span.file)
+        if text is None or span.line <= 0:
+            return None
+        lines = text.splitlines()
+        return lines[span.line - 1] if span.line <= len(lines) else None
+
+    def diag(self, span: Span, message: str, hint: str | None = None) -> None:
+        self.diagnostics.append(Diagnostic(span, message, hint, self.line(span)))
+
+
+def load_program(path: str | Path, text: str | None = None) -> Loaded:
+    """Parse ``path`` (or ``text`` as if it were that file) with everything it includes."""
+    path = Path(path)
+    out = Loaded(root=str(path))
+    _load(path, text, out, stack=[], seen=set())
+    return out
+
+
+def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: set[Path]) -> None:
+    key = path.resolve() if text is None else path
+    if key in seen:
+        return  # included twice (diamond): declarations once
+    seen.add(key)
+    if text is None:
+        text = path.read_text(encoding="utf-8")
+    out.texts[str(path)] = text
+    try:
+        module = parse_text(text, str(path))
+    except ParseError as e:
+        out.diagnostics.extend(e.diagnostics)
+        return
+    for decl in module.decls:
+        if isinstance(decl, A.Include):
+            target = (path.parent / decl.path)
+            if target.resolve() in [p.resolve() for p in stack + [path]]:
+                chain = " → ".join(p.name for p in stack + [path, target])
+                out.diag(decl.span, f"cyclic include of \"{decl.path}\" ({chain})",
+                         "move the shared declarations to a file that includes nothing")
+                continue
+            if not target.is_file():
+                out.diag(decl.span, f"cannot include \"{decl.path}\": no such file ({target})",
+                         "include paths are relative to the including file")
+                continue
+            _load(target, None, out, stack + [path], seen)
+        elif isinstance(decl, A.PlacesFile):
+            _load_places(path.parent / decl.path, decl, out)
+            out.decls.append(decl)
+        else:
+            out.decls.append(decl)
+
+
+def _load_places(target: Path, decl: A.PlacesFile, out: Loaded) -> None:
+    import shapely
+    from shapely.geometry import shape as to_shape
+
+    if not target.is_file():
+        out.diag(decl.span, f"cannot read places \"{decl.path}\": no such file ({target})",
+                 "places paths are relative to the including file")
+        return
+    try:
+        data = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        out.diag(decl.span, f"cannot read places \"{decl.path}\": not GeoJSON ({e})")
+        return
+    feats = data.get("features", []) if isinstance(data, dict) else []
+    named = 0
+    for i, f in enumerate(feats):
+        name = (f.get("properties") or {}).get("name")
+        if not name:
+            continue
+        try:
+            g = to_shape(f["geometry"])
+        except Exception as e:  # noqa: BLE001 - any bad geometry is a user error here
+            out.diag(decl.span, f"places \"{decl.path}\": feature {i} ({name}) has a bad geometry: {e}")
+            continue
+        radius = float((f.get("properties") or {}).get("radius_m") or 0.0)
+        if g.geom_type == "Point":
+            pd = PlaceDef(name, "circle", g.x, g.y, radius, span=decl.span)
+        elif g.geom_type in ("Polygon", "MultiPolygon"):
+            pd = PlaceDef(name, "polygon", wkt=shapely.to_wkt(g, rounding_precision=-1), span=decl.span)
+        else:
+            out.diag(decl.span, f"places \"{decl.path}\": feature {name} is a {g.geom_type}; "
+                                "places are points or polygons")
+            continue
+        if name in out.places:
+            out.diag(decl.span, f"place {name} is defined twice in \"{decl.path}\"")
+            continue
+        out.places[name] = pd
+        named += 1
+    if named == 0:
+        out.diag(decl.span, f"places \"{decl.path}\" has no feature with a `name` property")
