@@ -111,7 +111,7 @@ class _Checker:
                     continue
                 try:
                     zoneinfo.ZoneInfo(d.name)
-                except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "Europe" is a folder
                     self.err(d.span, f"unknown time zone \"{d.name}\"", "use an IANA name such as \"Europe/London\"")
                     continue
                 tz_decl, self.timezone = d, d.name
@@ -168,13 +168,13 @@ class _Checker:
             elif a.type not in ATTR_TYPES:
                 self.err(a.span, f"unknown attribute type `{a.type}`",
                          "types are " + ", ".join(f"`{t}`" for t in ATTR_TYPES))
-            elif a.name in STAMP_ATTRS:
-                self.err(a.span, f"attribute name `{a.name}` is reserved: `{a.name}` of every event is "
-                                 "part of its time stamp", f"rename it, e.g. `{a.name}_`")
-            elif a.name.startswith("_"):
-                self.err(a.span, f"attribute name `{a.name}` is reserved (names starting with `_`)")
             else:
-                attrs[a.name] = a.type
+                if a.name in STAMP_ATTRS:
+                    self.err(a.span, f"attribute name `{a.name}` is reserved: `{a.name}` of every event is "
+                                     "part of its time stamp", f"rename it, e.g. `{a.name}_`")
+                elif a.name.startswith("_"):
+                    self.err(a.span, f"attribute name `{a.name}` is reserved (names starting with `_`)")
+                attrs[a.name] = a.type  # known, so that its uses below raise no further errors
 
         def need(name: str, span: Span, types: tuple, role: str) -> None:
             if name not in attrs:
@@ -363,9 +363,6 @@ class _PhraseChecker:
                     isinstance(m.right, A.Not) and m.right.within is not None):
                 self._absence_right(m, negated)
                 return
-            if isinstance(m.left, A.Not) and not A.is_pattern(m.left.operand):
-                self.err(m.left.span, "`not` of an event expression may only stand between two "
-                                      "sequences (`A ; not X ; B`) or after one (`A ; not X within D`)")
             if isinstance(m.left, A.Binary) and isinstance(m.left.right, A.Not) \
                     and not A.is_pattern(m.left.right.operand) and m.left.right.within is None:
                 # A ; not X ; B — the left operand ends in the negation
@@ -402,7 +399,7 @@ class _PhraseChecker:
         if m.op not in A.SEQ_OPS:
             self.err(m.span, f"`{m.op} not` is not an absence form",
                      "absence is `A ; not X ; B` or `A ; not X within D` (also `;=`, `;<>`)")
-        if neg.within is None:
+        elif neg.within is None:
             self.err(neg.span, "`not X` needs an event after it or a window",
                      "write `A ; not X ; B` or `A ; not X within 5 min`")
         else:
@@ -464,7 +461,7 @@ class _PhraseChecker:
                     self.err(m.span, f"`{t}` is not a clock time", "use 24-hour `HH:MM`, e.g. `07:30`")
         elif isinstance(m, A.DatePattern):
             days = []
-            for t in (m.start, m.end):
+            for t in (m.start,) if m.single else (m.start, m.end):
                 try:
                     days.append(dt.date.fromisoformat(t))
                 except ValueError:
@@ -630,7 +627,7 @@ class _PhraseChecker:
                 self.err(e.span, "successive relates events of one type: "
                                  + ", ".join(f"{a.name} is {t}" for a, t in zip(e.args, types)))
                 return None
-            if self.c.events[types[0]].source is None:
+            if types[0] in self.c.events and self.c.events[types[0]].source is None:
                 self.err(e.span, f"successive needs a type with a `source`; {types[0]} has none",
                          "successive means: the next event of the same type and source")
                 return None
@@ -705,7 +702,7 @@ def _arith_type(op: str, a: str, b: str) -> str | None:
 def _unit_hint(a: str, b: str) -> str | None:
     pair = {a, b}
     if pair == {"duration", "distance"}:
-        return "a duration (`s`, `min`, `h`, `d`) and a distance (`m`, `km`) cannot be compared"
+        return "a duration (`s`, `min`, `h`, `d`) and a distance (`m`, `km`) do not mix"
     if "number" in pair and pair & set(DIMENSIONS):
         dim = (pair - {"number"}).pop()
         ex = {"duration": "`20 min`", "distance": "`150 m`", "speed": "`12 km/h`", "area": "`1000 m * 1 m`"}[dim]

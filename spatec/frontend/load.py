@@ -4,6 +4,7 @@ its place files. Produces the merged declarations with every problem found.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: se
                          "move the shared declarations to a file that includes nothing")
                 continue
             if not target.is_file():
-                out.diag(decl.span, f"cannot include \"{decl.path}\": no such file ({target})",
+                out.diag(decl.span, f"cannot include \"{decl.path}\": no such file ({os.path.normpath(target)})",
                          "include paths are relative to the including file")
                 continue
             _load(target, None, out, stack + [path], seen)

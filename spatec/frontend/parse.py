@@ -6,12 +6,14 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import re
 from pathlib import Path
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from spatec.errors import Diagnostic, ParseError, Span
 from spatec.frontend import ast as A
@@ -57,9 +59,12 @@ _PATTERN_STARTS = {"DAY", "MONTH", "BETWEEN", "ON", "FROM", "AT", "IN", "WITHIN"
 
 def _expected_text(expected: set[str], p: Lark) -> str:
     expected = set(expected)
-    if expected - _DECL_KEYWORDS and expected & _DECL_KEYWORDS and "$END" in expected:
+    if expected & _DECL_KEYWORDS and "$END" in expected:
         # after a complete declaration anything may start the next: not worth listing
-        expected -= _DECL_KEYWORDS | {"$END"}
+        rest = expected - _DECL_KEYWORDS - {"$END"}
+        if not rest:
+            return "a declaration (`phrase`, `event`, `place`, `include`, `timezone`, ...)"
+        expected = rest
     words = []
     if "NAME" in expected and _PATTERN_STARTS & expected:
         words.append("an event type, a pattern (`at P`, `Tuesday`, ...)")
@@ -81,13 +86,35 @@ def _tok_span(tok: Token, file: str) -> Span:
     return Span(file, tok.line, tok.column, tok.end_line or tok.line, tok.end_column or tok.column + len(tok))
 
 
-def _unquote(s: str) -> str:
-    body = s[1:-1]
-    return body.encode("utf-8").decode("unicode_escape").encode("latin-1").decode("utf-8") if "\\" in body else body
+_ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|.)', re.S)
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
 
 
-def _num(tok) -> float:
+def _unquote(tok: Token) -> str:
+    """The text of a string literal: `\\n \\t \\r \\0 \\\\ \\" \\' \\xHH \\uHHHH \\UHHHHHHHH`."""
+    body = str(tok)[1:-1]
+    if "\\" not in body:
+        return body
+
+    def one(m: re.Match) -> str:
+        esc = m.group(1)
+        if esc[0] in "uUx" and len(esc) > 1:
+            code = int(esc[1:], 16)
+            if code > 0x10FFFF:
+                raise _token_problem(tok, f"`\\{esc}` is not a character")
+            return chr(code)
+        if esc in _SIMPLE_ESCAPES:
+            return _SIMPLE_ESCAPES[esc]
+        raise _token_problem(tok, f"unknown escape `\\{esc}` in a string",
+                             "escapes are \\n, \\t, \\\\, \\\", \\uHHHH; write `\\\\` for a backslash")
+
+    return _ESCAPE.sub(one, body)
+
+
+def _num(tok: Token) -> float:
     v = float(tok)
+    if not math.isfinite(v):
+        raise _token_problem(tok, f"the number {tok} is too large")
     return v
 
 
@@ -107,6 +134,24 @@ class _Builder(Transformer):
     def __init__(self, file: str):
         super().__init__()
         self.file = file
+        self.problems: list[_Positioned] = []  # reported together after the whole tree is built
+
+    def problem(self, span: Span, message: str, hint: str | None = None) -> None:
+        self.problems.append(_Positioned(span, message, hint))
+
+    def _str(self, tok: Token) -> str:
+        try:
+            return _unquote(tok)
+        except _Positioned as p:
+            self.problem(dataclasses.replace(p.span, file=self.file), p.message, p.hint)
+            return ""
+
+    def _num(self, tok: Token) -> float:
+        try:
+            return _num(tok)
+        except _Positioned as p:
+            self.problem(dataclasses.replace(p.span, file=self.file), p.message, p.hint)
+            return 0.0
 
     def _s(self, meta) -> Span:
         return _span(meta, self.file)
@@ -117,23 +162,23 @@ class _Builder(Transformer):
     # ------------------------------------------------------------ top level
     @v_args(meta=True)
     def start(self, meta, items):
-        return _attach_clauses(items, self.file)
+        return _attach_clauses(items, self.file, self.problems)
 
     @v_args(meta=True)
     def timezone(self, meta, c):
-        return A.Timezone(_unquote(c[0]), span=self._s(meta))
+        return A.Timezone(self._str(c[0]), span=self._s(meta))
 
     @v_args(meta=True)
     def crs(self, meta, c):
-        return A.CrsDecl(_unquote(c[0]), span=self._s(meta))
+        return A.CrsDecl(self._str(c[0]), span=self._s(meta))
 
     @v_args(meta=True)
     def places(self, meta, c):
-        return A.PlacesFile(_unquote(c[0]), span=self._s(meta))
+        return A.PlacesFile(self._str(c[0]), span=self._s(meta))
 
     @v_args(meta=True)
     def include(self, meta, c):
-        return A.Include(_unquote(c[0]), span=self._s(meta))
+        return A.Include(self._str(c[0]), span=self._s(meta))
 
     @v_args(meta=True)
     def event_decl(self, meta, c):
@@ -196,19 +241,21 @@ class _Builder(Transformer):
     @v_args(meta=True)
     def polygon_flat(self, meta, c):
         if len(c) % 2:
-            raise _Positioned(self._s(meta), "polygon() needs an even count of numbers (lon, lat pairs)")
-        return A.PolygonShape(tuple((c[i], c[i + 1]) for i in range(0, len(c), 2)), span=self._s(meta))
+            self.problem(self._s(meta), "polygon() needs an even count of numbers (lon, lat pairs)")
+        return A.PolygonShape(tuple((c[i], c[i + 1]) for i in range(0, len(c) - 1, 2)), span=self._s(meta))
 
     @v_args(meta=True)
     def polygon_wkt(self, meta, c):
-        text = _unquote(c[0])
+        text = self._str(c[0])
         try:
             import shapely
 
             g = shapely.from_wkt(text)
             coords = tuple((float(x), float(y)) for x, y in g.exterior.coords)
-        except Exception:
-            raise _Positioned(self._s(meta), "polygon(\"...\") needs WKT text of a POLYGON")
+        except Exception:  # noqa: BLE001 - shapely raises several kinds for bad WKT
+            self.problem(self._s(meta), "polygon(\"...\") needs WKT text of a POLYGON",
+                         'e.g. polygon("POLYGON ((0.12 52.2, 0.13 52.2, 0.13 52.21, 0.12 52.2))")')
+            coords = ()
         if len(coords) > 1 and coords[0] == coords[-1]:
             coords = coords[:-1]
         return A.PolygonShape(coords, span=self._s(meta))
@@ -217,11 +264,11 @@ class _Builder(Transformer):
         return (c[0], c[1])
 
     def number(self, c):
-        return _num(c[0])
+        return self._num(c[0])
 
     @v_args(meta=True)
     def quantity(self, meta, c):
-        return A.Quantity(_num(c[0]), str(c[1]), span=self._s(meta))
+        return A.Quantity(self._num(c[0]), str(c[1]), span=self._s(meta))
 
     # ------------------------------------------------------------ phrases
     @v_args(meta=True)
@@ -343,15 +390,15 @@ class _Builder(Transformer):
 
     @v_args(meta=True)
     def e_num(self, meta, c):
-        return A.Num(_num(c[0]), span=self._s(meta))
+        return A.Num(self._num(c[0]), span=self._s(meta))
 
     @v_args(meta=True)
     def e_quantity(self, meta, c):
-        return A.Quantity(_num(c[0]), str(c[1]), span=self._s(meta))
+        return A.Quantity(self._num(c[0]), str(c[1]), span=self._s(meta))
 
     @v_args(meta=True)
     def e_str(self, meta, c):
-        return A.Str(_unquote(c[0]), span=self._s(meta))
+        return A.Str(self._str(c[0]), span=self._s(meta))
 
     @v_args(meta=True)
     def e_true(self, meta, c):
@@ -385,10 +432,14 @@ class _Positioned(Exception):
         self.span, self.message, self.hint = span, message, hint
 
 
-def _attach_clauses(items, file: str) -> A.Module:
+def _token_problem(tok: Token, message: str, hint: str | None = None) -> _Positioned:
+    """A problem with one token; parse_text fills in the file name."""
+    return _Positioned(_tok_span(tok, ""), message, hint)
+
+
+def _attach_clauses(items, file: str, problems: list) -> A.Module:
     """Fold `source`/`time`/`place` clause items into the event declaration before them."""
     decls: list = []
-    problems: list[_Positioned] = []
     for item in items:
         if isinstance(item, (A.SourceClause, A.TimeClause, A.PlaceClause)):
             kw = {A.SourceClause: "source", A.TimeClause: "time", A.PlaceClause: "place"}[type(item)]
@@ -406,15 +457,7 @@ def _attach_clauses(items, file: str) -> A.Module:
                 "source": prev.source, "time": prev.time, "place": prev.place, kw: item}, span=span)
         else:
             decls.append(item)
-    module = A.Module(file, tuple(decls), span=Span(file, 1, 1, 1, 1))
-    if problems:
-        raise _ClauseProblems(module, problems)
-    return module
-
-
-class _ClauseProblems(Exception):
-    def __init__(self, module, problems):
-        self.module, self.problems = module, problems
+    return A.Module(file, tuple(decls), span=Span(file, 1, 1, 1, 1))
 
 
 def _line(text: str, n: int) -> str | None:
@@ -424,7 +467,7 @@ def _line(text: str, n: int) -> str | None:
 
 def _describe_token(tok: Token) -> str:
     if tok.type == "$END":
-        return "the end of the file"
+        return "end of file"
     return f"`{tok}`"
 
 
@@ -440,12 +483,14 @@ def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str, p: Lark) -> Dia
             width = 1
         else:
             width = max(1, len(str(tok)))
-        hint = _hint_for(tok, set(e.accepts or e.expected))
+        after = text[tok.start_pos - 1] if tok.type != "$END" and tok.start_pos else ""
+        hint = _hint_for(tok, set(e.accepts or e.expected), after)
         span = Span(file, line, col, line, col + width)
     elif isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         allowed = _expected_text(set(e.allowed or ()), p) if e.allowed else None
-        msg = f"unexpected character `{ch}`" + (f"; expected {allowed}" if allowed else "")
+        shown = ch if ch.isprintable() else ascii(ch)[1:-1]
+        msg = f"unexpected character `{shown}`" + (f"; expected {allowed}" if allowed else "")
         hint = None
         if ch == "'" or ch == '"':
             hint = "strings must be closed on the same line"
@@ -459,13 +504,17 @@ def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str, p: Lark) -> Dia
     return Diagnostic(span, msg, hint, _line(text, span.line))
 
 
-def _hint_for(tok: Token, expected: set[str]) -> str | None:
+def _hint_for(tok: Token, expected: set[str], after: str) -> str | None:
+    """A hint for a syntax error; ``after`` is the character just before the token."""
     if tok.type == "NUMBER" and "UNIT" in expected:
         return None
     if "UNIT" in expected:
         return "durations and distances need a unit: `30 s`, `20 min`, `150 m`, `12 km/h`"
-    if str(tok) == "==" and "ST_OP" in expected:
-        return "in a match expression `=` means same place; comparisons go in `where`"
+    if str(tok) == "=" and after == "=":
+        return "in a match expression `=` means same place; comparisons (`==`) go in `where`"
+    if expected == {"OF"}:
+        return ("right after an operator, `within D` starts the pattern `within 300 m of PLACE`; "
+                "is an operand missing before `within`?")
     if tok.type == "NAME" and "ST_OP" in expected:
         return "operands of a match expression are joined by an operator such as `;`, `||` or `and`"
     return None
@@ -501,16 +550,13 @@ def parse_text(text: str, file: str = "<string>") -> A.Module:
             rest = _blank_before(text, nxt)
     if diags:
         raise ParseError(_dedupe(diags))
-    try:
-        return _Builder(file).transform(tree)
-    except VisitError as e:
-        orig = e.orig_exc
-        if isinstance(orig, _Positioned):
-            raise ParseError([Diagnostic(orig.span, orig.message, orig.hint, _line(text, orig.span.line))])
-        if isinstance(orig, _ClauseProblems):
-            raise ParseError([Diagnostic(p_.span, p_.message, p_.hint, _line(text, p_.span.line))
-                              for p_ in orig.problems])
-        raise
+    builder = _Builder(file)
+    module = builder.transform(tree)
+    if builder.problems:
+        problems = sorted(builder.problems, key=lambda p_: (p_.span.line, p_.span.col))
+        raise ParseError([Diagnostic(p_.span, p_.message, p_.hint, _line(text, p_.span.line))
+                          for p_ in problems])
+    return module
 
 
 _ITEM_START = re.compile(r"^\s*(phrase|event|place|places|include|timezone|crs)\b")

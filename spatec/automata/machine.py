@@ -1,0 +1,260 @@
+"""The automaton of a phrase and its one step function.
+
+A phrase's operator tree becomes a tree of detectors (after Hermes' composite
+event detectors, which SpaTeC's implementation follows): a leaf takes events
+of its type that pass its patterns and predicates; a join keeps the partial
+matches of each side in a buffer and combines a new partial match with every
+buffered one of the other side whose relation (``;``, ``||``, ``=``, ...)
+and placed predicates hold. The root's matches are checked against ``within``;
+those with an absence or a ``successive`` condition wait until the watermark
+decides them; the rest are reported at once.
+
+The automaton (:class:`Automaton`) is plain data built from the plan and is
+shared; the per-key run state (:class:`RunState`) is separate, picklable and
+holds only what may still matter: buffers are pruned by the watermark using the
+bound of the phrase (``within``, concurrency, ``successive``).
+
+``step(automaton, state, events, watermark)`` is the single entry point every
+runner uses.
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from spatec.automata import relations as R
+from spatec.automata.exprs import compile_condition, compile_expr
+from spatec.automata.patterns import PatternCompiler
+from spatec.frontend import ast as A
+from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
+from spatec.spatial import stamps as S
+
+NEG_INF = -(1 << 62)
+
+
+class Ev:
+    """A primitive event at run time."""
+
+    __slots__ = ("type", "id", "source", "t", "lo", "hi", "loc", "attrs")
+
+    def __init__(self, type, id, source, t, lo, hi, loc, attrs):
+        self.type, self.id, self.source, self.t, self.lo, self.hi, self.loc, self.attrs = \
+            type, id, source, t, lo, hi, loc, attrs
+
+    def __getstate__(self):
+        return (self.type, self.id, self.source, self.t, self.lo, self.hi, self.loc, self.attrs)
+
+    def __setstate__(self, s):
+        self.type, self.id, self.source, self.t, self.lo, self.hi, self.loc, self.attrs = s
+
+    def __repr__(self):
+        return f"Ev({self.id})"
+
+
+class PM:
+    """A partial match: events by slot (None where this sub-tree has no slot), and its stamp."""
+
+    __slots__ = ("ev", "lo", "hi", "_loc", "checks")
+
+    def __init__(self, ev, lo, hi, checks=()):
+        self.ev, self.lo, self.hi, self._loc, self.checks = ev, lo, hi, None, checks
+
+    @property
+    def loc(self):
+        if self._loc is None:
+            locs = [e.loc for e in self.ev if e is not None]
+            self._loc = locs[0] if len(locs) == 1 else S.hull(locs)
+        return self._loc
+
+    def events(self):
+        return [e for e in self.ev if e is not None]
+
+    def __getstate__(self):
+        return (self.ev, self.lo, self.hi, self.checks)
+
+    def __setstate__(self, s):
+        self.ev, self.lo, self.hi, self.checks = s
+        self._loc = None
+
+
+@dataclass
+class RunState:
+    """Per-key run state: everything an automaton remembers between batches."""
+
+    watermark: int = NEG_INF
+    buffers: dict = field(default_factory=dict)     # (node id, side) → [PM]
+    pending: list = field(default_factory=list)     # [(PM, decision list)]
+    xbuf: dict = field(default_factory=dict)        # negation id → [Ev]
+    history: dict = field(default_factory=dict)     # (type, source) → sorted [t]
+    emitted: dict = field(default_factory=dict)     # composite id → hi (for `or` duplicates)
+    since_prune: int = 0
+
+    def size(self) -> int:
+        return (sum(len(v) for v in self.buffers.values()) + len(self.pending)
+                + sum(len(v) for v in self.xbuf.values()) + sum(len(v) for v in self.history.values())
+                + len(self.emitted))
+
+
+@dataclass
+class Composite:
+    """A decided composite event: its phrase, bindings and stamps."""
+
+    phrase: str
+    id: str
+    lo: int
+    hi: int
+    loc: object
+    bindings: dict      # variable → Ev (bound, positive variables)
+    events: list        # every constituent Ev
+
+
+def composite_id(phrase: str, pairs) -> str:
+    """Hash of the phrase name and its sorted (variable, event id) pairs (SPEC §4)."""
+    payload = json.dumps([phrase, sorted([list(p) for p in pairs])], separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+
+class _Ctx:
+    """What expressions need beyond the events: the per-source history for `successive`."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state):
+        self.state = state
+
+    def successive(self, evs) -> bool | None:
+        a0 = evs[0]
+        if a0.source is None:
+            return False
+        for a, b in zip(evs, evs[1:]):
+            if b.type != a0.type or b.source != a0.source or not a.t < b.t:
+                return False
+            hist = self.state.history.get((a.type, a.source), ())
+            i = bisect.bisect_right(hist, a.t)
+            if i < len(hist) and hist[i] < b.t:
+                return False
+        return True
+
+
+# --------------------------------------------------------------------------------- automaton
+
+class Automaton:
+    """The compiled detector tree of one phrase (shared by every key)."""
+
+    def __init__(self, plan: PhrasePlan, program, projector):
+        self.plan = plan
+        self.name = plan.name
+        tz = program.timezone
+        self.tz = tz
+        pc = PatternCompiler(program.places, tz, projector)
+        self.nleaves = len(plan.leaves)
+        self.parent: dict = {}
+        self.side: dict = {}
+        self.nodes = list(walk_nodes(plan.root))
+        for n in self.nodes:
+            if isinstance(n, (Join, Or)):
+                for s, c in (("L", n.left), ("R", n.right)):
+                    self.parent[c.id], self.side[c.id] = n, s
+            elif isinstance(n, After):
+                self.parent[n.left.id], self.side[n.left.id] = n, "L"
+        self.filters = {n.id: pc.filter(n.filters) for n in self.nodes}
+        self.preds = {n.id: compile_condition(n.preds, tz) for n in self.nodes}
+        self.slots = {n.id: frozenset(n.slots) for n in self.nodes}
+        # leaves by event type (None: any type)
+        self.leaves_by_type: dict = {}
+        for l in plan.leaves:
+            self.leaves_by_type.setdefault(l.type, []).append(l)
+        # negations
+        self.negs = {}
+        self.neg_leaves_by_type: dict = {}
+        for n in self.nodes:
+            if isinstance(n, (Join, After)) and n.absence is not None:
+                neg = n.absence
+                self.negs[neg.id] = (n, neg, compile_condition(neg.conds, tz),
+                                     {l.id: pc.filter(l.filters) for l in neg.leaves})
+                for l in neg.leaves:
+                    self.neg_leaves_by_type.setdefault(l.type, []).append((neg.id, l))
+        self.deferred = compile_condition(plan.deferred, tz)
+        self.succ_chains = [tuple(a.name for a in c.args) for c in plan.deferred
+                            if isinstance(c, A.Call) and c.func == "successive"]
+        self.needs_history = any(
+            isinstance(x, A.Call) and x.func == "successive"
+            for e in list(plan.deferred) + [c for n in self.nodes for c in n.preds]
+            + [c for _, neg, _, _ in self.negs.values() for c in neg.conds] for x in A.walk(e))
+        self.has_or = any(isinstance(n, Or) for n in self.nodes)
+        self.var_slots: dict = {}
+        for l in plan.leaves:
+            if l.bound:
+                self.var_slots.setdefault(l.var, []).append(l.slot)
+        self.emit = [(f.name, compile_expr(f.expr, tz)) for f in plan.emit]
+        from spatec.frontend.bounds import stamp_length
+
+        self.type_len = {t: stamp_length(d) for t, d in program.events.items()}
+        lens = list(self.type_len.values())
+        self.type_len[None] = None if any(x is None for x in lens) else max(lens, default=0)
+        self.G = plan.max_gap
+        self.S = plan.span_bound if plan.span_bound is not None else plan.within
+        self.max_window = max([neg.window or 0 for _, neg, _, _ in self.negs.values()], default=0)
+        self._prune_rules()
+
+    # ------------------------------------------------------------------ pruning rules
+    def _prune_rules(self):
+        """For each (join, side): how a buffered partial match becomes useless."""
+        self.rules = {}
+        for n in self.nodes:
+            if not isinstance(n, Join):
+                continue
+            for side, mine, other in (("L", n.left, n.right), ("R", n.right, n.left)):
+                r = {}
+                if n.op in A.CONC_OPS:
+                    ol = self.node_len(other)
+                    if ol is not None:
+                        r["conc"] = ol
+                if side == "R" and n.op in A.SEQ_OPS:
+                    r["seq_right"] = True
+                mv, ov = _vars(mine), _vars(other)
+                succ = []
+                for chain in self.succ_chains:
+                    for a, b in zip(chain, chain[1:]):
+                        if a in mv and b in ov:
+                            succ.append(("next", self._slot(a)))
+                        elif b in mv and a in ov:
+                            succ.append(("prev", self._slot(b)))
+                if succ:
+                    r["succ"] = succ
+                self.rules[(n.id, side)] = r
+
+    def _slot(self, var):
+        return self.var_slots[var][0]
+
+    def node_len(self, n) -> int | None:
+        """Largest stamp length of a match of node ``n`` (µs), None if unbounded."""
+        w = self.plan.within
+        if isinstance(n, Leaf):
+            x = self.type_len.get(n.type)
+        elif isinstance(n, Or):
+            a, b = self.node_len(n.left), self.node_len(n.right)
+            x = None if a is None or b is None else max(a, b)
+        elif isinstance(n, After):
+            x = self.node_len(n.left)
+        elif isinstance(n, Join) and n.op in A.CONC_OPS and n.absence is None:
+            a, b = self.node_len(n.left), self.node_len(n.right)
+            x = None if a is None or b is None else a + b
+        else:
+            x = None
+        if w is not None:
+            x = w if x is None else min(x, w)
+        return x
+
+
+def _vars(n) -> set:
+    return {l.var for l in walk_nodes(n) if isinstance(l, Leaf) and l.bound}
+
+
+def build(plan: PhrasePlan, program, projector) -> Automaton:
+    """The automaton of ``plan`` for a run projected with ``projector``."""
+    return Automaton(plan, program, projector)
+
+

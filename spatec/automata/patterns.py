@@ -1,0 +1,346 @@
+"""Primitive patterns (SPEC §3) compiled to tests on a stamp.
+
+A pattern denotes a set of places or times. A stamp *possibly* matches when it
+meets the set and *certainly* matches when it lies inside it; a plain pattern
+means "possibly". Combinations are combinations of sets: ``not at P`` is the
+complement of P, so it possibly matches a stamp that is not entirely inside P
+(and ``certainly not at P`` a stamp that does not meet P). Within one domain
+(space or time) the set algebra is exact; across domains the sets are
+products (a place at every time, a time everywhere), so ``and`` / ``or`` of a
+space and a time pattern combine their tests.
+
+Each compiled pattern is a pair of functions ``(possibly, certainly)`` taking
+``(lo, hi, loc)``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import zoneinfo
+
+import shapely
+from shapely.geometry import Point, Polygon
+from shapely import wkt as shp_wkt
+
+from spatec.frontend import ast as A
+from spatec.frontend.check import clock_seconds
+from spatec.spatial import stamps as S
+
+DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+          "October", "November", "December")
+US = 1_000_000
+DAY_US = 86_400 * US
+
+
+# ------------------------------------------------------------------------------- space sets
+
+class SpaceSet:
+    """A region, or its complement (``neg``), in projected coordinates.
+
+    ``atom`` keeps a single place as a Loc so its tests are exact (discs stay
+    discs); combinations use a geometry with circles approximated to 1 cm.
+    """
+
+    def __init__(self, geom=None, neg=False, atom=None):
+        self.geom, self.neg, self.atom = geom, neg, atom
+
+    def region_geom(self):
+        if self.geom is None:
+            self.geom = _fine_geom(self.atom)
+        return self.geom
+
+    def possibly(self, loc) -> bool:
+        if loc is S.UNIVERSE:
+            return self.neg or not self.region_geom().is_empty
+        if self.atom is not None and not self.neg:
+            return S.possibly_in(loc, self.atom)
+        if self.atom is not None and self.neg:
+            return not S.certainly_in(loc, self.atom)
+        g = self.geom
+        if self.neg:
+            return not S.certainly_in(loc, S.Loc.of(g, 0.0))
+        return S.possibly_in(loc, S.Loc.of(g, 0.0))
+
+    def certainly(self, loc) -> bool:
+        if loc is S.UNIVERSE:
+            return False
+        if self.atom is not None:
+            return S.certainly_in(loc, self.atom) if not self.neg else not S.possibly_in(loc, self.atom)
+        g = self.geom
+        if self.neg:
+            return not S.possibly_in(loc, S.Loc.of(g, 0.0))
+        return S.certainly_in(loc, S.Loc.of(g, 0.0))
+
+    def complement(self) -> "SpaceSet":
+        return SpaceSet(self.geom, not self.neg, self.atom)
+
+    def combine(self, other: "SpaceSet", op: str) -> "SpaceSet":
+        a, b = self.region_geom(), other.region_geom()
+        an, bn = self.neg, other.neg
+        if op == "and":
+            if not an and not bn:
+                return SpaceSet(a.intersection(b))
+            if not an and bn:
+                return SpaceSet(a.difference(b))
+            if an and not bn:
+                return SpaceSet(b.difference(a))
+            return SpaceSet(a.union(b), neg=True)
+        if not an and not bn:
+            return SpaceSet(a.union(b))
+        if not an and bn:
+            return SpaceSet(b.difference(a), neg=True)
+        if an and not bn:
+            return SpaceSet(a.difference(b), neg=True)
+        return SpaceSet(a.intersection(b), neg=True)
+
+
+def _fine_geom(loc):
+    if loc.r == 0:
+        return loc.geom
+    import math
+
+    # outer polygon of the disc with at most 1 cm error
+    n = max(8, int(math.ceil(math.pi / math.acos(1.0 / (1.0 + 0.01 / loc.r)) / 4.0)))
+    return loc.geom.buffer(loc.r, quad_segs=n)
+
+
+# ------------------------------------------------------------------------------- time sets
+
+class TimeSet:
+    """A set of times given by ``intervals(a, b)``: its merged half-open pieces within [a, b)."""
+
+    def __init__(self, fn, neg=False):
+        self.fn, self.neg = fn, neg
+
+    def pieces(self, lo: int, hi: int) -> list:
+        a, b = lo - 2 * DAY_US, hi + 2 * DAY_US
+        ivs = self.fn(a, b)
+        if self.neg:
+            ivs = _complement(ivs, a, b)
+        return ivs
+
+    def possibly(self, lo, hi) -> bool:
+        return any(s <= hi and e > lo for s, e in self.pieces(lo, hi))
+
+    def certainly(self, lo, hi) -> bool:
+        return any(s <= lo and hi < e for s, e in self.pieces(lo, hi))
+
+    def complement(self) -> "TimeSet":
+        return TimeSet(self.fn, not self.neg)
+
+    def combine(self, other: "TimeSet", op: str) -> "TimeSet":
+        f1, f2 = self._resolved(), other._resolved()
+
+        def fn(a, b):
+            x, y = f1(a, b), f2(a, b)
+            return _intersect(x, y) if op == "and" else _merge(x + y)
+        return TimeSet(fn)
+
+    def _resolved(self):
+        if not self.neg:
+            return self.fn
+        f = self.fn
+        return lambda a, b: _complement(f(a, b), a, b)
+
+
+def _merge(ivs):
+    out = []
+    for s, e in sorted(ivs):
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def _complement(ivs, a, b):
+    out, cur = [], a
+    for s, e in _merge(ivs):
+        if s > cur:
+            out.append((cur, s))
+        cur = max(cur, e)
+    if cur < b:
+        out.append((cur, b))
+    return out
+
+
+def _intersect(x, y):
+    out = []
+    for s1, e1 in x:
+        for s2, e2 in y:
+            s, e = max(s1, s2), min(e1, e2)
+            if s < e:
+                out.append((s, e))
+    return _merge(out)
+
+
+def _local_days(a: int, b: int, tz):
+    d = dt.datetime.fromtimestamp(a / US, tz).date() - dt.timedelta(days=1)
+    end = dt.datetime.fromtimestamp(b / US, tz).date() + dt.timedelta(days=1)
+    while d <= end:
+        yield d
+        d += dt.timedelta(days=1)
+
+
+@functools.lru_cache(maxsize=100_000)
+def _local_us(d: dt.date, seconds: int, tzname: str) -> int:
+    tz = zoneinfo.ZoneInfo(tzname)
+    base = dt.datetime.combine(d, dt.time(0), tzinfo=tz) if seconds < 86400 else \
+        dt.datetime.combine(d + dt.timedelta(days=1), dt.time(0), tzinfo=tz)
+    s = seconds % 86400 if seconds < 86400 else 0
+    local = dt.datetime.combine(base.date(), dt.time(s // 3600, s % 3600 // 60, s % 60), tzinfo=tz)
+    return int(local.timestamp()) * US
+
+
+def _day_set(pred, tzname):
+    tz = zoneinfo.ZoneInfo(tzname)
+
+    def fn(a, b):
+        return _merge([(_local_us(d, 0, tzname), _local_us(d + dt.timedelta(days=1), 0, tzname))
+                       for d in _local_days(a, b, tz) if pred(d)])
+    return fn
+
+
+def time_set(p, tzname: str) -> TimeSet:
+    tz = zoneinfo.ZoneInfo(tzname)
+    if isinstance(p, A.DayPattern):
+        if p.name == "weekday":
+            return TimeSet(_day_set(lambda d: d.weekday() < 5, tzname))
+        if p.name == "weekend":
+            return TimeSet(_day_set(lambda d: d.weekday() >= 5, tzname))
+        k = DAYS.index(p.name)
+        return TimeSet(_day_set(lambda d: d.weekday() == k, tzname))
+    if isinstance(p, A.MonthPattern):
+        m = MONTHS.index(p.name) + 1
+        return TimeSet(_day_set(lambda d: d.month == m, tzname))
+    if isinstance(p, A.DatePattern):
+        d1, d2 = dt.date.fromisoformat(p.start), dt.date.fromisoformat(p.end)
+        return TimeSet(_day_set(lambda d: d1 <= d <= d2, tzname))
+    if isinstance(p, A.ClockPattern):
+        s, e = clock_seconds(p.start), clock_seconds(p.end)
+
+        def fn(a, b):
+            out = []
+            for d in _local_days(a, b, tz):
+                if s < e:
+                    out.append((_local_us(d, s, tzname), _local_us(d, e, tzname)))
+                elif s > e:
+                    out.append((_local_us(d, s, tzname), _local_us(d + dt.timedelta(days=1), e, tzname)))
+                else:
+                    out.append((_local_us(d, 0, tzname), _local_us(d + dt.timedelta(days=1), 0, tzname)))
+            return _merge(out)
+        return TimeSet(fn)
+    raise TypeError(type(p).__name__)
+
+
+# ------------------------------------------------------------------------------- compile
+
+TIME_ATOMS = (A.DayPattern, A.MonthPattern, A.ClockPattern, A.DatePattern)
+SPACE_ATOMS = (A.AtPlace, A.InShape, A.NearPlace)
+
+
+def _domain(p) -> str | None:
+    """"space" / "time" when every atom of ``p`` is of that domain (and no `certainly`)."""
+    if isinstance(p, TIME_ATOMS):
+        return "time"
+    if isinstance(p, SPACE_ATOMS):
+        return "space"
+    if isinstance(p, A.Not):
+        return _domain(p.operand)
+    if isinstance(p, A.Binary):
+        a, b = _domain(p.left), _domain(p.right)
+        return a if a == b else None
+    return None
+
+
+class PatternCompiler:
+    """Compiles pattern ASTs for one program and one projection."""
+
+    def __init__(self, places: dict, tz: str, projector):
+        self.places, self.tz, self.proj = places, tz, projector
+        self._regions: dict = {}
+
+    def region(self, name: str, widen: float = 0.0):
+        key = (name, widen)
+        if key not in self._regions:
+            pd = self.places[name]
+            if pd.kind == "circle":
+                x, y = self.proj.forward(pd.lon, pd.lat)
+                loc = S.Loc.disc(float(x), float(y), pd.radius + widen)
+            else:
+                g = shapely.transform(shp_wkt.loads(pd.wkt), lambda c: _fwd(self.proj, c))
+                loc = S.Loc.of(g, pd.widen + widen)
+            self._regions[key] = loc
+        return self._regions[key]
+
+    def shape_region(self, s):
+        if isinstance(s, A.Circle):
+            x, y = self.proj.forward(s.lon, s.lat)
+            return S.Loc.disc(float(x), float(y), s.radius.metres())
+        if isinstance(s, A.PointShape):
+            x, y = self.proj.forward(s.lon, s.lat)
+            return S.Loc.disc(float(x), float(y), s.widen.metres() if s.widen else 0.0)
+        g = Polygon(s.coords)
+        return S.Loc.of(shapely.transform(g, lambda c: _fwd(self.proj, c)), 0.0)
+
+    def space_set(self, p) -> SpaceSet:
+        if isinstance(p, A.AtPlace):
+            return SpaceSet(atom=self.region(p.place))
+        if isinstance(p, A.NearPlace):
+            return SpaceSet(atom=self.region(p.place, p.distance.metres()))
+        if isinstance(p, A.InShape):
+            return SpaceSet(atom=self.shape_region(p.shape))
+        if isinstance(p, A.Not):
+            return self.space_set(p.operand).complement()
+        return self.space_set(p.left).combine(self.space_set(p.right), p.op)
+
+    def time_set(self, p) -> TimeSet:
+        if isinstance(p, A.Not):
+            return self.time_set(p.operand).complement()
+        if isinstance(p, A.Binary):
+            return self.time_set(p.left).combine(self.time_set(p.right), p.op)
+        return time_set(p, self.tz)
+
+    def compile(self, p):
+        """(possibly, certainly) functions of (lo, hi, loc)."""
+        d = _domain(p)
+        if d == "space":
+            ss = self.space_set(p)
+            return (lambda lo, hi, loc: ss.possibly(loc)), (lambda lo, hi, loc: ss.certainly(loc))
+        if d == "time":
+            ts = self.time_set(p)
+            return (lambda lo, hi, loc: ts.possibly(lo, hi)), (lambda lo, hi, loc: ts.certainly(lo, hi))
+        if isinstance(p, A.Certainly):
+            _, cert = self.compile(p.pattern)
+            return cert, cert
+        if isinstance(p, A.Not):
+            pos, cert = self.compile(p.operand)
+            # complement of the set: meets it unless inside the original, and vice versa
+            return (lambda lo, hi, loc: not cert(lo, hi, loc)), (lambda lo, hi, loc: not pos(lo, hi, loc))
+        if isinstance(p, A.Binary):
+            lp, lc = self.compile(p.left)
+            rp, rc = self.compile(p.right)
+            if p.op == "and":
+                return (lambda lo, hi, loc: lp(lo, hi, loc) and rp(lo, hi, loc)), \
+                       (lambda lo, hi, loc: lc(lo, hi, loc) and rc(lo, hi, loc))
+            return (lambda lo, hi, loc: lp(lo, hi, loc) or rp(lo, hi, loc)), \
+                   (lambda lo, hi, loc: lc(lo, hi, loc) or rc(lo, hi, loc))
+        raise TypeError(type(p).__name__)
+
+    def filter(self, patterns):
+        """One test ``f(lo, hi, loc)`` that every pattern possibly matches (None if no patterns)."""
+        fs = [self.compile(p)[0] for p in patterns]
+        if not fs:
+            return None
+        if len(fs) == 1:
+            return fs[0]
+        return lambda lo, hi, loc: all(f(lo, hi, loc) for f in fs)
+
+
+def _fwd(proj, coords):
+    import numpy as np
+
+    x, y = proj.forward(coords[:, 0], coords[:, 1])
+    return np.column_stack([x, y])

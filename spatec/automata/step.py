@@ -1,0 +1,345 @@
+"""``step``: advance one key's run state over a batch of events.
+
+Events of a batch are inserted in the order given (runners sort by event
+time); an event whose event time (``hi``) is behind the watermark is late and
+returned, not used. After the batch the watermark advances, pending composites
+whose absence or ``successive`` condition can no longer change are decided,
+and buffers are pruned.
+
+Decisions (SPEC §4): ``A ; not X ; B`` when the watermark reaches ``B.hi``
+(plus the largest ``hi - t`` of any type, 0 unless a type is stamped
+``time ts ± d``, so that no same-source event can still fall between);
+``A ; not X within D`` when the watermark passes ``A.hi + D``; ``successive``
+when it reaches the last event's local time (plus the same slack); every other
+composite as soon as it is complete. At the end of a batch replay
+(``final=True``) everything is decided except absences whose window reaches
+past the last event.
+"""
+from __future__ import annotations
+
+import bisect
+
+from spatec.automata import relations as R
+from spatec.automata.machine import NEG_INF, PM, Automaton, Composite, RunState, _Ctx, composite_id
+from spatec.plan.nodes import After, Join, Leaf, Or
+from spatec.spatial import stamps as S
+
+
+def step(am: Automaton, st: RunState, events, watermark: int | None = None, final: bool = False):
+    """Insert ``events``; return (decided composites, late events)."""
+    out: list[Composite] = []
+    late = []
+    ctx = _Ctx(st)
+    w0 = st.watermark
+    hi_max = w0
+    for ev in events:
+        if ev.hi < w0:
+            late.append(ev)
+            continue
+        if ev.hi > hi_max:
+            hi_max = ev.hi
+        _insert(am, st, ctx, ev, out)
+    w = hi_max if watermark is None else max(w0, watermark)
+    st.watermark = w
+    _decide(am, st, ctx, w, final, out)
+    st.since_prune += len(events)
+    if final or st.since_prune >= 64 or len(events) >= 64:
+        _prune(am, st, w)
+        st.since_prune = 0
+    return out, late
+
+
+# ------------------------------------------------------------------------------------ insert
+
+def _insert(am: Automaton, st: RunState, ctx, ev, out) -> None:
+    if am.needs_history and ev.source is not None:
+        h = st.history.setdefault((ev.type, ev.source), [])
+        if not h or ev.t > h[-1]:
+            h.append(ev.t)
+        else:
+            i = bisect.bisect_left(h, ev.t)
+            if i == len(h) or h[i] != ev.t:
+                h.insert(i, ev.t)
+    for key in (ev.type, None):
+        for neg_id, leaf in am.neg_leaves_by_type.get(key, ()):
+            f = am.negs[neg_id][3][leaf.id]
+            if f is None or f(ev.lo, ev.hi, ev.loc):
+                st.xbuf.setdefault(neg_id, []).append(ev)
+        for leaf in am.leaves_by_type.get(key, ()):
+            f = am.filters[leaf.id]
+            if f is not None and not f(ev.lo, ev.hi, ev.loc):
+                continue
+            p = am.preds[leaf.id]
+            if p is not None and not p({leaf.var: ev}, ctx):
+                continue
+            slots = [None] * am.nleaves
+            slots[leaf.slot] = ev
+            _up(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi), out)
+
+
+def _env(am: Automaton, pm: PM, extra=None) -> dict:
+    env = {}
+    for var, slots in am.var_slots.items():
+        for s in slots:
+            e = pm.ev[s]
+            if e is not None:
+                env[var] = e
+                break
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _up(am: Automaton, st: RunState, ctx, node, pm: PM, out) -> None:
+    parent = am.parent.get(node.id)
+    if parent is None:
+        _root(am, st, ctx, pm, out)
+        return
+    side = am.side[node.id]
+    if isinstance(parent, Join):
+        _join(am, st, ctx, parent, side, pm, out)
+        return
+    if isinstance(parent, After):
+        pm = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,))
+    if _accept(am, parent, pm, ctx):
+        _up(am, st, ctx, parent, pm, out)
+
+
+def _accept(am: Automaton, node, pm: PM, ctx) -> bool:
+    f = am.filters[node.id]
+    if f is not None and not f(pm.lo, pm.hi, pm.loc):
+        return False
+    p = am.preds[node.id]
+    return p is None or p(_env(am, pm), ctx)
+
+
+def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) -> None:
+    other = st.buffers.get((node.id, "R" if side == "L" else "L"), ())
+    op = node.op
+    mine = pm.events()
+    for q in list(other):
+        left, right = (pm, q) if side == "L" else (q, pm)
+        theirs = q.events()
+        if any(a is b for a in mine for b in theirs):
+            continue  # distinct variables, distinct events
+        le, re_ = (mine, theirs) if side == "L" else (theirs, mine)
+        if not _relation(op, left, le, right, re_):
+            continue
+        ev = tuple(a if a is not None else b for a, b in zip(left.ev, right.ev))
+        checks = left.checks + right.checks
+        if node.absence is not None:
+            checks = checks + (node.absence.id,)
+        c = PM(ev, min(left.lo, right.lo), max(left.hi, right.hi), checks)
+        if _accept(am, node, c, ctx):
+            _up(am, st, ctx, node, c, out)
+    rules = am.rules[(node.id, side)]
+    if rules.get("seq_right") and _seq_right_dead(pm, st.watermark, am.G):
+        return
+    st.buffers.setdefault((node.id, side), []).append(pm)
+
+
+def _relation(op: str, left: PM, le, right: PM, re_) -> bool:
+    if op == "and":
+        return True
+    time_rel, space = op.rstrip("=<>"), op[len(op.rstrip("=<>")):]
+    if time_rel == ";":
+        if not R.composite_before(le, left.hi, re_, right.lo):
+            return False
+    elif time_rel == "||":
+        if not R.composite_concurrent(le, left.lo, left.hi, re_, right.lo, right.hi):
+            return False
+    if space == "=":
+        return S.overlap(left.loc, right.loc)
+    if space == "<>":
+        return not S.overlap(left.loc, right.loc)
+    return True
+
+
+# ------------------------------------------------------------------------------------ root
+
+def _root(am: Automaton, st: RunState, ctx, pm: PM, out) -> None:
+    w = am.plan.within
+    if w is not None and pm.hi - pm.lo > w:
+        return
+    if pm.checks or am.deferred is not None:
+        st.pending.append(pm)
+        return
+    _emit(am, st, pm, out)
+
+
+def _emit(am: Automaton, st: RunState, pm: PM, out) -> None:
+    env = _env(am, pm)
+    cid = composite_id(am.name, [(v, e.id) for v, e in env.items()])
+    if am.has_or:
+        if cid in st.emitted:
+            return
+        st.emitted[cid] = pm.hi
+    out.append(Composite(am.name, cid, pm.lo, pm.hi, pm.loc, env, pm.events()))
+
+
+def _part(pm: PM, slots) -> list:
+    return [pm.ev[s] for s in slots if pm.ev[s] is not None]
+
+
+def _decide(am: Automaton, st: RunState, ctx, w: int, final: bool, out) -> None:
+    if not st.pending:
+        return
+    keep = []
+    for pm in st.pending:
+        if not _ready(am, pm, w, final):
+            keep.append(pm)
+            continue
+        if _holds(am, st, ctx, pm):
+            _emit(am, st, pm, out)
+    st.pending = keep
+
+
+def _ready(am: Automaton, pm: PM, w: int, final: bool) -> bool:
+    for neg_id in pm.checks:
+        node = am.negs[neg_id][0]
+        if isinstance(node, Join):
+            b = _part(pm, am.slots[node.right.id])
+            if not (final or w >= max(e.hi for e in b) + am.G):
+                return False
+        else:
+            a = _part(pm, am.slots[node.left.id])
+            end = max(e.hi for e in a) + node.absence.window
+            if not (w > end or (final and end <= w)):
+                return False
+    if am.succ_chains and not final:
+        env = _env(am, pm)
+        for chain in am.succ_chains:
+            if w < max(env[v].t for v in chain) + am.G:
+                return False
+    return True
+
+
+def _holds(am: Automaton, st: RunState, ctx, pm: PM) -> bool:
+    env = None
+    for neg_id in pm.checks:
+        node, neg, cond, _ = am.negs[neg_id]
+        a = _part(pm, am.slots[node.left.id])
+        a_lo, a_hi = min(e.lo for e in a), max(e.hi for e in a)
+        a_loc = None
+        if isinstance(node, Join):
+            b = _part(pm, am.slots[node.right.id])
+            b_lo, b_hi = min(e.lo for e in b), max(e.hi for e in b)
+            b_loc = None
+        members = pm.events()
+        for x in st.xbuf.get(neg_id, ()):
+            if any(x is m for m in members):
+                continue
+            if not R.composite_before(a, a_hi, [x], x.lo):
+                continue
+            if isinstance(node, Join):
+                if not R.composite_before([x], x.hi, b, b_lo):
+                    continue
+            elif x.hi > a_hi + neg.window:
+                continue
+            if neg.left_space:
+                a_loc = a_loc or (a[0].loc if len(a) == 1 else S.hull([e.loc for e in a]))
+                if S.overlap(a_loc, x.loc) != (neg.left_space == "="):
+                    continue
+            if neg.right_space:
+                b_loc = b_loc or (b[0].loc if len(b) == 1 else S.hull([e.loc for e in b]))
+                if S.overlap(x.loc, b_loc) != (neg.right_space == "="):
+                    continue
+            if cond is not None:
+                if env is None:
+                    env = _env(am, pm)
+                xenv = dict(env)
+                if neg.var:
+                    xenv[neg.var] = x
+                if not cond(xenv, ctx):
+                    continue
+            return False  # an X occurred: the absence fails
+    if am.deferred is not None:
+        if env is None:
+            env = _env(am, pm)
+        if not am.deferred(env, ctx):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------------ prune
+
+def _seq_right_dead(pm: PM, w: int, G: int) -> bool:
+    """No future match can come certainly before this right-hand partial match."""
+    for q in pm.ev:
+        if q is not None and q.lo <= w and (q.source is None or q.t <= w - G):
+            return True
+    return False
+
+
+def _prune(am: Automaton, st: RunState, w: int) -> None:
+    if w == NEG_INF:
+        return
+    S_ = am.S
+    G = am.G
+    min_lo = None
+    for key, buf in st.buffers.items():
+        rules = am.rules[key]
+        conc = rules.get("conc")
+        seq_right = rules.get("seq_right")
+        succ = rules.get("succ") if _other_is_leaf(am, key) else None
+        keep = []
+        for pm in buf:
+            if S_ is not None and pm.lo < w - S_:
+                continue
+            if conc is not None and pm.hi < w - conc:
+                continue
+            if seq_right and _seq_right_dead(pm, w, G):
+                continue
+            if succ and _succ_dead(st, pm, succ, w, G):
+                continue
+            keep.append(pm)
+            if min_lo is None or pm.lo < min_lo:
+                min_lo = pm.lo
+        buf[:] = keep
+    for pm in st.pending:
+        if min_lo is None or pm.lo < min_lo:
+            min_lo = pm.lo
+    # A future composite's events start after w - (longest stamp or match span).
+    fut = [x for x in (S_, am.type_len.get(None)) if x is not None]
+    horizon = w - min(fut) if fut else None
+    thr = horizon
+    if min_lo is not None:
+        thr = min_lo if thr is None else min(thr, min_lo)
+    if thr is not None:
+        for nid, xs in st.xbuf.items():
+            xs[:] = [x for x in xs if x.hi > thr]
+    if st.history:
+        thr_h = w - G if min_lo is None else min(min_lo, w - G)
+        if True:
+            for k in list(st.history):
+                h = st.history[k]
+                i = bisect.bisect_left(h, thr_h)
+                if i:
+                    del h[:i]
+                if not h:
+                    del st.history[k]
+    if st.emitted and S_ is not None:
+        st.emitted = {k: v for k, v in st.emitted.items() if v >= w - S_}
+
+
+def _other_is_leaf(am: Automaton, key) -> bool:
+    nid, side = key
+    node = next(n for n in am.nodes if n.id == nid)
+    other = node.right if side == "L" else node.left
+    return isinstance(other, Leaf)
+
+
+def _succ_dead(st: RunState, pm: PM, succ, w: int, G: int) -> bool:
+    for kind, slot in succ:
+        e = pm.ev[slot]
+        if e is None:
+            continue
+        if kind == "prev":
+            if e.t <= w - G:
+                return True
+        else:
+            h = st.history.get((e.type, e.source), ())
+            i = bisect.bisect_right(h, e.t)
+            if i < len(h) and h[i] < w - G:
+                return True
+    return False

@@ -1,0 +1,86 @@
+"""`spatec check FILE...`: report every error of each program, or summarise it."""
+from __future__ import annotations
+
+import json
+import sys
+
+from spatec.errors import ProgramError
+
+NAME = "check"
+HELP = "check programs (with their includes) and report every error, without running anything"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help="a .spatec program")
+    p.add_argument("--schema", action="store_true",
+                   help="print {phrase: JSON Schema of its output records} as JSON on stdout")
+    p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def summary(path: str, program) -> str:
+    """One line: what a checked program declares."""
+    return (f"{path}: ok: {_plural(len(program.phrases), 'phrase')}, "
+            f"{_plural(len(program.events), 'event type')}, {_plural(len(program.places), 'place')}")
+
+
+class _Out:
+    """Plain text, or rich colour when the output is a terminal."""
+
+    def __init__(self):
+        self.rich = sys.stdout.isatty() and sys.stderr.isatty()
+        if self.rich:
+            from rich.console import Console
+
+            self.out, self.err = Console(highlight=False), Console(stderr=True, highlight=False)
+
+    def info(self, text: str, to_stderr: bool = False) -> None:
+        if self.rich:
+            (self.err if to_stderr else self.out).print(text, style="green", markup=False)
+        else:
+            print(text, file=sys.stderr if to_stderr else sys.stdout)
+
+    def error(self, text: str, style: str = "red") -> None:
+        if self.rich:
+            self.err.print(text, style=style, markup=False)
+        else:
+            print(text, file=sys.stderr)
+
+
+def run(args) -> int:
+    from spatec.frontend.check import check_file
+    from spatec.frontend.schema import json_schemas
+
+    out = _Out()
+    errors = 0
+    schemas: dict = {}
+    for path in args.files:
+        try:
+            program = check_file(path)
+        except ProgramError as e:
+            for d in e.diagnostics:
+                out.error(d.render())
+            errors += len(e.diagnostics)
+            continue
+        except OSError as e:
+            out.error(f"{path}: cannot read: {e.strerror or e}")
+            errors += 1
+            continue
+        if not args.quiet:
+            # with --schema, stdout carries only the JSON
+            out.info(summary(path, program), to_stderr=args.schema)
+        if args.schema:
+            for name, schema in json_schemas(program).items():
+                if name in schemas:
+                    out.error(f"{path}: phrase {name} is also in another file; its schema is the last one")
+                schemas[name] = schema
+    if errors:
+        out.error(_plural(errors, "error"), style="bold red")
+        return 1
+    if args.schema:
+        # the schemas are the machine-readable output: stdout, after nothing else
+        sys.stdout.write(json.dumps(schemas, indent=2) + "\n")
+    return 0

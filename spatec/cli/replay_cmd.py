@@ -1,0 +1,70 @@
+"""`spatec replay`: run a program over recorded events, in batch."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from spatec.errors import SpatecError
+
+NAME = "replay"
+HELP = "Replay recorded events through a program's phrases (batch; Spark by default)."
+
+
+def add_arguments(p) -> None:
+    p.add_argument("program", help="the .spatec program")
+    p.add_argument("--events", action="append", default=[], metavar="TYPE=PATH",
+                   help="input events of a declared type: CSV, CSV.gz, Parquet, JSONL or SIRI-VM polls "
+                        "(file, directory, glob or .tar.gz); repeatable")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--runner", choices=("spark", "local"), default="spark")
+    p.add_argument("--master", default=None, help="Spark master URL (default: local[*])")
+    p.add_argument("--format", choices=("jsonl", "parquet", "geojson"), default="jsonl")
+    p.add_argument("--map", default=None, metavar="FILE.html", help="also draw the composites on a map")
+    p.add_argument("--phrase", action="append", default=None, help="only these phrases (repeatable)")
+    p.add_argument("--crs", default=None, help="metric CRS for distances (default: UTM zone of the data)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def parse_events(specs: list[str], program) -> list[tuple[str, str]]:
+    out = []
+    for s in specs:
+        if "=" not in s:
+            raise SpatecError(f"--events {s!r}: expected TYPE=PATH, e.g. BusGPS=positions.csv.gz")
+        t, path = s.split("=", 1)
+        if t not in program.events:
+            known = ", ".join(sorted(program.events)) or "none"
+            raise SpatecError(f"--events {s!r}: the program declares no event type {t} (declared: {known})")
+        out.append((t, path))
+    if not out:
+        raise SpatecError("no input: give at least one --events TYPE=PATH")
+    return out
+
+
+def run(args) -> int:
+    from spatec.cli.progress import Progress
+    from spatec.runners.common import compile_program
+
+    compiled = compile_program(args.program)
+    inputs = parse_events(args.events, compiled.program)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ui = Progress(quiet=args.quiet)
+    t0 = time.perf_counter()
+    if args.runner == "local":
+        from spatec.runners.replay import replay_local
+
+        result = replay_local(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui)
+    else:
+        from spatec.runners.spark_batch import replay_spark
+
+        result = replay_spark(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase,
+                              master=args.master, ui=ui)
+    elapsed = time.perf_counter() - t0
+    ui.summary(result, elapsed)
+    if args.map:
+        from spatec.io.maps import write_map
+
+        write_map(result.frames, args.map)
+        ui.note(f"map written to {args.map}")
+    return 0

@@ -1,0 +1,338 @@
+"""Raw records to canonical events: the contract between ingest and everything after it.
+
+An event declaration (``EventDecl``) says how a record becomes an event:
+which attribute is the source, how the time stamp and the location stamp are
+built. :func:`to_events` applies it to raw batches and returns the events as
+one pandas DataFrame with the columns of :func:`event_columns`:
+
+``_type _id _source _t _lo _hi _place _lon _lat _r _geom <attributes> _file _row``
+
+- ``_t``, ``_lo``, ``_hi``: int64 µs UTC. ``_t`` is the local time (the
+  attribute of ``time ts [± d]``, or the upper bound of ``time L .. H`` with
+  its offset); ``[_lo, _hi]`` is the time stamp.
+- ``_place``: ``"point"`` (disc of radius ``_r`` m around ``_lon``, ``_lat``),
+  ``"geom"`` (``_geom``, WKT lon/lat, widened by ``_r`` m) or ``"none"``.
+- attributes under their declared names and types (see :mod:`spatec.io.columns`).
+- ``_file``, ``_row``: where the record came from (1-based record number).
+
+Records that cannot become events are rejects, each with the first-order
+reasons found (joined by ``"; "``): a bad or missing value names the
+attribute and the value; then ``lo > hi``; then duplicates (SPEC §4: the same
+``(type, source, t)`` — or the same record for a type without a source — seen
+before; the first in input order wins). Events keep input order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from spatec.errors import DataError
+from spatec.frontend.ast import EventDecl, TimeBound
+from spatec.io.columns import convert, geometry_bounds
+from spatec.io.raw import RawBatch, show, unify
+from spatec.io.timefmt import event_id, format_time, format_times
+
+HEAD_COLUMNS = ("_type", "_id", "_source", "_t", "_lo", "_hi", "_place", "_lon", "_lat", "_r", "_geom")
+TAIL_COLUMNS = ("_file", "_row")
+REJECT_COLUMNS = ("type", "file", "row", "reason", "record")
+DUPLICATE = "duplicate of "
+
+_DTYPES = {"str": object, "int": "Int64", "float": "float64", "bool": "boolean",
+           "time": "int64", "geometry": object}
+
+
+def event_columns(decl: EventDecl) -> list[str]:
+    """The canonical columns of events of ``decl``, in order."""
+    return [*HEAD_COLUMNS, *(a.name for a in decl.attrs), *TAIL_COLUMNS]
+
+
+def empty_events(decl: EventDecl) -> pd.DataFrame:
+    """A canonical events frame with no rows and the right dtypes."""
+    dtypes = {"_type": object, "_id": object, "_source": object, "_t": "int64", "_lo": "int64",
+              "_hi": "int64", "_place": object, "_lon": "float64", "_lat": "float64", "_r": "float64",
+              "_geom": object, **{a.name: _DTYPES[a.type] for a in decl.attrs},
+              "_file": object, "_row": "int64"}
+    return pd.DataFrame({c: pd.Series([], dtype=dtypes[c]) for c in event_columns(decl)})
+
+
+def empty_rejects() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype="int64" if c == "row" else object) for c in REJECT_COLUMNS})
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """Events of one type read from some input, the records rejected, and the counts.
+
+    Every record read is either used or rejected: ``read == used + rejected``.
+    ``rejects`` has the columns ``type, file, row, reason, record`` (the raw
+    record as JSON text).
+    """
+
+    type: str
+    events: pd.DataFrame
+    rejects: pd.DataFrame
+    read: int
+
+    def __post_init__(self) -> None:
+        if self.read != self.used + self.rejected:
+            raise AssertionError(f"{self.type}: read {self.read} != used {self.used} + rejected {self.rejected}")
+
+    @property
+    def used(self) -> int:
+        return len(self.events)
+
+    @property
+    def rejected(self) -> int:
+        return len(self.rejects)
+
+    @property
+    def duplicates(self) -> int:
+        """Rejects that are second copies of an event (counted among ``rejected``)."""
+        return int(self.rejects["reason"].str.startswith(DUPLICATE).sum()) if self.rejected else 0
+
+    @staticmethod
+    def concat(results: Sequence["IngestResult"], decl: EventDecl) -> "IngestResult":
+        """Results of consecutive reads of one type as one (e.g. the chunks of :func:`iter_events`)."""
+        events = [r.events for r in results if len(r.events)]
+        rejects = [r.rejects for r in results if len(r.rejects)]
+        return IngestResult(
+            decl.name,
+            pd.concat(events, ignore_index=True) if events else empty_events(decl),
+            pd.concat(rejects, ignore_index=True) if rejects else empty_rejects(),
+            sum(r.read for r in results))
+
+
+# --------------------------------------------------------------------------- checks
+
+def check_columns(batch: RawBatch, decl: EventDecl) -> None:
+    """Every declared attribute must have a column: a whole-file problem, not a reject."""
+    if batch.table.num_rows == 0:
+        return  # nothing to map (an empty poll, a header-only CSV)
+    missing = [a.name for a in decl.attrs if a.name not in batch.names and a.name not in batch.provides]
+    if missing:
+        present = ", ".join(dict.fromkeys([*batch.names, *sorted(batch.provides)])) or "(none)"
+        raise DataError(f"{batch.file}: {decl.name} declares {', '.join(missing)} but the file has no "
+                        f"such column{'s' if len(missing) > 1 else ''}; columns present: {present}")
+
+
+class _Problems:
+    """Reasons per row, in the order they are found."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.by_row: dict[int, list[str]] = {}
+
+    def add(self, rows: Iterable[int], text) -> None:
+        for i in rows:
+            self.by_row.setdefault(int(i), []).append(text(int(i)) if callable(text) else text)
+
+    def mask(self) -> np.ndarray:
+        m = np.zeros(self.n, bool)
+        if self.by_row:
+            m[list(self.by_row)] = True
+        return m
+
+
+# --------------------------------------------------------------------------- events
+
+def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
+              seen: set[str] | None = None) -> IngestResult:
+    """Type, stamp, identify and deduplicate the records of ``batches`` as events of ``decl``.
+
+    ``seen`` holds the ids of events already accepted by earlier calls (a
+    stream read in chunks); ids accepted here are added to it.
+    """
+    if decl.time is None:
+        raise ValueError(f"{decl.name}: an event type needs a time clause to be read")
+    for b in batches:
+        check_columns(b, decl)
+    sizes = np.array([b.table.num_rows for b in batches], dtype=np.int64)
+    n = int(sizes.sum())
+    problems = _Problems(n)
+
+    raw = {a.name: unify([b.column(a.name) for b in batches]) for a in decl.attrs}
+    raw_value = lambda name: (lambda i: show(raw[name][i].as_py()))  # noqa: E731
+    typed: dict[str, object] = {}
+    place = decl.place
+    coords = {place.lon: (-180, 180), place.lat: (-90, 90)} if place and place.geom is None else {}
+    source = decl.source.attr if decl.source else None
+    for a in decl.attrs:
+        p = convert(raw[a.name], a.type, tz)
+        typed[a.name] = p.values
+        bad_rows = sorted(p.errors)
+        problems.add(bad_rows, lambda i, a=a, p=p: f"{a.name}: {p.errors[i]}")
+        miss = np.flatnonzero(p.missing)
+        if a.name == source:
+            problems.add(miss, f"{a.name}: empty source")
+        elif a.type == "time":
+            problems.add(miss, f"{a.name}: missing time")
+        elif a.name in coords:
+            problems.add(miss, f"{a.name}: missing coordinate")
+        elif place is not None and a.name == place.geom:
+            problems.add(miss, f"{a.name}: missing geometry")
+        if a.name in coords:
+            lo, hi = coords[a.name]
+            vals = _floats(p.values)
+            with np.errstate(invalid="ignore"):
+                out = ~p.missing & ~np.isin(np.arange(n), bad_rows) & ~((vals >= lo) & (vals <= hi))
+            problems.add(np.flatnonzero(out), lambda i, a=a, lo=lo, hi=hi: f"{a.name}: {raw_value(a.name)(i)} out of range [{lo}, {hi}]")
+        if place is not None and a.name == place.geom:
+            _check_geometry(a.name, p.values, problems, raw_value(a.name))
+
+    t, lo, hi = _stamps(decl, typed, n)
+    bad = problems.mask()
+    flipped = np.flatnonzero(~bad & (lo > hi))
+    clause = _clause_text(decl)
+    problems.add(flipped, lambda i: f"{clause}: lo {format_time(lo[i])} is after hi {format_time(hi[i])}")
+
+    ok = ~problems.mask()
+    keep = np.flatnonzero(ok)
+    sources = None
+    if source is not None:
+        sources = pd.Series(typed[source], dtype=object).to_numpy()
+        ids_kept = event_id(decl.name, sources[keep], t[keep]) if len(keep) else np.zeros(0, object)
+    else:
+        ids_kept = _record_ids(decl, typed, keep)
+    ids = np.full(n, None, dtype=object)
+    ids[keep] = ids_kept
+
+    # duplicates: among the good records, a repeated id (or one accepted earlier) is a copy
+    dup = pd.Series(ids_kept).duplicated(keep="first").to_numpy() if len(keep) else np.zeros(0, bool)
+    if seen:
+        dup |= pd.Series(ids_kept).isin(seen).to_numpy()
+    problems.add(keep[dup], lambda i: f"{DUPLICATE}{ids[i]}")
+    keep = keep[~dup]
+    if seen is not None:
+        seen.update(ids[keep])
+
+    files = np.repeat(np.array([b.file for b in batches], dtype=object), sizes) if n else np.zeros(0, object)
+    rows = np.concatenate([b.rows for b in batches]) if batches else np.zeros(0, np.int64)
+    events = _frame(decl, typed, keep, ids, sources, t, lo, hi, files, rows)
+    rejects = _rejects(decl, batches, problems, files, rows, sizes)
+    return IngestResult(decl.name, events, rejects, int(sum(b.read for b in batches)))
+
+
+def _floats(values) -> np.ndarray:
+    """Coordinates as float64 (an attribute may be declared int)."""
+    if isinstance(values, pd.api.extensions.ExtensionArray):
+        return values.to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.asarray(values, dtype=np.float64)
+
+
+def _check_geometry(name: str, wkt: np.ndarray, problems: _Problems, raw_value) -> None:
+    has = np.flatnonzero(pd.notna(wkt))
+    if not len(has):
+        return
+    b = geometry_bounds(wkt[has])
+    empty = np.isnan(b[:, 0])
+    problems.add(has[empty], f"{name}: empty geometry")
+    with np.errstate(invalid="ignore"):
+        out = ~empty & ((b[:, 0] < -180) | (b[:, 2] > 180) | (b[:, 1] < -90) | (b[:, 3] > 90))
+    problems.add(has[out], lambda i: f"{name}: {raw_value(i)} has coordinates out of range (lon/lat)")
+
+
+def _bound(bound: TimeBound, typed: dict, n: int) -> np.ndarray:
+    base = np.asarray(typed[bound.attr], dtype=np.int64) if n else np.zeros(0, np.int64)
+    return base + (bound.offset.micros() if bound.offset is not None else 0)
+
+
+def _stamps(decl: EventDecl, typed: dict, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    clause = decl.time
+    for b in (clause.low, clause.high):
+        if b is not None and next((a.type for a in decl.attrs if a.name == b.attr), None) != "time":
+            raise ValueError(f"{decl.name}: time clause attribute {b.attr!r} is not a declared time attribute")
+    widen = abs(clause.widen.micros()) if clause.widen is not None else 0
+    if clause.high is None:
+        t = _bound(clause.low, typed, n)
+        return t, t - widen, t + widen
+    lo, hi = _bound(clause.low, typed, n), _bound(clause.high, typed, n)
+    return hi, lo - widen, hi + widen
+
+
+def _clause_text(decl: EventDecl) -> str:
+    def text(b: TimeBound) -> str:
+        if b.offset is None:
+            return b.attr
+        q = b.offset
+        return f"{b.attr} {'-' if q.value < 0 else '+'} {abs(q.value):g} {q.unit}"
+    c = decl.time
+    return text(c.low) if c.high is None else f"{text(c.low)} .. {text(c.high)}"
+
+
+def _record_ids(decl: EventDecl, typed: dict, keep: np.ndarray) -> np.ndarray:
+    """Ids of events without a source: a hash of the declared attributes (times as ISO text)."""
+    cols = {}
+    for a in decl.attrs:
+        v = typed[a.name]
+        if a.type == "time":
+            cols[a.name] = format_times(np.asarray(v)[keep])
+        elif a.type in ("int", "bool"):
+            cols[a.name] = v[keep].to_numpy(dtype=object, na_value=None)
+        else:
+            cols[a.name] = np.asarray(v, dtype=object)[keep]
+    names = list(cols)
+    out = np.empty(len(keep), dtype=object)
+    for j, values in enumerate(zip(*(cols[k] for k in names))):
+        out[j] = event_id(decl.name, record=dict(zip(names, values)))
+    return out
+
+
+def _frame(decl: EventDecl, typed: dict, keep: np.ndarray, ids: np.ndarray, sources, t, lo, hi,
+           files: np.ndarray, rows: np.ndarray) -> pd.DataFrame:
+    m = len(keep)
+    if m == 0:
+        return empty_events(decl)
+    place = decl.place
+    radius = place.widen.metres() if place is not None and place.widen is not None else 0.0
+    cols: dict[str, object] = {
+        "_type": np.full(m, decl.name, dtype=object),
+        "_id": ids[keep],
+        "_source": sources[keep] if sources is not None else np.full(m, None, dtype=object),
+        "_t": t[keep], "_lo": lo[keep], "_hi": hi[keep],
+    }
+    if place is None:
+        cols.update(_place=np.full(m, "none", dtype=object), _lon=np.full(m, np.nan), _lat=np.full(m, np.nan),
+                    _r=np.full(m, radius), _geom=np.full(m, None, dtype=object))
+    elif place.geom is not None:
+        cols.update(_place=np.full(m, "geom", dtype=object), _lon=np.full(m, np.nan), _lat=np.full(m, np.nan),
+                    _r=np.full(m, radius), _geom=np.asarray(typed[place.geom], dtype=object)[keep])
+    else:
+        cols.update(_place=np.full(m, "point", dtype=object),
+                    _lon=_floats(typed[place.lon])[keep],
+                    _lat=_floats(typed[place.lat])[keep],
+                    _r=np.full(m, radius), _geom=np.full(m, None, dtype=object))
+    for a in decl.attrs:
+        v = typed[a.name]
+        cols[a.name] = v[keep] if a.type in ("int", "bool") else np.asarray(v)[keep]
+    cols["_file"] = files[keep]
+    cols["_row"] = rows[keep]
+    df = pd.DataFrame(cols)
+    for a in decl.attrs:
+        if a.type in ("str", "geometry"):
+            df[a.name] = df[a.name].astype(object)
+    return df
+
+
+def _rejects(decl: EventDecl, batches: Sequence[RawBatch], problems: _Problems, files: np.ndarray,
+             rows: np.ndarray, sizes: np.ndarray) -> pd.DataFrame:
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    out = []  # (batch, row, file, reason, record)
+    for i, reasons in problems.by_row.items():
+        k = int(np.searchsorted(starts, i, side="right") - 1)
+        out.append((k, int(rows[i]), files[i], "; ".join(reasons), batches[k].record(i - int(starts[k]))))
+    for k, b in enumerate(batches):
+        for row, reason, record in b.unreadable:
+            out.append((k, row, b.file, reason, record))
+    if not out:
+        return empty_rejects()
+    out.sort(key=lambda r: (r[0], r[1]))
+    return pd.DataFrame({
+        "type": [decl.name] * len(out),
+        "file": [r[2] for r in out],
+        "row": np.array([r[1] for r in out], dtype=np.int64),
+        "reason": [r[3] for r in out],
+        "record": [r[4] for r in out],
+    })

@@ -1,0 +1,198 @@
+"""File formats: which files a path means, what format each is, and reading one into a RawBatch.
+
+Formats (``FORMATS``): ``csv`` (also gzip-compressed), ``parquet``,
+``jsonl`` (one JSON object a line; ``.jsonl``, ``.ndjson``, ``.json``, gzip
+too) and ``sirivm`` (SIRI-VM feed polls: see :mod:`spatec.io.sirivm`).
+
+The format comes from the name: ``.csv[.gz]``, ``.parquet``/``.pq``,
+``.jsonl[.gz]``/``.ndjson[.gz]``, ``.tar.gz``/``.tgz``/``.tar`` (an archive
+of SIRI-VM polls). A ``.json[.gz]`` file is a SIRI-VM poll when its first
+64 KiB mention ``"request_data"``, else JSON lines. An explicit ``fmt``
+overrides all of this.
+
+A path is a file, a directory (its files of the format, not recursive; names
+starting with ``.`` or ``_`` skipped) or a glob. Files are read in name order;
+SIRI-VM polls in the time order of their names (``<epoch>_<date>.json``).
+
+Record numbers: CSV counts data records (header excluded, blank lines
+skipped); JSON lines counts lines (blank lines are skipped but counted, so
+the number is the line to look at); Parquet counts rows.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import gzip
+import io
+import json
+import os
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from spatec.errors import DataError
+from spatec.io.raw import RawBatch, json_record, records_to_table
+
+FORMATS = ("csv", "parquet", "jsonl", "sirivm")
+_SUFFIXES = (
+    (".csv", "csv"), (".csv.gz", "csv"),
+    (".parquet", "parquet"), (".pq", "parquet"),
+    (".jsonl", "jsonl"), (".jsonl.gz", "jsonl"), (".ndjson", "jsonl"), (".ndjson.gz", "jsonl"),
+    (".tar.gz", "sirivm"), (".tgz", "sirivm"), (".tar", "sirivm"),
+)
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+# --------------------------------------------------------------------------- which files
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def open_text(path: str) -> io.TextIOBase:
+    """A text stream over a plain or gzip-compressed file (told apart by content)."""
+    if _is_gzip(path):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", errors="replace", newline="")
+    return open(path, encoding="utf-8-sig", errors="replace", newline="")
+
+
+def detect_format(path: str) -> str | None:
+    """The format of one file from its name (and, for ``.json``, its first bytes); None if unknown."""
+    name = os.path.basename(path).lower()
+    for suffix, fmt in _SUFFIXES:
+        if name.endswith(suffix):
+            return fmt
+    if name.endswith(".json") or name.endswith(".json.gz"):
+        with open_text(path) as f:
+            head = f.read(65536)
+        return "sirivm" if '"request_data"' in head else "jsonl"
+    return None
+
+
+def poll_order(path: str) -> tuple[float, str]:
+    """Sort key of a SIRI-VM poll: the epoch its name starts with, then the name."""
+    base = os.path.basename(path)
+    m = re.match(r"(\d+(?:\.\d+)?)", base)
+    return (float(m.group(1)) if m else float("inf"), base)
+
+
+def expand(path: str, fmt: str | None = None) -> list[tuple[str, str]]:
+    """The files a path means, each with its format, in reading order."""
+    if fmt is not None and fmt not in FORMATS:
+        raise DataError(f"unknown input format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        names = [os.path.join(path, n) for n in os.listdir(path) if not n.startswith((".", "_"))]
+        candidates = [p for p in names if os.path.isfile(p)]
+        explicit = False
+    elif os.path.isfile(path):
+        candidates, explicit = [path], True
+    elif _GLOB_CHARS.search(path):
+        candidates = [p for p in glob.glob(path) if os.path.isfile(p)]
+        explicit = False
+        if not candidates:
+            raise DataError(f"{path}: no files match")
+    else:
+        raise DataError(f"{path}: no such file or directory")
+    found = []
+    for p in candidates:
+        detected = detect_format(p)
+        if fmt is not None:
+            if explicit or detected == fmt or (fmt == "sirivm" and detected == "jsonl"):
+                found.append((p, fmt))
+        elif detected is not None:
+            found.append((p, detected))
+        elif explicit:
+            raise DataError(f"{p}: cannot tell the format from the name; pass one of {', '.join(FORMATS)}")
+    kinds = {f for _, f in found}
+    if len(kinds) > 1:
+        raise DataError(f"{path}: files of several formats ({', '.join(sorted(kinds))}); pass the format to read")
+    if not found:
+        raise DataError(f"{path}: no {fmt or 'readable'} files in it")
+    key = poll_order if kinds == {"sirivm"} else (lambda p: p)
+    return sorted(found, key=lambda pf: key(pf[0]))
+
+
+# --------------------------------------------------------------------------- readers
+
+def read_csv(path: str) -> RawBatch:
+    """Every column as text; Arrow's reader, or Python's when a record is malformed
+    (then each malformed record is a reject and the numbering stays exact)."""
+    with open_text(path) as f:
+        header = next(csv.reader(f), None)
+    if header is None:
+        raise DataError(f"{path}: empty file, no header row")
+    stream = pa.input_stream(path, compression="gzip" if _is_gzip(path) else None)
+    try:
+        table = pacsv.read_csv(
+            stream,
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(column_types={h: pa.string() for h in header},
+                                                 strings_can_be_null=False))
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return _read_csv_slowly(path)
+    finally:
+        stream.close()
+    if table.num_columns != len(header):
+        return _read_csv_slowly(path)
+    return RawBatch.of(path, table)
+
+
+def _read_csv_slowly(path: str) -> RawBatch:
+    with open_text(path) as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        cols: list[list[str]] = [[] for _ in header]
+        rows, unreadable = [], []
+        number = 0
+        for record in reader:
+            if not record:
+                continue  # a blank line is no record
+            number += 1
+            if len(record) != len(header):
+                unreadable.append((number, f"malformed CSV row: expected {len(header)} fields, found {len(record)}",
+                                   json_record(record)))
+                continue
+            rows.append(number)
+            for c, v in zip(cols, record):
+                c.append(v)
+    table = pa.table([pa.array(c, pa.string()) for c in cols], names=header)
+    return RawBatch.of(path, table, rows=rows, unreadable=unreadable)
+
+
+def read_parquet(path: str) -> RawBatch:
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DataError(f"{path}: cannot read as Parquet: {e}") from None
+    return RawBatch.of(path, table)
+
+
+def parse_json_lines(lines, path: str) -> tuple[list[dict], list[int], list[tuple[int, str, str]]]:
+    """JSON objects of a line-per-record text: (records, their line numbers, unreadable lines)."""
+    records, rows, unreadable = [], [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            unreadable.append((number, f"invalid JSON: {e.msg} at column {e.colno}", json.dumps(line.rstrip("\r\n"))))
+            continue
+        if not isinstance(obj, dict):
+            unreadable.append((number, f"not a JSON object: {type(obj).__name__}", json.dumps(line.rstrip("\r\n"))))
+            continue
+        records.append(obj)
+        rows.append(number)
+    return records, rows, unreadable
+
+
+def read_jsonl(path: str) -> RawBatch:
+    with open_text(path) as f:
+        records, rows, unreadable = parse_json_lines(f, path)
+    return RawBatch.of(path, records_to_table(records), rows=np.asarray(rows, np.int64),
+                       unreadable=unreadable, sparse=True)

@@ -1,0 +1,265 @@
+"""Composite events to files: JSON lines, GeoParquet, GeoJSON.
+
+Composites arrive as a DataFrame with ``phrase``, ``id``, ``lo``, ``hi``
+(int64 µs UTC), ``hull`` (WKT, lon/lat), ``events`` (dict variable -> event
+id), then the phrase's emit fields by name. Time-valued emit fields are int64
+µs and are named in ``time_fields``. Every writer orders composites by
+``(lo, hi, id)`` and writes ``events`` with its variables sorted, so the same
+composites give the same bytes; files are written whole and then renamed into
+place, so a reader never sees half a file.
+
+- JSON lines: times as ISO 8601 UTC text, NaN and missing values as null.
+- GeoParquet 1.0: ``lo``, ``hi`` and time fields as ``timestamp[us, tz=UTC]``;
+  ``hull`` as WKB with the ``geo`` schema metadata (crs omitted: OGC:CRS84);
+  ``events`` as ``map<string, string>``.
+- GeoJSON: a FeatureCollection, geometry = hull, properties = the rest
+  (feature ``id`` = composite id).
+
+>>> w = writer("parquet")
+>>> w.fmt, w.extension
+('parquet', '.parquet')
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Collection, Iterator, Union
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import shapely
+
+from spatec.io.raw import to_arrow
+from spatec.io.timefmt import format_times, parse_times
+
+FIXED = ("phrase", "id", "lo", "hi", "hull", "events")
+PathLike = Union[str, os.PathLike]
+
+
+# --------------------------------------------------------------------------- shared
+
+def _ordered(df: pd.DataFrame) -> pd.DataFrame:
+    missing = [c for c in FIXED if c not in df.columns]
+    if missing:
+        raise ValueError(f"composites lack column(s) {', '.join(missing)}")
+    if not len(df):
+        return df.reset_index(drop=True)
+    return df.sort_values(["lo", "hi", "id"], kind="stable").reset_index(drop=True)
+
+
+def _emit_fields(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c not in FIXED]
+
+
+def _plain(v: Any) -> Any:
+    """A Python value that JSON can hold: NaN and missing values become None."""
+    if v is None or v is pd.NA or v is pd.NaT:
+        return None
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if not math.isfinite(float(v)) else float(v)
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [_plain(x) for x in v]
+    if isinstance(v, shapely.Geometry):
+        return shapely.to_wkt(v, rounding_precision=-1)
+    if isinstance(v, (pd.Timestamp, _dt.datetime)):
+        return pd.Timestamp(v).isoformat()
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).hex()
+    return v
+
+
+def _events_dict(v: Any) -> dict[str, str]:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return {}
+    items = v.items() if isinstance(v, dict) else v  # a map column read back is a list of pairs
+    return {str(k): str(x) for k, x in sorted(items)}
+
+
+def _columns(df: pd.DataFrame, time_fields: Collection[str]) -> dict[str, list]:
+    """Each output column as a list of JSON-ready values, times as ISO text."""
+    out: dict[str, list] = {}
+    for c in df.columns:
+        if c in ("lo", "hi") or c in time_fields:
+            out[c] = list(format_times(df[c]))
+        elif c == "events":
+            out[c] = [_events_dict(v) for v in df[c]]
+        else:
+            out[c] = [_plain(v) for v in df[c].tolist()]
+    return out
+
+
+def _rows(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[dict[str, Any]]:
+    cols = _columns(df, time_fields)
+    names = [*FIXED, *_emit_fields(df)]
+    for values in zip(*(cols[n] for n in names)):
+        yield dict(zip(names, values))
+
+
+def _atomic(path: PathLike, write: Callable[[str], None]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(str(tmp))
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- JSON lines
+
+def write_jsonl(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
+    """One JSON object a line: phrase, id, lo, hi, hull, events, then the emit fields."""
+    df = _ordered(df)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in _rows(df, time_fields):
+                f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+
+    _atomic(path, write)
+
+
+def read_jsonl_composites(path: PathLike, time_fields: Collection[str] = ()) -> pd.DataFrame:
+    """Composites written by :func:`write_jsonl`, with ``lo``, ``hi`` and ``time_fields`` back as µs."""
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    df = pd.DataFrame(rows, columns=list(rows[0]) if rows else list(FIXED))
+    return _times_back(df, ("lo", "hi", *time_fields))
+
+
+def _times_back(df: pd.DataFrame, names: Collection[str]) -> pd.DataFrame:
+    for c in names:
+        if c in df.columns:
+            p = parse_times(df[c].astype(object).where(df[c].notna(), None))
+            if p.errors:
+                raise ValueError(f"{c}: {next(iter(p.errors.values()))}")
+            df[c] = pd.array(np.where(p.missing, 0, p.values), dtype="Int64")
+            df.loc[p.missing, c] = pd.NA
+            if not p.missing.any():
+                df[c] = df[c].astype("int64")
+    return df
+
+
+# --------------------------------------------------------------------------- GeoParquet
+
+def _timestamps(values: Any) -> pa.Array:
+    return pa.array(pd.array(values, dtype="Int64"), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+
+
+def _geo_metadata(geoms: np.ndarray) -> dict[str, Any]:
+    present = geoms[~shapely.is_missing(geoms)]
+    types = sorted({g.geom_type + (" Z" if shapely.has_z(g) else "") for g in present if not g.is_empty})
+    column: dict[str, Any] = {"encoding": "WKB", "geometry_types": types}
+    nonempty = present[~shapely.is_empty(present)] if len(present) else present
+    if len(nonempty):
+        b = shapely.bounds(nonempty)
+        column["bbox"] = [float(b[:, 0].min()), float(b[:, 1].min()), float(b[:, 2].max()), float(b[:, 3].max())]
+    return {"version": "1.0.0", "primary_column": "hull", "columns": {"hull": column}}
+
+
+def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
+    """GeoParquet 1.0: hull as WKB, times as UTC timestamps, events as a string map."""
+    df = _ordered(df)
+    geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
+    arrays = {
+        "phrase": pa.array(df["phrase"].tolist(), pa.string()),
+        "id": pa.array(df["id"].tolist(), pa.string()),
+        "lo": _timestamps(df["lo"]),
+        "hi": _timestamps(df["hi"]),
+        "hull": pa.array(list(shapely.to_wkb(geoms)) if len(df) else [], pa.binary()),
+        "events": pa.array([list(_events_dict(v).items()) for v in df["events"]],
+                           pa.map_(pa.string(), pa.string())),
+    }
+    for c in _emit_fields(df):
+        if c in time_fields:
+            arrays[c] = _timestamps(df[c])
+        else:
+            arrays[c] = to_arrow(df[c]) if len(df) else pa.array([], pa.null())
+    table = pa.table(arrays)
+    table = table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(geoms)).encode()})
+    _atomic(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def read_parquet_composites(path: PathLike) -> pd.DataFrame:
+    """Composites written by :func:`write_parquet`: timestamps back to µs, hull to WKT,
+    events to dicts. The GeoParquet metadata is in ``df.attrs["geo"]``."""
+    table = pq.read_table(path)
+    columns = {}
+    for name, col in zip(table.column_names, table.columns):
+        if pa.types.is_timestamp(col.type):
+            ints = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+            columns[name] = ints.to_pandas() if ints.null_count else ints.to_numpy()
+        elif name == "hull":
+            wkb = col.to_numpy()
+            columns[name] = shapely.to_wkt(shapely.from_wkb(wkb), rounding_precision=-1) if len(wkb) else wkb
+        elif name == "events":
+            columns[name] = [_events_dict(v) for v in col.to_pylist()]
+        else:
+            columns[name] = col.to_pandas()
+    df = pd.DataFrame(columns)
+    meta = table.schema.metadata or {}
+    if b"geo" in meta:
+        df.attrs["geo"] = json.loads(meta[b"geo"])
+    return df
+
+
+# --------------------------------------------------------------------------- GeoJSON
+
+def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
+    """A FeatureCollection: geometry = hull; properties = phrase, id, lo, hi, events, emit fields."""
+    df = _ordered(df)
+    geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
+    geojson = shapely.to_geojson(geoms) if len(df) else []
+    features = []
+    for row, g in zip(_rows(df, time_fields), geojson):
+        properties = {k: v for k, v in row.items() if k != "hull"}
+        features.append({"type": "Feature", "id": row["id"],
+                         "geometry": json.loads(g) if g is not None else None,
+                         "properties": properties})
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"type": "FeatureCollection", "features": features}, f, ensure_ascii=False,
+                      allow_nan=False)
+            f.write("\n")
+
+    _atomic(path, write)
+
+
+# --------------------------------------------------------------------------- choosing one
+
+@dataclass(frozen=True)
+class Writer:
+    """A sink format: its name, its file extension and the function that writes it."""
+
+    fmt: str
+    extension: str
+    write: Callable[[pd.DataFrame, PathLike, Collection[str]], None]
+
+    def __call__(self, df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
+        self.write(df, path, time_fields)
+
+
+WRITERS: dict[str, Writer] = {
+    "jsonl": Writer("jsonl", ".jsonl", write_jsonl),
+    "parquet": Writer("parquet", ".parquet", write_parquet),
+    "geojson": Writer("geojson", ".geojson", write_geojson),
+}
+
+
+def writer(fmt: str) -> Writer:
+    """The writer of a sink format: ``jsonl``, ``parquet`` or ``geojson``."""
+    try:
+        return WRITERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(WRITERS)}") from None

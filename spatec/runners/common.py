@@ -1,0 +1,257 @@
+"""What every runner shares: compiling a program, choosing the metric CRS,
+turning canonical event rows into run-time events, partitioning them by the
+phrase's key, running one partition's automaton and shaping its output rows.
+
+Runners differ only in where these run (in-process, Spark tasks, streaming
+state); the semantics is here and in :mod:`spatec.automata`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import shapely
+from shapely import wkt as shp_wkt
+
+from spatec.automata.machine import Automaton, RunState, _Ctx, build
+from spatec.automata.step import step
+from spatec.errors import DataError
+from spatec.frontend.check import Program, check_file
+from spatec.plan.build import plan_program
+from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
+from spatec.spatial import stamps as S
+from spatec.spatial.crs import Projector, data_centre, utm_epsg
+
+CHUNK = 512
+STD_COLUMNS = ("phrase", "id", "lo", "hi", "hull", "events")
+
+
+@dataclass
+class Compiled:
+    """A checked program with the plans of its phrases."""
+
+    program: Program
+    plans: list
+
+    def plan(self, name: str) -> PhrasePlan:
+        for p in self.plans:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+def compile_program(path, text: str | None = None) -> Compiled:
+    program = check_file(path, text)
+    return Compiled(program, plan_program(program))
+
+
+# ------------------------------------------------------------------------------- CRS
+
+def choose_crs(program: Program, frames: dict, override: str | None = None) -> str:
+    """The metric CRS: ``override``, the program's ``crs``, else the UTM zone of the
+    centre of the bounding box of every event's location (SPEC §1)."""
+    if override:
+        return override
+    if program.crs:
+        return program.crs
+    lons, lats = [], []
+    for df in frames.values():
+        if len(df) == 0:
+            continue
+        pts = df["_place"] == "point"
+        if pts.any():
+            lons.append(df.loc[pts, "_lon"].to_numpy(float))
+            lats.append(df.loc[pts, "_lat"].to_numpy(float))
+        geo = df["_place"] == "geom"
+        if geo.any():
+            b = shapely.bounds(shapely.from_wkt(df.loc[geo, "_geom"].to_numpy()))
+            lons.append(b[:, [0, 2]].ravel())
+            lats.append(b[:, [1, 3]].ravel())
+    if not lons:
+        # no located events: fall back to the program's places
+        for pd_ in program.places.values():
+            if pd_.kind == "circle":
+                lons.append(np.array([pd_.lon]))
+                lats.append(np.array([pd_.lat]))
+            else:
+                b = shp_wkt.loads(pd_.wkt).bounds
+                lons.append(np.array([b[0], b[2]]))
+                lats.append(np.array([b[1], b[3]]))
+    if not lons:
+        return "EPSG:32631"
+    lon, lat = data_centre(np.concatenate(lons), np.concatenate(lats))
+    return utm_epsg(lon, lat)
+
+
+# ------------------------------------------------------------------------------- events
+
+def attribute_names(program: Program, type_name: str) -> list[str]:
+    return [a.name for a in program.events[type_name].attrs]
+
+
+def to_evs(df: pd.DataFrame, program: Program, projector: Projector) -> list:
+    """Canonical event rows (one type) → run-time events, projected."""
+    from spatec.automata.machine import Ev
+
+    n = len(df)
+    if n == 0:
+        return []
+    type_name = df["_type"].iloc[0]
+    names = attribute_names(program, type_name)
+    kinds = df["_place"].to_numpy()
+    xs = np.full(n, np.nan)
+    ys = np.full(n, np.nan)
+    pts = kinds == "point"
+    if pts.any():
+        x, y = projector.forward(df["_lon"].to_numpy(float)[pts], df["_lat"].to_numpy(float)[pts])
+        xs[pts], ys[pts] = x, y
+    geoms = [None] * n
+    geo = np.flatnonzero(kinds == "geom")
+    if len(geo):
+        gs = shapely.from_wkt(df["_geom"].to_numpy()[geo])
+        gs = shapely.transform(gs, lambda c: np.column_stack(projector.forward(c[:, 0], c[:, 1])))
+        for i, g in zip(geo, gs):
+            geoms[i] = g
+    rs = df["_r"].to_numpy(float)
+    attr_cols = [_pycol(df[c]) for c in names]
+    ids, srcs = df["_id"].tolist(), df["_source"].tolist()
+    ts, los, his = (df[c].to_numpy(np.int64).tolist() for c in ("_t", "_lo", "_hi"))
+    out = []
+    for i in range(n):
+        k = kinds[i]
+        if k == "point":
+            loc = S.Loc.disc(float(xs[i]), float(ys[i]), float(rs[i]))
+        elif k == "geom":
+            loc = S.Loc.of(geoms[i], float(rs[i]))
+        else:
+            loc = S.UNIVERSE
+        attrs = {name: col[i] for name, col in zip(names, attr_cols)}
+        src = srcs[i]
+        out.append(Ev(type_name, ids[i], None if _missing(src) else src, ts[i], los[i], his[i], loc, attrs))
+    return out
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _pycol(s: pd.Series) -> list:
+    """A column as Python values with None for missing (NaN, NA)."""
+    vals = s.astype(object).where(s.notna(), None).tolist()
+    return vals
+
+
+# ------------------------------------------------------------------------------- partitions
+
+def phrase_types(plan: PhrasePlan, program: Program) -> set:
+    """Event types a phrase reads (None among leaves: every type)."""
+    types = set()
+    for n in walk_nodes(plan.root):
+        if isinstance(n, Leaf):
+            types.add(n.type)
+        if getattr(n, "absence", None) is not None:
+            types |= {l.type for l in n.absence.leaves}
+    if None in types:
+        return set(program.events)
+    return types
+
+
+def keyed_types(plan: PhrasePlan, program: Program, types) -> set:
+    """Types that carry every key attribute (partitioned); the others are broadcast."""
+    if not plan.key:
+        return set(types)
+    out = set()
+    for t in types:
+        names = {a.name for a in program.events[t].attrs}
+        if all(k in names for k in plan.key):
+            out.add(t)
+    return out
+
+
+def partitions(plan: PhrasePlan, program: Program, evs_by_type: dict) -> dict:
+    """key value → events (broadcast types in every partition), each sorted by event time."""
+    types = phrase_types(plan, program)
+    keyed = keyed_types(plan, program, types)
+    parts: dict = {}
+    broadcast = []
+    for t in types:
+        for ev in evs_by_type.get(t, ()):
+            if not plan.key:
+                parts.setdefault((), []).append(ev)
+            elif t in keyed:
+                k = tuple(ev.attrs.get(a) for a in plan.key)
+                if any(v is None for v in k):
+                    continue  # an event with no key value relates to no other (SPEC: shares its value)
+                parts.setdefault(k, []).append(ev)
+            else:
+                broadcast.append(ev)
+    if broadcast:
+        if not parts and not keyed:
+            parts[()] = []
+        for k in parts:
+            parts[k] = parts[k] + broadcast
+    for k in parts:
+        parts[k].sort(key=event_order)
+    return parts
+
+
+def event_order(ev):
+    return (ev.hi, ev.lo, ev.type, ev.id)
+
+
+def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunState | None = None):
+    """Replay one partition's events (sorted by event time) to the end: decided composites."""
+    st = state or RunState()
+    out = []
+    for i in range(0, len(evs), CHUNK):
+        got, _late = step(am, st, evs[i:i + CHUNK])
+        out.extend(got)
+    got, _ = step(am, st, [], watermark=final_watermark, final=True)
+    out.extend(got)
+    return out, st
+
+
+# ------------------------------------------------------------------------------- output rows
+
+def output_row(am: Automaton, c, projector: Projector, state: RunState | None = None) -> dict:
+    """One composite as an output record (times as int µs; durations in seconds)."""
+    row = {"phrase": c.phrase, "id": c.id, "lo": int(c.lo), "hi": int(c.hi),
+           "hull": S.to_lonlat_wkt(c.loc, projector),
+           "events": {v: e.id for v, e in sorted(c.bindings.items())}}
+    ctx = _Ctx(state or RunState())
+    types = dict(am.plan.schema)
+    for name, f in am.emit:
+        try:
+            v = f(c.bindings, ctx)
+        except (ZeroDivisionError, OverflowError, TypeError):
+            v = None
+        row[name] = convert_value(v, types.get(name))
+    return row
+
+
+def convert_value(v, t: str | None):
+    if v is None:
+        return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if t == "duration":
+        return v / 1e6
+    if t == "time":
+        return int(v)
+    if t == "number" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v) if not float(v).is_integer() or isinstance(v, float) else v
+    return v
+
+
+def time_fields(plan: PhrasePlan) -> set:
+    return {name for name, t in plan.schema if t == "time"}
+
+
+def rows_frame(plan: PhrasePlan, rows: list) -> pd.DataFrame:
+    cols = list(STD_COLUMNS) + [name for name, _ in plan.schema]
+    df = pd.DataFrame(rows, columns=cols)
+    if len(df):
+        df = df.sort_values(["lo", "hi", "id"], kind="mergesort").reset_index(drop=True)
+    return df

@@ -1,0 +1,87 @@
+"""Batch replay plumbing shared by the runners: ingest every input (rejects
+written and counted), run, write one output file per phrase."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from spatec.runners.common import Compiled, time_fields
+
+
+@dataclass
+class IngestSummary:
+    """How many rows each input had, and what became of them."""
+
+    rows: list = field(default_factory=list)   # (type, path, read, used, rejected)
+
+    @property
+    def read(self) -> int:
+        return sum(r[2] for r in self.rows)
+
+    @property
+    def used(self) -> int:
+        return sum(r[3] for r in self.rows)
+
+    @property
+    def rejected(self) -> int:
+        return sum(r[4] for r in self.rows)
+
+
+def ingest(compiled: Compiled, inputs, out: Path, ui=None):
+    """Read every input into canonical frames by type; write rejects under ``out/_rejects``."""
+    from spatec.io.sources import read_events, write_rejects
+
+    program = compiled.program
+    frames: dict = {}
+    summary = IngestSummary()
+    rejects = []
+    for type_name, path in inputs:
+        if ui:
+            ui.stage(f"reading {type_name} from {path}")
+        res = read_events(path, program.events[type_name], tz=program.timezone)
+        summary.rows.append((type_name, path, res.read, res.used, res.rejected))
+        frames.setdefault(type_name, []).append(res.events)
+        if res.rejected:
+            rejects.append(res.rejects)
+        if ui:
+            ui.ingested(type_name, path, res.read, res.used, res.rejected)
+    frames = {t: _concat_dedupe(fs) for t, fs in frames.items()}
+    if rejects:
+        write_rejects(pd.concat(rejects, ignore_index=True), out)
+    return frames, summary
+
+
+def _concat_dedupe(fs):
+    df = pd.concat(fs, ignore_index=True) if len(fs) > 1 else fs[0]
+    if len(fs) > 1:
+        df = df.drop_duplicates("_id", keep="first").reset_index(drop=True)
+    return df
+
+
+def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str) -> dict:
+    from spatec.io.sinks import extension, writer
+
+    write = writer(fmt)
+    paths = {}
+    for plan in compiled.plans:
+        if plan.name not in frames:
+            continue
+        path = out / f"{plan.name}.{extension(fmt)}"
+        write(frames[plan.name], path, time_fields(plan))
+        paths[plan.name] = path
+    return paths
+
+
+def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=None, phrases=None, ui=None):
+    from spatec.runners.local import replay_frames
+
+    frames, summary = ingest(compiled, inputs, out, ui)
+    if ui:
+        ui.stage("matching")
+    result = replay_frames(compiled, frames, crs=crs, phrases=phrases,
+                           progress=ui.partition if ui else None)
+    result.ingest = summary
+    result.paths = write_outputs(compiled, result.frames, out, fmt)
+    return result

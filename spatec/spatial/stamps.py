@@ -1,0 +1,658 @@
+"""Location stamps and the exact relations between them (SPEC §1–3).
+
+A location stamp is ``G ⊕ disc(r)``: a geometry ``G`` in projected metres,
+grown by ``r >= 0`` metres. A GPS fix is a disc (a point grown by its error),
+a rain cell a polygon (``r = 0``), ``within 300 m of P`` is P's stamp grown by
+300 m. :data:`UNIVERSE` is the stamp of an event with no place: it overlaps
+everything and is certainly inside nothing.
+
+Relations are decided on ``G`` and ``r`` directly, never on polygons standing
+in for circles, so they are exact up to floating point:
+
+- ``overlap(a, b)``  ⟺ ``dist(Ga, Gb) <= ra + rb`` (closed sets: touching
+  stamps overlap). Two discs compare squared distances,
+  ``dx*dx + dy*dy <= (ra + rb)**2``: plain IEEE arithmetic that Python,
+  numpy, Spark SQL and DataFusion all evaluate to the same bits, so every
+  runner and engine draws the boundary in the same place (``math.hypot`` and
+  ``numpy.hypot`` differ in the last bit for about 0.5 % of inputs).
+- ``certainly_in(a, region)``: the whole stamp lies inside the region.
+
+Where the exact answer is not a polygon (the hull of discs of different radii,
+a region grown from a polygon) a polygon within :data:`TOL_DECIDE` metres of
+it is used, on the side that keeps answers sound; see :mod:`.approx`.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+import shapely
+
+from spatec.spatial.approx import disc_offsets, minkowski, ngon_sides
+
+__all__ = [
+    "Loc", "UNIVERSE", "TOL_DECIDE", "TOL_MEASURE", "TOL_WKT",
+    "overlap", "disjoint", "distance", "hull", "area", "centroid",
+    "possibly_in", "certainly_in", "relate_many",
+    "possibly_in_many", "certainly_in_many", "possibly_in_many_geoms", "certainly_in_many_geoms",
+    "to_lonlat_wkt",
+]
+
+#: Largest error, metres, of an approximation that takes part in a decision
+#: (hulls of unequal discs, containment in a grown polygon). SPEC allows 0.1 m.
+TOL_DECIDE = 0.01
+#: Error bound, metres, of the polygons behind ``area`` and ``centroid`` of
+#: non-convex stamps.
+TOL_MEASURE = 0.001
+#: Error bound, metres, of the polygon written by :func:`to_lonlat_wkt`, before
+#: rounding to 7 decimals of a degree (at most 0.8 cm) is added.
+TOL_WKT = 0.05
+#: Bounding boxes used to skip far-away pairs are grown by this many metres so
+#: that rounding in the box test can never skip a pair that relates.
+BOX_SLACK = 1.0
+#: Longest edge, metres, of a polygon written in lon/lat: a straight UTM edge
+#: bends in lon/lat space by about ``L**2 tan(lat) / 8 R_earth``: 6 mm here.
+WKT_MAX_EDGE = 500.0
+
+_POINT, _POLYGON, _MULTIPOLYGON = 0, 3, 6
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Loc:
+    """A location stamp: geometry ``geom`` (projected metres) grown by ``r``.
+
+    Parameters
+    ----------
+    geom : shapely.Geometry or None
+        A non-empty geometry with finite coordinates; ``None`` only for
+        :data:`UNIVERSE` (with ``r = inf``).
+    r : float
+        Growth radius in metres, finite and ``>= 0``.
+
+    Notes
+    -----
+    Use :meth:`disc` and :meth:`of` to build stamps from data: they map a
+    missing place (``None``, an empty geometry, a NaN position) to
+    :data:`UNIVERSE`. The constructor itself refuses them, so a bug cannot
+    silently turn into "unknown location".
+
+    Examples
+    --------
+    >>> Loc.disc(0.0, 0.0, 15.0)
+    Loc.disc(0.0, 0.0, 15.0)
+    >>> Loc.of(None) is UNIVERSE
+    True
+    >>> Loc.disc(float("nan"), 0.0, 15.0) is UNIVERSE
+    True
+    >>> from shapely import Polygon
+    >>> Loc.of(Polygon([(0, 0), (1, 0), (1, 1)]))
+    Loc.of(POLYGON ((0 0, 1 0, 1 1, 0 0)), r=0.0)
+    """
+
+    geom: object
+    r: float
+    _xy: tuple | None = field(default=None, init=False, compare=False)
+    _memo: dict | None = field(default=None, init=False, compare=False)
+
+    def __post_init__(self):
+        g, r = self.geom, float(self.r)
+        object.__setattr__(self, "r", r)
+        if g is None:
+            if r != math.inf:
+                raise ValueError("a Loc without a geometry is UNIVERSE; use spatec.spatial.stamps.UNIVERSE")
+            return
+        if not isinstance(g, shapely.Geometry):
+            raise TypeError(f"Loc.geom must be a shapely geometry, not {type(g).__name__}")
+        if not (0.0 <= r < math.inf):
+            raise ValueError(f"Loc radius must be finite and >= 0, got {r}")
+        if g.is_empty:
+            raise ValueError("an empty geometry is no place; Loc.of() maps it to UNIVERSE")
+        if shapely.get_type_id(g) == _POINT:
+            xy = (float(shapely.get_x(g)), float(shapely.get_y(g)))
+            if not (math.isfinite(xy[0]) and math.isfinite(xy[1])):
+                raise ValueError(f"point coordinates must be finite, got {xy}")
+            object.__setattr__(self, "_xy", xy)
+        elif not np.isfinite(shapely.get_coordinates(g)).all():
+            raise ValueError("geometry coordinates must be finite")
+
+    @classmethod
+    def disc(cls, x: float, y: float, r: float) -> "Loc":
+        """The disc of radius ``r`` around ``(x, y)``; UNIVERSE if x or y is NaN."""
+        x, y = float(x), float(y)
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return UNIVERSE
+        # Built without __post_init__: discs are made once per GPS fix, and
+        # their coordinates are already checked here.
+        r = float(r)
+        if not (0.0 <= r < math.inf):
+            raise ValueError(f"Loc radius must be finite and >= 0, got {r}")
+        loc = object.__new__(cls)
+        object.__setattr__(loc, "geom", shapely.Point(x, y))
+        object.__setattr__(loc, "r", r)
+        object.__setattr__(loc, "_xy", (x, y))
+        object.__setattr__(loc, "_memo", None)
+        return loc
+
+    @classmethod
+    def of(cls, geom, r: float = 0.0) -> "Loc":
+        """The stamp ``geom ⊕ r``; UNIVERSE for a missing or empty geometry
+        or a point with a NaN coordinate."""
+        if geom is None or geom.is_empty:
+            return UNIVERSE
+        if shapely.get_type_id(geom) == _POINT:
+            return cls.disc(shapely.get_x(geom), shapely.get_y(geom), r)
+        return cls(geom, r)
+
+    @property
+    def is_universe(self) -> bool:
+        """True for the stamp of an event with no place."""
+        return self.geom is None
+
+    def _memoised(self, key, make):
+        """Cache ``make()`` on this (immutable) stamp."""
+        memo = self._memo
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_memo", memo)
+        try:
+            return memo[key]
+        except KeyError:
+            value = memo[key] = make()
+            return value
+
+    def __reduce__(self):
+        # Unpickling must give back the UNIVERSE singleton, and must not carry
+        # the memo (prepared GEOS geometries, approximations) to executors.
+        if self.geom is None:
+            return (_universe, ())
+        return (Loc, (self.geom, self.r))
+
+    def __repr__(self):
+        if self.geom is None:
+            return "UNIVERSE"
+        if self._xy is not None:
+            return f"Loc.disc({self._xy[0]!r}, {self._xy[1]!r}, {self.r!r})"
+        wkt = shapely.to_wkt(self.geom, rounding_precision=3, trim=True)
+        if len(wkt) > 120:  # hull polygons have hundreds of vertices
+            wkt = wkt[:100] + " ..."
+        return f"Loc.of({wkt}, r={self.r!r})"
+
+
+UNIVERSE = Loc(None, math.inf)
+
+
+def _universe():
+    return UNIVERSE
+
+
+# --- relations between stamps ---------------------------------------------
+
+
+def overlap(a: Loc, b: Loc) -> bool:
+    """Whether two stamps intersect (closed sets: touching counts).
+
+    Examples
+    --------
+    >>> overlap(Loc.disc(0, 0, 20), Loc.disc(30, 40, 30))   # centres 50 m apart
+    True
+    >>> overlap(Loc.disc(0, 0, 20), Loc.disc(30, 40, 29.99))
+    False
+    >>> overlap(UNIVERSE, Loc.disc(0, 0, 1))
+    True
+    """
+    axy, bxy = a._xy, b._xy
+    if axy is not None and bxy is not None:
+        dx = axy[0] - bxy[0]
+        dy = axy[1] - bxy[1]
+        s = a.r + b.r
+        return dx * dx + dy * dy <= s * s
+    if a.geom is None or b.geom is None:
+        return True
+    return float(shapely.distance(a.geom, b.geom)) <= a.r + b.r
+
+
+def disjoint(a: Loc, b: Loc) -> bool:
+    """``not overlap(a, b)``: certainly different places."""
+    return not overlap(a, b)
+
+
+def distance(a: Loc, b: Loc) -> float:
+    """Metres between two stamps: ``max(0, dist(Ga, Gb) - ra - rb)``.
+
+    0 when either is UNIVERSE, and 0 whenever the stamps overlap.
+
+    Examples
+    --------
+    >>> distance(Loc.disc(0, 0, 15), Loc.disc(100, 0, 15))
+    70.0
+    >>> distance(Loc.disc(0, 0, 15), UNIVERSE)
+    0.0
+    """
+    axy, bxy = a._xy, b._xy
+    if axy is not None and bxy is not None:
+        dx = axy[0] - bxy[0]
+        dy = axy[1] - bxy[1]
+        s = a.r + b.r
+        if dx * dx + dy * dy <= s * s:  # the overlap test, so the two never disagree
+            return 0.0
+        return max(0.0, math.hypot(dx, dy) - s)
+    if a.geom is None or b.geom is None:
+        return 0.0
+    return max(0.0, float(shapely.distance(a.geom, b.geom)) - (a.r + b.r))
+
+
+# --- the hull of a composite ------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _outer_ring(radius: float) -> np.ndarray:
+    """A circumscribed n-gon around the origin within TOL_DECIDE of the circle."""
+    return disc_offsets(radius, ngon_sides(radius, TOL_DECIDE, outer=True), outer=True)
+
+
+def _coords(loc: Loc) -> np.ndarray:
+    if loc._xy is not None:
+        return np.array([loc._xy])
+    return loc._memoised("coords", lambda: shapely.get_coordinates(loc.geom))
+
+
+def _is_convex(loc: Loc) -> bool:
+    """Whether ``G`` is a convex set (then ``G ⊕ r`` is too)."""
+    if loc._xy is not None:
+        return True
+    return loc._memoised("convex", lambda: bool(shapely.covers(loc.geom, shapely.convex_hull(loc.geom))))
+
+
+def hull(locs: Iterable[Loc]) -> Loc:
+    """The convex hull of the union of stamps: a composite's location stamp.
+
+    With equal radii the result is exact: ``conv(∪ Gi) ⊕ r``. With unequal
+    radii the true hull is not a polygon grown by a disc; it is represented
+    as ``conv(∪ (Gi ⊕ (ri - rmin))) ⊕ rmin`` with each ``Gi ⊕ (ri - rmin)``
+    replaced by its vertices grown by a circumscribed n-gon. That polygon
+    contains the true hull (so the hull still certainly contains every
+    constituent) and exceeds it by at most :data:`TOL_DECIDE` metres.
+
+    Parameters
+    ----------
+    locs : iterable of Loc
+        At least one stamp. Any UNIVERSE makes the result UNIVERSE.
+
+    Examples
+    --------
+    >>> h = hull([Loc.disc(0, 0, 15), Loc.disc(100, 0, 15)])
+    >>> h.geom.wkt, h.r
+    ('LINESTRING (0 0, 100 0)', 15.0)
+    >>> hull([Loc.disc(0, 0, 15), UNIVERSE]) is UNIVERSE
+    True
+    >>> hull([Loc.disc(5, 5, 15)])
+    Loc.disc(5.0, 5.0, 15.0)
+    """
+    locs = tuple(locs)
+    if not locs:
+        raise ValueError("the hull of no stamps is undefined")
+    if any(loc.geom is None for loc in locs):
+        return UNIVERSE
+    if len(locs) == 1 and _is_convex(locs[0]):
+        return locs[0]
+    rmin = min(loc.r for loc in locs)
+    pts = []
+    for loc in locs:
+        c = _coords(loc)
+        grow = loc.r - rmin
+        if grow > 0:
+            c = (c[:, None, :] + _outer_ring(grow)[None, :, :]).reshape(-1, 2)
+        pts.append(c)
+    g = shapely.convex_hull(shapely.multipoints(np.concatenate(pts)))
+    out = Loc.of(g, rmin)
+    if out._xy is None:
+        out._memoised("convex", lambda: True)
+    return out
+
+
+# --- measures ---------------------------------------------------------------
+
+
+def area(loc: Loc) -> float:
+    """Area of a stamp in square metres (``hull_area`` in the language).
+
+    Exact for convex ``G`` by Steiner's formula,
+    ``area(G) + perimeter(G) r + pi r**2`` (a segment's perimeter as a convex
+    set is twice its length); otherwise the area of a polygon within
+    :data:`TOL_MEASURE` m of the stamp. UNIVERSE has infinite area.
+
+    Examples
+    --------
+    >>> round(area(Loc.disc(0, 0, 1.0)), 6)
+    3.141593
+    >>> from shapely import box
+    >>> round(area(Loc.of(box(0, 0, 10, 10), 1.0)), 6)   # 100 + 40 + pi
+    143.141593
+    >>> area(UNIVERSE)
+    inf
+    """
+    if loc.geom is None:
+        return math.inf
+    r = loc.r
+    if r == 0:
+        return float(loc.geom.area)
+    if _is_convex(loc):
+        h = shapely.convex_hull(loc.geom)
+        dim = shapely.get_dimensions(h)
+        perimeter = h.length if dim == 2 else 2.0 * h.length if dim == 1 else 0.0
+        return float(h.area + perimeter * r + math.pi * r * r)
+    return float(minkowski(loc.geom, r, TOL_MEASURE, outer=True).area)
+
+
+def centroid(loc: Loc) -> tuple[float, float]:
+    """Centroid ``(x, y)`` of a stamp; ``(nan, nan)`` for UNIVERSE.
+
+    A disc's centroid is its centre; a stamp with ``r = 0`` has ``G``'s
+    centroid; otherwise the centroid of a polygon within :data:`TOL_MEASURE`
+    m of the stamp.
+
+    Examples
+    --------
+    >>> centroid(Loc.disc(3.0, 4.0, 15.0))
+    (3.0, 4.0)
+    >>> x, y = centroid(hull([Loc.disc(0, 0, 15), Loc.disc(100, 0, 15)]))
+    >>> round(x, 6), abs(round(y, 6))
+    (50.0, 0.0)
+    """
+    if loc.geom is None:
+        return (math.nan, math.nan)
+    if loc._xy is not None:
+        return loc._xy
+    g = loc.geom if loc.r == 0 else _grown(loc, TOL_MEASURE)
+    c = shapely.centroid(g)
+    return (float(shapely.get_x(c)), float(shapely.get_y(c)))
+
+
+def _grown(loc: Loc, tol: float):
+    """A polygon containing ``G ⊕ r`` and within ``tol`` of it."""
+    if loc.r == 0:
+        return loc.geom
+    ring = disc_offsets(loc.r, ngon_sides(loc.r, tol, outer=True), outer=True)
+    if loc._xy is not None:
+        return shapely.Polygon(np.asarray(loc._xy) + ring)
+    if _is_convex(loc):  # conv(G ⊕ D) = conv(vertices(G) ⊕ D)
+        pts = (_coords(loc)[:, None, :] + ring[None, :, :]).reshape(-1, 2)
+        return shapely.convex_hull(shapely.multipoints(pts))
+    return minkowski(loc.geom, loc.r, tol, outer=True)
+
+
+def to_lonlat_wkt(loc: Loc, projector) -> str | None:
+    """WKT of a stamp in WGS84 lon/lat, for output files and maps.
+
+    A point with ``r = 0`` stays a POINT; otherwise ``G ⊕ r`` becomes a
+    polygon that contains the stamp and whose boundary is within 0.1 m of the
+    true boundary (:data:`TOL_WKT` plus rounding to 7 decimals, about 1 cm).
+    Edges are split to at most :data:`WKT_MAX_EDGE` metres so they stay
+    straight after unprojection. The same stamp always gives the same text.
+    UNIVERSE has no shape and gives ``None``.
+
+    Examples
+    --------
+    >>> from spatec.spatial.crs import Projector
+    >>> p = Projector("EPSG:32631")
+    >>> x, y = p.forward(0.1404, 52.1751)
+    >>> to_lonlat_wkt(Loc.disc(x, y, 0.0), p)
+    'POINT (0.1404 52.1751)'
+    >>> to_lonlat_wkt(Loc.disc(x, y, 15.0), p).startswith("POLYGON ((0.1406")
+    True
+    """
+    if loc.geom is None:
+        return None
+    shape = shapely.segmentize(_grown(loc, TOL_WKT), WKT_MAX_EDGE)
+
+    def unproject(xy):
+        lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
+        return np.column_stack([lon, lat])
+
+    return shapely.to_wkt(shapely.transform(shape, unproject), rounding_precision=7, trim=True)
+
+
+# --- space patterns: an event's stamp against a region ----------------------
+
+
+def _check_region(region: Loc) -> None:
+    if region.geom is None:
+        raise ValueError("a region (place) must have a geometry; UNIVERSE is not a region")
+
+
+def _containment(region: Loc):
+    """``(Q, boundary(Q), areal)``: the polygon a stamp must lie in to be
+    certainly in a non-disc region.
+
+    ``Q`` is the region itself when ``r = 0``, else an inscribed
+    approximation of ``G ⊕ r`` within :data:`TOL_DECIDE` m (inside the true
+    region, so "certainly" is never claimed wrongly). Shared by every engine.
+    """
+
+    def make():
+        g = region.geom
+        if region.r == 0 and shapely.get_type_id(g) == 7:  # a collection: merge its parts
+            g = shapely.union_all(shapely.get_parts(g))
+        q = g if region.r == 0 else minkowski(g, region.r, TOL_DECIDE, outer=False)
+        tid = shapely.get_type_id(q)
+        if tid == 7:
+            raise ValueError("a region mixing polygons with lines or points is not supported; split it into places")
+        if not shapely.is_valid(q):
+            raise ValueError(f"region geometry is not valid: {shapely.is_valid_reason(q)}")
+        shapely.prepare(q)
+        b = shapely.boundary(q)
+        return q, b, tid in (_POLYGON, _MULTIPOLYGON)
+
+    return region._memoised("containment", make)
+
+
+def _max_distance(cx: float, cy: float, coords: np.ndarray) -> float:
+    # The farthest point of a polygon or line from a point is a vertex.
+    dx = coords[:, 0] - cx
+    dy = coords[:, 1] - cy
+    return float(np.sqrt(dx * dx + dy * dy).max())
+
+
+def possibly_in(loc: Loc, region: Loc) -> bool:
+    """Whether a stamp meets a region (``at P``, ``in circle(...)``): overlap.
+
+    Examples
+    --------
+    >>> place = Loc.disc(0, 0, 200)        # circle(lon, lat, 200 m)
+    >>> possibly_in(Loc.disc(210, 0, 15), place)
+    True
+    >>> possibly_in(UNIVERSE, place)
+    True
+    """
+    _check_region(region)
+    return overlap(loc, region)
+
+
+def certainly_in(loc: Loc, region: Loc) -> bool:
+    """Whether the whole stamp lies inside a region (closed sets).
+
+    Exact for a disc region (centre ``c``, radius ``R``):
+    ``max dist(c, G) + r <= R``, and for a polygon region ``P`` with
+    ``R = 0``: ``G`` covered by ``P`` and ``dist(G, boundary(P)) >= r``.
+    A region grown from a polygon or line is replaced by a polygon inside it
+    within :data:`TOL_DECIDE` m. UNIVERSE is certainly in nothing.
+
+    Examples
+    --------
+    >>> place = Loc.disc(0, 0, 200)
+    >>> certainly_in(Loc.disc(185, 0, 15), place), certainly_in(Loc.disc(186, 0, 15), place)
+    (True, False)
+    >>> from shapely import box
+    >>> field = Loc.of(box(0, 0, 100, 100))
+    >>> certainly_in(Loc.disc(15, 50, 15), field), certainly_in(Loc.disc(14, 50, 15), field)
+    (True, False)
+    >>> certainly_in(UNIVERSE, field)
+    False
+    """
+    _check_region(region)
+    if loc.geom is None:
+        return False
+    cxy = region._xy
+    if cxy is not None:
+        if loc._xy is not None:
+            room = region.r - loc.r
+            dx = loc._xy[0] - cxy[0]
+            dy = loc._xy[1] - cxy[1]
+            return room >= 0 and dx * dx + dy * dy <= room * room
+        return _max_distance(cxy[0], cxy[1], _coords(loc)) + loc.r <= region.r
+    q, boundary, areal = _containment(region)
+    if not shapely.covered_by(loc.geom, q):
+        return False
+    if loc.r == 0:
+        return True
+    return areal and float(shapely.distance(loc.geom, boundary)) >= loc.r
+
+
+# --- the same tests over many events at once --------------------------------
+
+
+def _classify(xs, ys, geoms, rs):
+    """Normalise mixed rows to ``(xs, ys, geoms, rs, disc, unknown)``.
+
+    A row is a disc when it has no geometry (then ``xs, ys`` hold its centre)
+    or its geometry is a point; unknown (UNIVERSE) when it has neither a
+    finite centre nor a non-empty geometry.
+    """
+    rs = np.asarray(rs, dtype=float)
+    n = rs.shape[0]
+    xs = np.full(n, np.nan) if xs is None else np.array(xs, dtype=float)
+    ys = np.full(n, np.nan) if ys is None else np.array(ys, dtype=float)
+    if not (xs.shape == ys.shape == rs.shape):
+        raise ValueError("xs, ys and rs must have the same length")
+    if not np.all((rs >= 0) & np.isfinite(rs)):
+        raise ValueError("radii must be finite and >= 0")
+    if geoms is None:
+        geoms = np.full(n, None, dtype=object)
+    else:
+        geoms = np.asarray(geoms, dtype=object)
+        if geoms.shape != rs.shape:
+            raise ValueError("geoms and rs must have the same length")
+    has = ~shapely.is_missing(geoms) & ~shapely.is_empty(geoms)
+    pt = has & (shapely.get_type_id(geoms) == _POINT)
+    xs[pt] = shapely.get_x(geoms[pt])
+    ys[pt] = shapely.get_y(geoms[pt])
+    other = has & ~pt
+    disc = ~other & np.isfinite(xs) & np.isfinite(ys)
+    unknown = ~other & ~disc  # as Loc.of: no geometry, or a point with a NaN coordinate
+    return xs, ys, geoms, rs, disc, unknown
+
+
+def _boxes(xs, ys, geoms, disc):
+    """Bounding boxes ``(n, 4)`` of each row's ``G``."""
+    b = shapely.bounds(geoms)
+    b[disc] = np.column_stack([xs[disc], ys[disc], xs[disc], ys[disc]])
+    return b
+
+
+def relate_many(xs, ys, geoms, rs, region: Loc) -> tuple[np.ndarray, np.ndarray]:
+    """``(possibly, certainly)`` for many stamps against one region.
+
+    Row ``i`` is the stamp ``geoms[i] ⊕ rs[i]`` when ``geoms[i]`` is a
+    geometry, else the disc ``(xs[i], ys[i]) ⊕ rs[i]``; a row with neither a
+    finite centre nor a non-empty geometry is UNIVERSE. The answers equal
+    :func:`possibly_in` and :func:`certainly_in` bit for bit: the same
+    arithmetic and the same GEOS calls, only vectorised.
+
+    Parameters
+    ----------
+    xs, ys : array_like of float or None
+        Disc centres (NaN where absent); None if every row has a geometry.
+    geoms : array_like of shapely.Geometry or None
+        Geometries (None where absent); None if every row is a disc.
+    rs : array_like of float
+        Radii, ``>= 0``.
+    region : Loc
+        The region; not UNIVERSE.
+
+    Examples
+    --------
+    >>> p, c = relate_many([0.0, 190.0, 400.0, float("nan")], [0.0] * 4, None,
+    ...                    [15.0] * 4, Loc.disc(0, 0, 200))
+    >>> p.tolist(), c.tolist()
+    ([True, True, False, True], [True, False, False, False])
+    """
+    _check_region(region)
+    xs, ys, geoms, rs, disc, unknown = _classify(xs, ys, geoms, rs)
+    n = rs.shape[0]
+    possibly = unknown.copy()
+    certainly = np.zeros(n, dtype=bool)
+    other = ~disc & ~unknown
+    cxy, big_r = region._xy, region.r
+
+    if cxy is not None:
+        m = disc
+        dx = xs[m] - cxy[0]
+        dy = ys[m] - cxy[1]
+        d2 = dx * dx + dy * dy
+        s = rs[m] + big_r
+        room = big_r - rs[m]
+        possibly[m] = d2 <= s * s
+        certainly[m] = (room >= 0) & (d2 <= room * room)
+        if other.any():
+            g = geoms[other]
+            possibly[other] = shapely.distance(g, region.geom) <= rs[other] + big_r
+            coords, idx = shapely.get_coordinates(g, return_index=True)
+            ddx = coords[:, 0] - cxy[0]
+            ddy = coords[:, 1] - cxy[1]
+            far = np.full(g.shape[0], -np.inf)
+            np.maximum.at(far, idx, np.sqrt(ddx * ddx + ddy * ddy))
+            certainly[other] = far + rs[other] <= big_r
+        return possibly, certainly
+
+    # Skip rows whose box is clear of the region's box: the exact tests below
+    # cost a GEOS call each.
+    box = _boxes(xs, ys, geoms, disc)
+    rx0, ry0, rx1, ry1 = shapely.bounds(region.geom)
+    reach = rs + big_r + BOX_SLACK
+    near = (~unknown & (box[:, 0] - reach <= rx1) & (box[:, 2] + reach >= rx0)
+            & (box[:, 1] - reach <= ry1) & (box[:, 3] + reach >= ry0))
+    q, boundary, areal = _containment(region)
+    qx0, qy0, qx1, qy1 = shapely.bounds(q)
+    inside_box = (~unknown & (box[:, 0] >= qx0 - BOX_SLACK) & (box[:, 2] <= qx1 + BOX_SLACK)
+                  & (box[:, 1] >= qy0 - BOX_SLACK) & (box[:, 3] <= qy1 + BOX_SLACK))
+    g = geoms.copy()
+    make = disc & (near | inside_box)
+    g[make] = shapely.points(xs[make], ys[make])
+    possibly[near] = shapely.distance(g[near], region.geom) <= rs[near] + big_r
+    covered = np.zeros(n, dtype=bool)
+    covered[inside_box] = shapely.covered_by(g[inside_box], q)
+    certainly[:] = covered & (rs == 0)
+    if areal:
+        check = covered & (rs > 0)
+        if check.any():
+            certainly[check] = shapely.distance(g[check], boundary) >= rs[check]
+    return possibly, certainly
+
+
+def possibly_in_many(xs, ys, rs, region: Loc) -> np.ndarray:
+    """:func:`possibly_in` for many discs ``(xs[i], ys[i]) ⊕ rs[i]`` (NaN: UNIVERSE).
+
+    Examples
+    --------
+    >>> possibly_in_many([0.0, 300.0], [0.0, 0.0], [15.0, 15.0], Loc.disc(0, 0, 200)).tolist()
+    [True, False]
+    """
+    return relate_many(xs, ys, None, rs, region)[0]
+
+
+def certainly_in_many(xs, ys, rs, region: Loc) -> np.ndarray:
+    """:func:`certainly_in` for many discs ``(xs[i], ys[i]) ⊕ rs[i]`` (NaN: UNIVERSE)."""
+    return relate_many(xs, ys, None, rs, region)[1]
+
+
+def possibly_in_many_geoms(geoms, rs, region: Loc) -> np.ndarray:
+    """:func:`possibly_in` for many stamps ``geoms[i] ⊕ rs[i]`` (None/empty: UNIVERSE)."""
+    return relate_many(None, None, geoms, rs, region)[0]
+
+
+def certainly_in_many_geoms(geoms, rs, region: Loc) -> np.ndarray:
+    """:func:`certainly_in` for many stamps ``geoms[i] ⊕ rs[i]`` (None/empty: UNIVERSE)."""
+    return relate_many(None, None, geoms, rs, region)[1]
