@@ -222,7 +222,9 @@ class Automaton:
                             succ.append(("next", self._slot(a)))
                         elif b in mv and a in ov:
                             succ.append(("prev", self._slot(b)))
-                if succ:
+                if succ and isinstance(other, Leaf):
+                    # only when the partner is one event: a partner made of several
+                    # could still complete later around an event already seen
                     r["succ"] = succ
                 self.rules[(n.id, side)] = r
 

@@ -25,19 +25,33 @@ from spatec.plan.nodes import After, Join, Leaf, Or
 from spatec.spatial import stamps as S
 
 
-def step(am: Automaton, st: RunState, events, watermark: int | None = None, final: bool = False):
-    """Insert ``events``; return (decided composites, late events)."""
+def step(am: Automaton, st: RunState, events, watermark: int | None = None, final: bool = False,
+         ordered: bool = False):
+    """Insert ``events``; return (decided composites, late events).
+
+    ``ordered``: the events come sorted by event time (a batch replay), so the
+    watermark may follow them event by event, and decisions and pruning happen
+    as the batch goes rather than only at its end.
+    """
     out: list[Composite] = []
     late = []
     ctx = _Ctx(st)
     w0 = st.watermark
     hi_max = w0
+    n = 0
     for ev in events:
         if ev.hi < w0:
             late.append(ev)
             continue
         if ev.hi > hi_max:
+            if ordered and n >= 4:
+                # every event before this one has a smaller event time: decide and prune up to it
+                st.watermark = hi_max
+                _decide(am, st, ctx, hi_max, False, out)
+                _prune(am, st, hi_max)
+                n = 0
             hi_max = ev.hi
+        n += 1
         _insert(am, st, ctx, ev, out)
     w = hi_max if watermark is None else max(w0, watermark)
     st.watermark = w
@@ -281,7 +295,7 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
         rules = am.rules[key]
         conc = rules.get("conc")
         seq_right = rules.get("seq_right")
-        succ = rules.get("succ") if _other_is_leaf(am, key) else None
+        succ = rules.get("succ")
         keep = []
         for pm in buf:
             if S_ is not None and pm.lo < w - S_:
@@ -320,13 +334,6 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
                     del st.history[k]
     if st.emitted and S_ is not None:
         st.emitted = {k: v for k, v in st.emitted.items() if v >= w - S_}
-
-
-def _other_is_leaf(am: Automaton, key) -> bool:
-    nid, side = key
-    node = next(n for n in am.nodes if n.id == nid)
-    other = node.right if side == "L" else node.left
-    return isinstance(other, Leaf)
 
 
 def _succ_dead(st: RunState, pm: PM, succ, w: int, G: int) -> bool:

@@ -31,7 +31,7 @@ class _Out:
     """Plain text, or rich colour when the output is a terminal."""
 
     def __init__(self):
-        self.rich = sys.stdout.isatty() and sys.stderr.isatty()
+        self.rich = sys.stdout.isatty()
         if self.rich:
             from rich.console import Console
 
@@ -39,15 +39,25 @@ class _Out:
 
     def info(self, text: str, to_stderr: bool = False) -> None:
         if self.rich:
-            (self.err if to_stderr else self.out).print(text, style="green", markup=False)
+            (self.err if to_stderr else self.out).print(text, style="green", markup=False, soft_wrap=True)
         else:
             print(text, file=sys.stderr if to_stderr else sys.stdout)
 
-    def error(self, text: str, style: str = "red") -> None:
+    def error(self, text: str, style: str = "bold red") -> None:
         if self.rich:
-            self.err.print(text, style=style, markup=False)
+            self.err.print(text, style=style, markup=False, soft_wrap=True)  # keep carets under their line
         else:
             print(text, file=sys.stderr)
+
+    def diagnostic(self, d) -> None:
+        if not self.rich:
+            print(d.render(), file=sys.stderr)
+            return
+        head, *rest = d.render().split("\n")
+        self.error(head)
+        for line in rest:
+            style = "red" if set(line.strip()) == {"^"} else "yellow" if line.lstrip().startswith("hint:") else ""
+            self.error(line, style=style)
 
 
 def run(args) -> int:
@@ -62,11 +72,12 @@ def run(args) -> int:
             program = check_file(path)
         except ProgramError as e:
             for d in e.diagnostics:
-                out.error(d.render())
+                out.diagnostic(d)
             errors += len(e.diagnostics)
             continue
-        except OSError as e:
-            out.error(f"{path}: cannot read: {e.strerror or e}")
+        except (OSError, UnicodeDecodeError) as e:
+            why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e))
+            out.error(f"{path}: cannot read: {why}")
             errors += 1
             continue
         if not args.quiet:
@@ -78,7 +89,7 @@ def run(args) -> int:
                     out.error(f"{path}: phrase {name} is also in another file; its schema is the last one")
                 schemas[name] = schema
     if errors:
-        out.error(_plural(errors, "error"), style="bold red")
+        out.error(_plural(errors, "error"))
         return 1
     if args.schema:
         # the schemas are the machine-readable output: stdout, after nothing else

@@ -15,6 +15,7 @@ from pathlib import Path
 from spatec.errors import CheckError, Span
 from spatec.frontend import ast as A
 from spatec.frontend.load import Loaded, PlaceDef, load_program
+from spatec.frontend.printer import print_quantity
 
 ATTR_TYPES = ("str", "int", "float", "bool", "time", "geometry")
 STAMP_ATTRS = {"t": "time", "lo": "time", "hi": "time"}
@@ -96,6 +97,7 @@ class _Checker:
         self.places: dict[str, PlaceDef] = dict(loaded.places)
         self.timezone = "UTC"
         self.crs = None
+        self.bad_events: set[str] = set()  # declared with errors: their stamps cannot be measured
 
     def err(self, span: Span, msg: str, hint: str | None = None) -> None:
         self.L.diag(span, msg, hint)
@@ -122,8 +124,11 @@ class _Checker:
                     self.err(d.span, f"event type {d.name} is declared twice",
                              f"first declared at {self.events[d.name].span}")
                     continue
+                before = len(self.L.diagnostics)
                 self._check_event(d)
                 self.events[d.name] = d
+                if len(self.L.diagnostics) > before:
+                    self.bad_events.add(d.name)
             elif isinstance(d, A.PlaceDecl):
                 if d.name in self.places:
                     self.err(d.span, f"place {d.name} is declared twice",
@@ -190,17 +195,18 @@ class _Checker:
             self.err(d.span, f"event {d.name} has no `time` clause",
                      "say how its time stamp is made, e.g. `time ts - 30 s .. ts`")
         else:
+            units_ok = True
             for b in (d.time.low, d.time.high):
                 if b is None:
                     continue
                 need(b.attr, b.span, ("time",), "a time")
                 if b.offset is not None:
-                    self._unit(b.offset, "duration")
+                    units_ok = self._unit(b.offset, "duration") and units_ok
             if d.time.widen is not None:
-                self._unit(d.time.widen, "duration")
+                units_ok = self._unit(d.time.widen, "duration") and units_ok
                 if d.time.widen.value < 0:
                     self.err(d.time.widen.span, "a widening must not be negative")
-            if d.time.high is not None and d.time.low.attr == d.time.high.attr:
+            if units_ok and d.time.high is not None and d.time.low.attr == d.time.high.attr:
                 lo = d.time.low.offset.micros() if d.time.low.offset else 0
                 hi = d.time.high.offset.micros() if d.time.high.offset else 0
                 if lo > hi:
@@ -223,6 +229,10 @@ class _Checker:
             self.err(q.span, f"expected {TYPE_WORDS[dim]}, got {TYPE_WORDS[q.dimension]} `{_qtext(q)}`",
                      {"duration": "durations use `s`, `min`, `h` or `d`",
                       "distance": "distances use `m` or `km`"}.get(dim))
+            return False
+        limit = _LIMITS.get(dim)
+        if limit is not None and abs(q.value) * {**A.TIME_UNITS, **A.DIST_UNITS}[q.unit] > limit[0]:
+            self.err(q.span, f"`{_qtext(q)}` is too large for {TYPE_WORDS[dim]}", f"at most {limit[1]}")
             return False
         return True
 
@@ -271,9 +281,13 @@ class _Checker:
         return True
 
 
+# Window and offset lengths must fit the runners' 64-bit microsecond clocks;
+# radii and distances beyond the Earth's are typing slips.
+_LIMITS = {"duration": (1e18, "about 30,000 years"), "distance": (4e7, "40,000 km")}
+
+
 def _qtext(q: A.Quantity) -> str:
-    v = int(q.value) if float(q.value).is_integer() else q.value
-    return f"{v} {q.unit}"
+    return print_quantity(q)
 
 
 def _did_you_mean(name: str, options) -> str | None:
@@ -331,7 +345,7 @@ class _PhraseChecker:
                 t = None
             schema.append((f.name, t or "str"))
         bound = None
-        if self.ok:
+        if self.ok and not self.c.bad_events:  # stamp lengths need sound event declarations
             bound = self._bounds()
         if not self.ok:
             return None
@@ -419,7 +433,7 @@ class _PhraseChecker:
         self._match(m.right, negated)
         right_pos = {k: v for k, v in self.vars.items() if k not in before_pos}
         right_neg = {k: v for k, v in self.negated.items() if k not in before_neg}
-        for k in set(left_pos) | set(right_pos):
+        for k in sorted(set(left_pos) | set(right_pos)):
             if k not in left_pos or k not in right_pos:
                 self.err(m.span, f"the branches of `or` must bind the same variables: {k} is bound "
                                  f"only in the {'left' if k in left_pos else 'right'} one")

@@ -56,13 +56,21 @@ def load_program(path: str | Path, text: str | None = None) -> Loaded:
     return out
 
 
-def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: set[Path]) -> None:
+def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: set[Path],
+          via: A.Include | None = None) -> None:
     key = path.resolve() if text is None else path
     if key in seen:
         return  # included twice (diamond): declarations once
     seen.add(key)
     if text is None:
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            if via is None:
+                raise  # the root file: the caller says it cannot be read
+            why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e))
+            out.diag(via.span, f"cannot include \"{via.path}\": {why}")
+            return
     out.texts[str(path)] = text
     try:
         module = parse_text(text, str(path))
@@ -72,16 +80,16 @@ def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: se
     for decl in module.decls:
         if isinstance(decl, A.Include):
             target = (path.parent / decl.path)
+            if not target.is_file():  # first: a path that cannot exist (NUL byte) cannot be resolved
+                out.diag(decl.span, f"cannot include \"{decl.path}\": no such file ({os.path.normpath(target)})",
+                         "include paths are relative to the including file")
+                continue
             if target.resolve() in [p.resolve() for p in stack + [path]]:
                 chain = " → ".join(p.name for p in stack + [path, target])
                 out.diag(decl.span, f"cyclic include of \"{decl.path}\" ({chain})",
                          "move the shared declarations to a file that includes nothing")
                 continue
-            if not target.is_file():
-                out.diag(decl.span, f"cannot include \"{decl.path}\": no such file ({os.path.normpath(target)})",
-                         "include paths are relative to the including file")
-                continue
-            _load(target, None, out, stack + [path], seen)
+            _load(target, None, out, stack + [path], seen, via=decl)
         elif isinstance(decl, A.PlacesFile):
             _load_places(path.parent / decl.path, decl, out)
             out.decls.append(decl)
@@ -103,17 +111,28 @@ def _load_places(target: Path, decl: A.PlacesFile, out: Loaded) -> None:
         out.diag(decl.span, f"cannot read places \"{decl.path}\": not GeoJSON ({e})")
         return
     feats = data.get("features", []) if isinstance(data, dict) else []
+    if not isinstance(feats, list):
+        feats = []
     named = 0
     for i, f in enumerate(feats):
-        name = (f.get("properties") or {}).get("name")
-        if not name:
+        props = f.get("properties") if isinstance(f, dict) else None
+        name = props.get("name") if isinstance(props, dict) else None
+        if not name or not isinstance(name, str):
             continue
+        named += 1
         try:
             g = to_shape(f["geometry"])
         except Exception as e:  # noqa: BLE001 - any bad geometry is a user error here
             out.diag(decl.span, f"places \"{decl.path}\": feature {i} ({name}) has a bad geometry: {e}")
             continue
-        radius = float((f.get("properties") or {}).get("radius_m") or 0.0)
+        try:
+            radius = float(props.get("radius_m") or 0.0)
+        except (TypeError, ValueError):
+            radius = -1.0
+        if not (0.0 <= radius < 4e7):  # a typo, not a place the size of the Earth
+            out.diag(decl.span, f"places \"{decl.path}\": feature {name} has a bad radius_m "
+                                f"{props.get('radius_m')!r}", "radius_m is a number of metres")
+            continue
         if g.geom_type == "Point":
             pd = PlaceDef(name, "circle", g.x, g.y, radius, span=decl.span)
         elif g.geom_type in ("Polygon", "MultiPolygon"):
@@ -126,6 +145,5 @@ def _load_places(target: Path, decl: A.PlacesFile, out: Loaded) -> None:
             out.diag(decl.span, f"place {name} is defined twice in \"{decl.path}\"")
             continue
         out.places[name] = pd
-        named += 1
     if named == 0:
         out.diag(decl.span, f"places \"{decl.path}\" has no feature with a `name` property")

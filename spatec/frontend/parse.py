@@ -37,8 +37,27 @@ TERMINAL_TEXT = {
 
 @functools.lru_cache(maxsize=1)
 def parser() -> Lark:
-    return Lark.open(str(GRAMMAR), parser="lalr", propagate_positions=True, cache=False,
+    """The LALR parser, built once per process; its tables are cached on disk between runs."""
+    return Lark.open(str(GRAMMAR), parser="lalr", propagate_positions=True, cache=_cache_file(),
                      maybe_placeholders=True)
+
+
+def _cache_file() -> str | bool:
+    """A per-user cache of the parser tables (Lark checks the grammar's hash when loading it)."""
+    import hashlib
+    import os
+
+    import lark
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spatec"
+    digest = hashlib.sha256(GRAMMAR.read_bytes()).hexdigest()[:16]
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False  # no writable cache: build the tables each time
+    if not os.access(base, os.W_OK):
+        return False
+    return str(base / f"grammar-{lark.__version__}-{digest}.lark")
 
 
 def _terminal_text(name: str, p: Lark) -> str:

@@ -18,7 +18,7 @@ _EXPORTS = {
     "IngestResult": "canonical", "event_columns": "canonical", "to_events": "canonical",
     "format_time": "timefmt", "format_times": "timefmt", "parse_time": "timefmt",
     "parse_times": "timefmt", "event_id": "timefmt",
-    "write_jsonl": "sinks", "write_parquet": "sinks", "write_geojson": "sinks", "writer": "sinks",
+    "write_jsonl": "sinks", "write_parquet": "sinks", "write_geojson": "sinks", "writer": "sinks", "extension": "sinks",
     "read_jsonl_composites": "sinks", "read_parquet_composites": "sinks",
     "SIRIVM_FIELDS": "sirivm", "FORMATS": "formats",
 }

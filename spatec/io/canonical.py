@@ -12,14 +12,18 @@ one pandas DataFrame with the columns of :func:`event_columns`:
   its offset); ``[_lo, _hi]`` is the time stamp.
 - ``_place``: ``"point"`` (disc of radius ``_r`` m around ``_lon``, ``_lat``),
   ``"geom"`` (``_geom``, WKT lon/lat, widened by ``_r`` m) or ``"none"``.
-- attributes under their declared names and types (see :mod:`spatec.io.columns`).
+- attributes under their declared names and types (see :mod:`spatec.io.columns`);
+  a missing value is null, except where the event needs it: the source, every
+  ``time`` attribute (int64 µs has no null), the place's coordinates or
+  geometry — those make the record a reject.
 - ``_file``, ``_row``: where the record came from (1-based record number).
 
-Records that cannot become events are rejects, each with the first-order
-reasons found (joined by ``"; "``): a bad or missing value names the
-attribute and the value; then ``lo > hi``; then duplicates (SPEC §4: the same
-``(type, source, t)`` — or the same record for a type without a source — seen
-before; the first in input order wins). Events keep input order.
+Records that cannot become events are rejects with a reason: every bad or
+missing value, in declared attribute order, each naming the attribute and
+the value (joined by ``"; "``); failing those, ``lo > hi``; failing that, a
+duplicate (SPEC §4: the same ``(type, source, t)`` — or the same record for a
+type without a source — seen before; the first in input order wins).
+Events keep input order.
 """
 from __future__ import annotations
 
@@ -28,11 +32,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from spatec.errors import DataError
 from spatec.frontend.ast import EventDecl, TimeBound
 from spatec.io.columns import convert, geometry_bounds
-from spatec.io.raw import RawBatch, show, unify
+from spatec.io.raw import RawBatch, show, to_arrow, unify
 from spatec.io.timefmt import event_id, format_time, format_times
 
 HEAD_COLUMNS = ("_type", "_id", "_source", "_t", "_lo", "_hi", "_place", "_lon", "_lat", "_r", "_geom")
@@ -62,7 +67,7 @@ def empty_rejects() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype="int64" if c == "row" else object) for c in REJECT_COLUMNS})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class IngestResult:
     """Events of one type read from some input, the records rejected, and the counts.
 
@@ -109,11 +114,11 @@ class IngestResult:
 
 def check_columns(batch: RawBatch, decl: EventDecl) -> None:
     """Every declared attribute must have a column: a whole-file problem, not a reject."""
-    if batch.table.num_rows == 0:
-        return  # nothing to map (an empty poll, a header-only CSV)
+    if batch.table.num_rows == 0 and not batch.present:
+        return  # nothing to map (an empty poll, an empty JSON file)
     missing = [a.name for a in decl.attrs if a.name not in batch.names and a.name not in batch.provides]
     if missing:
-        present = ", ".join(dict.fromkeys([*batch.names, *sorted(batch.provides)])) or "(none)"
+        present = ", ".join(dict.fromkeys([*batch.present, *sorted(batch.provides)])) or "(none)"
         raise DataError(f"{batch.file}: {decl.name} declares {', '.join(missing)} but the file has no "
                         f"such column{'s' if len(missing) > 1 else ''}; columns present: {present}")
 
@@ -142,8 +147,9 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
               seen: set[str] | None = None) -> IngestResult:
     """Type, stamp, identify and deduplicate the records of ``batches`` as events of ``decl``.
 
-    ``seen`` holds the ids of events already accepted by earlier calls (a
-    stream read in chunks); ids accepted here are added to it.
+    ``seen``, when given, holds the ids of events accepted by earlier calls (a
+    stream read in chunks): those are duplicates here too, and the ids
+    accepted here are added to it.
     """
     if decl.time is None:
         raise ValueError(f"{decl.name}: an event type needs a time clause to be read")
@@ -152,57 +158,28 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
     sizes = np.array([b.table.num_rows for b in batches], dtype=np.int64)
     n = int(sizes.sum())
     problems = _Problems(n)
-
-    raw = {a.name: unify([b.column(a.name) for b in batches]) for a in decl.attrs}
-    raw_value = lambda name: (lambda i: show(raw[name][i].as_py()))  # noqa: E731
-    typed: dict[str, object] = {}
-    place = decl.place
-    coords = {place.lon: (-180, 180), place.lat: (-90, 90)} if place and place.geom is None else {}
-    source = decl.source.attr if decl.source else None
-    for a in decl.attrs:
-        p = convert(raw[a.name], a.type, tz)
-        typed[a.name] = p.values
-        bad_rows = sorted(p.errors)
-        problems.add(bad_rows, lambda i, a=a, p=p: f"{a.name}: {p.errors[i]}")
-        miss = np.flatnonzero(p.missing)
-        if a.name == source:
-            problems.add(miss, f"{a.name}: empty source")
-        elif a.type == "time":
-            problems.add(miss, f"{a.name}: missing time")
-        elif a.name in coords:
-            problems.add(miss, f"{a.name}: missing coordinate")
-        elif place is not None and a.name == place.geom:
-            problems.add(miss, f"{a.name}: missing geometry")
-        if a.name in coords:
-            lo, hi = coords[a.name]
-            vals = _floats(p.values)
-            with np.errstate(invalid="ignore"):
-                out = ~p.missing & ~np.isin(np.arange(n), bad_rows) & ~((vals >= lo) & (vals <= hi))
-            problems.add(np.flatnonzero(out), lambda i, a=a, lo=lo, hi=hi: f"{a.name}: {raw_value(a.name)(i)} out of range [{lo}, {hi}]")
-        if place is not None and a.name == place.geom:
-            _check_geometry(a.name, p.values, problems, raw_value(a.name))
+    typed, source_text = _typed(batches, decl, tz, problems)
 
     t, lo, hi = _stamps(decl, typed, n)
-    bad = problems.mask()
-    flipped = np.flatnonzero(~bad & (lo > hi))
+    flipped = np.flatnonzero(~problems.mask() & (lo > hi))
     clause = _clause_text(decl)
     problems.add(flipped, lambda i: f"{clause}: lo {format_time(lo[i])} is after hi {format_time(hi[i])}")
 
-    ok = ~problems.mask()
-    keep = np.flatnonzero(ok)
-    sources = None
-    if source is not None:
-        sources = pd.Series(typed[source], dtype=object).to_numpy()
-        ids_kept = event_id(decl.name, sources[keep], t[keep]) if len(keep) else np.zeros(0, object)
+    keep = np.flatnonzero(~problems.mask())
+    sources = ids_kept = None
+    if decl.source is not None:
+        # _source is text whatever the attribute's type, and never the attribute's own array
+        sources = source_text.to_numpy(zero_copy_only=False).astype(object, copy=False)
+        text = source_text.take(pa.array(keep)) if len(keep) < n else source_text
+        ids_kept = event_id(decl.name, text, t[keep]) if len(keep) else np.zeros(0, object)
+        dup = _repeats(sources[keep], t[keep])
     else:
         ids_kept = _record_ids(decl, typed, keep)
+        dup = pd.Series(ids_kept, dtype=object).duplicated(keep="first").to_numpy()
+    if seen:
+        dup |= np.fromiter((i in seen for i in ids_kept), bool, len(ids_kept))
     ids = np.full(n, None, dtype=object)
     ids[keep] = ids_kept
-
-    # duplicates: among the good records, a repeated id (or one accepted earlier) is a copy
-    dup = pd.Series(ids_kept).duplicated(keep="first").to_numpy() if len(keep) else np.zeros(0, bool)
-    if seen:
-        dup |= pd.Series(ids_kept).isin(seen).to_numpy()
     problems.add(keep[dup], lambda i: f"{DUPLICATE}{ids[i]}")
     keep = keep[~dup]
     if seen is not None:
@@ -210,9 +187,60 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
 
     files = np.repeat(np.array([b.file for b in batches], dtype=object), sizes) if n else np.zeros(0, object)
     rows = np.concatenate([b.rows for b in batches]) if batches else np.zeros(0, np.int64)
-    events = _frame(decl, typed, keep, ids, sources, t, lo, hi, files, rows)
+    events = _frame(decl, typed, keep, n, ids, sources, t, lo, hi, files, rows)
     rejects = _rejects(decl, batches, problems, files, rows, sizes)
     return IngestResult(decl.name, events, rejects, int(sum(b.read for b in batches)))
+
+
+def _typed(batches: Sequence[RawBatch], decl: EventDecl, tz: str,
+           problems: _Problems) -> tuple[dict[str, object], pa.Array | None]:
+    """Each declared attribute typed; each bad value, and each missing one that its role
+    needs (source, time, coordinate, place geometry), noted as a problem of its row.
+    Second: the source as Arrow text, for making ids."""
+    place = decl.place
+    coords = {place.lon: (-180, 180), place.lat: (-90, 90)} if place and place.geom is None else {}
+    geom = place.geom if place is not None else None
+    source = decl.source.attr if decl.source else None
+    typed: dict[str, object] = {}
+    source_text = None
+    for a in decl.attrs:
+        raw = unify([b.column(a.name) for b in batches])
+        shown = lambda i, raw=raw: show(raw[int(i)].as_py())  # noqa: E731
+        p = convert(raw, a.type, tz)
+        typed[a.name] = p.values
+        if a.name == source:
+            source_text = p.arrow if p.arrow is not None else to_arrow(p.values).cast(pa.string())
+        problems.add(sorted(p.errors), lambda i, a=a, p=p: f"{a.name}: {p.errors[i]}")
+        role = ("empty source" if a.name == source else "missing time" if a.type == "time"
+                else "missing coordinate" if a.name in coords else "missing geometry" if a.name == geom else None)
+        if role:
+            problems.add(np.flatnonzero(p.missing), f"{a.name}: {role}")
+        if a.name in coords:
+            low, high = coords[a.name]
+            vals = _floats(p.values)
+            failed = np.zeros(len(vals), bool)
+            failed[list(p.errors)] = True
+            with np.errstate(invalid="ignore"):
+                out = ~p.missing & ~failed & ~((vals >= low) & (vals <= high))
+            text = f"out of range [{low}, {high}]"
+            problems.add(np.flatnonzero(out), lambda i, a=a, shown=shown, text=text: f"{a.name}: {shown(i)} {text}")
+        if a.name == geom:
+            _check_geometry(a.name, p.values, problems, shown)
+    return typed, source_text
+
+
+def _repeats(sources: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """True where (source, t) already occurred earlier in input order: a copy of an event."""
+    if not len(t):
+        return np.zeros(0, bool)
+    codes = pd.factorize(sources)[0]
+    order = np.lexsort((t, codes))  # stable: equal keys stay in input order
+    c, tt = codes[order], t[order]
+    again = np.zeros(len(order), bool)
+    again[1:] = (c[1:] == c[:-1]) & (tt[1:] == tt[:-1])
+    out = np.empty(len(order), bool)
+    out[order] = again
+    return out
 
 
 def _floats(values) -> np.ndarray:
@@ -280,49 +308,57 @@ def _record_ids(decl: EventDecl, typed: dict, keep: np.ndarray) -> np.ndarray:
     return out
 
 
-def _frame(decl: EventDecl, typed: dict, keep: np.ndarray, ids: np.ndarray, sources, t, lo, hi,
+def _constant(m: int, value) -> np.ndarray:
+    out = np.empty(m, dtype=object if value is None or isinstance(value, str) else np.float64)
+    out[:] = value
+    return out
+
+
+def _frame(decl: EventDecl, typed: dict, keep: np.ndarray, n: int, ids: np.ndarray, sources, t, lo, hi,
            files: np.ndarray, rows: np.ndarray) -> pd.DataFrame:
     m = len(keep)
     if m == 0:
         return empty_events(decl)
+    take = (lambda a: a) if m == n else (lambda a: a[keep])  # all kept: no copy
     place = decl.place
     radius = place.widen.metres() if place is not None and place.widen is not None else 0.0
+    nan = _constant(m, np.nan)
     cols: dict[str, object] = {
-        "_type": np.full(m, decl.name, dtype=object),
-        "_id": ids[keep],
-        "_source": sources[keep] if sources is not None else np.full(m, None, dtype=object),
-        "_t": t[keep], "_lo": lo[keep], "_hi": hi[keep],
+        "_type": _constant(m, decl.name),
+        "_id": take(ids),
+        "_source": take(sources) if sources is not None else _constant(m, None),
+        "_t": take(t), "_lo": take(lo), "_hi": take(hi),
     }
     if place is None:
-        cols.update(_place=np.full(m, "none", dtype=object), _lon=np.full(m, np.nan), _lat=np.full(m, np.nan),
-                    _r=np.full(m, radius), _geom=np.full(m, None, dtype=object))
+        cols.update(_place=_constant(m, "none"), _lon=nan, _lat=nan.copy(), _geom=_constant(m, None))
     elif place.geom is not None:
-        cols.update(_place=np.full(m, "geom", dtype=object), _lon=np.full(m, np.nan), _lat=np.full(m, np.nan),
-                    _r=np.full(m, radius), _geom=np.asarray(typed[place.geom], dtype=object)[keep])
+        cols.update(_place=_constant(m, "geom"), _lon=nan, _lat=nan.copy(),
+                    _geom=take(np.asarray(typed[place.geom], dtype=object)))
     else:
-        cols.update(_place=np.full(m, "point", dtype=object),
-                    _lon=_floats(typed[place.lon])[keep],
-                    _lat=_floats(typed[place.lat])[keep],
-                    _r=np.full(m, radius), _geom=np.full(m, None, dtype=object))
+        cols.update(_place=_constant(m, "point"), _lon=take(_floats(typed[place.lon])),
+                    _lat=take(_floats(typed[place.lat])), _geom=_constant(m, None))
+    cols["_r"] = _constant(m, float(radius))
     for a in decl.attrs:
         v = typed[a.name]
-        cols[a.name] = v[keep] if a.type in ("int", "bool") else np.asarray(v)[keep]
-    cols["_file"] = files[keep]
-    cols["_row"] = rows[keep]
-    df = pd.DataFrame(cols)
-    for a in decl.attrs:
-        if a.type in ("str", "geometry"):
-            df[a.name] = df[a.name].astype(object)
-    return df
+        if a.name in (place.lon if place else None, place.lat if place else None) and a.type == "float":
+            v = v.copy()  # not the same array as _lon/_lat
+        cols[a.name] = take(v) if a.type in ("int", "bool") else take(np.asarray(v))
+    cols["_file"] = take(files)
+    cols["_row"] = take(rows)
+    return pd.DataFrame({c: cols[c] for c in event_columns(decl)}, copy=False)
 
 
 def _rejects(decl: EventDecl, batches: Sequence[RawBatch], problems: _Problems, files: np.ndarray,
              rows: np.ndarray, sizes: np.ndarray) -> pd.DataFrame:
     starts = np.concatenate([[0], np.cumsum(sizes)])
+    by_batch: dict[int, list[int]] = {}
+    for i in sorted(problems.by_row):
+        by_batch.setdefault(int(np.searchsorted(starts, i, side="right") - 1), []).append(i)
     out = []  # (batch, row, file, reason, record)
-    for i, reasons in problems.by_row.items():
-        k = int(np.searchsorted(starts, i, side="right") - 1)
-        out.append((k, int(rows[i]), files[i], "; ".join(reasons), batches[k].record(i - int(starts[k]))))
+    for k, idx in by_batch.items():
+        records = batches[k].records([i - int(starts[k]) for i in idx])
+        for i, record in zip(idx, records):
+            out.append((k, int(rows[i]), files[i], "; ".join(problems.by_row[i]), record))
     for k, b in enumerate(batches):
         for row, reason, record in b.unreadable:
             out.append((k, row, b.file, reason, record))

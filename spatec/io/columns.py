@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 import shapely
 
 from spatec.io.raw import (FLOAT_PATTERN, FLOAT_RE, INT_PATTERN, INT_RE, SPECIAL_FLOAT_PATTERN,
-                           SPECIAL_FLOAT_RE, blank, matches, show, to_arrow, trimmed)
+                           SPECIAL_FLOAT_RE, blank, cast_numbers, matches, show, to_arrow,
+                           trimmed)
 from spatec.io.timefmt import Parsed, parse_times
 
 TRUE_WORDS = ("true", "t", "yes", "y", "1")
@@ -38,9 +39,8 @@ def _prepare(values: Any) -> pa.Array:
 
 def _missing(arr: pa.Array) -> np.ndarray:
     if pa.types.is_string(arr.type):
-        return blank(trimmed(arr))
-    miss = pc.is_null(arr).to_numpy(zero_copy_only=False)
-    return miss
+        return blank(arr)
+    return pc.is_null(arr).to_numpy(zero_copy_only=False)
 
 
 def _finish(arr: pa.Array, done: np.ndarray, missing: np.ndarray, scalar: Callable[[Any], Any],
@@ -70,9 +70,9 @@ def to_str(values: Any) -> Parsed:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 arr = pa.array([None if v is None else show(v, limit=10**9) for v in arr.to_pylist()],
                                pa.string())
-    out = arr.to_numpy(zero_copy_only=False).astype(object)
+    out = arr.to_numpy(zero_copy_only=False).astype(object, copy=False)
     out[missing] = None
-    return Parsed(out, missing, {})
+    return Parsed(out, missing, {}, arrow=arr)
 
 
 # --------------------------------------------------------------------------- float
@@ -89,11 +89,15 @@ def _scalar_float(v: Any) -> float:
 
 def to_float(values: Any) -> Parsed:
     arr = _prepare(values)
+    t = arr.type
+    fast = cast_numbers(arr, pa.float64()) if pa.types.is_string(t) else None
+    if fast is not None:  # no blanks (they fail the cast); nulls are missing
+        return Parsed(fast.fill_null(np.nan).to_numpy(zero_copy_only=False),
+                      pc.is_null(fast).to_numpy(zero_copy_only=False), {})
     n = len(arr)
     missing = _missing(arr)
     out = np.full(n, np.nan)
     done = np.zeros(n, bool)
-    t = arr.type
     if pa.types.is_string(t):
         s = trimmed(arr)
         ok = (matches(s, FLOAT_PATTERN) | matches(s, SPECIAL_FLOAT_PATTERN)) & ~missing
@@ -143,7 +147,11 @@ def to_int(values: Any) -> Parsed:
     out = np.zeros(n, np.int64)
     done = np.zeros(n, bool)
     t = arr.type
-    if pa.types.is_string(t):
+    fast = cast_numbers(arr, pa.int64()) if pa.types.is_string(t) else None
+    if fast is not None:
+        out[~missing] = fast.fill_null(0).to_numpy()[~missing]
+        done |= ~missing
+    elif pa.types.is_string(t):
         s = trimmed(arr)
         ok = matches(s, INT_PATTERN) & ~missing
         if ok.any():
@@ -177,11 +185,17 @@ def to_int(values: Any) -> Parsed:
 # --------------------------------------------------------------------------- bool
 
 def _scalar_bool(v: Any) -> bool:
+    """Words (true/false, t/f, yes/no, y/n) or the numbers 0 and 1, written or typed
+    (JSON does not tell 1 from 1.0, so neither does this)."""
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
-    if isinstance(v, str) and v.strip().lower() in TRUE_WORDS + FALSE_WORDS:
-        return v.strip().lower() in TRUE_WORDS
-    if isinstance(v, (int, float, np.integer, np.floating)) and v in (0, 1):
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in TRUE_WORDS + FALSE_WORDS:
+            return s in TRUE_WORDS
+        if FLOAT_RE.match(s) and float(s) in (0.0, 1.0):
+            return float(s) == 1.0
+    elif isinstance(v, (int, float, np.integer, np.floating)) and v in (0, 1):
         return bool(v)
     raise ValueError(f"cannot parse {show(v)} as a bool")
 

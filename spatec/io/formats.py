@@ -27,6 +27,7 @@ import io
 import json
 import os
 import re
+from typing import Collection
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +35,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from spatec.errors import DataError
-from spatec.io.raw import RawBatch, json_record, records_to_table
+from spatec.io.raw import RawBatch, json_record
 
 FORMATS = ("csv", "parquet", "jsonl", "sirivm")
 _SUFFIXES = (
@@ -102,7 +103,8 @@ def expand(path: str, fmt: str | None = None) -> list[tuple[str, str]]:
     for p in candidates:
         detected = detect_format(p)
         if fmt is not None:
-            if explicit or detected == fmt or (fmt == "sirivm" and detected == "jsonl"):
+            # a poll that does not look like one is still read as one when asked
+            if explicit or detected == fmt or (fmt == "sirivm" and p.lower().endswith((".json", ".json.gz"))):
                 found.append((p, fmt))
         elif detected is not None:
             found.append((p, detected))
@@ -119,27 +121,36 @@ def expand(path: str, fmt: str | None = None) -> list[tuple[str, str]]:
 
 # --------------------------------------------------------------------------- readers
 
-def read_csv(path: str) -> RawBatch:
+def read_csv(path: str, columns: Collection[str] | None = None) -> RawBatch:
     """Every column as text; Arrow's reader, or Python's when a record is malformed
-    (then each malformed record is a reject and the numbering stays exact)."""
+    (then each malformed record is a reject and the numbering stays exact).
+
+    With ``columns`` only those are loaded (the rest are still parsed past);
+    whole records of rejects are then read again from the file.
+    """
     with open_text(path) as f:
         header = next(csv.reader(f), None)
     if header is None:
         raise DataError(f"{path}: empty file, no header row")
+    subset = columns is not None and len(set(header)) == len(header)
+    include = [h for h in header if h in set(columns)] if subset else []
     stream = pa.input_stream(path, compression="gzip" if _is_gzip(path) else None)
     try:
         table = pacsv.read_csv(
             stream,
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(column_types={h: pa.string() for h in header},
+                                                 include_columns=include if subset else None,
                                                  strings_can_be_null=False))
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return _read_csv_slowly(path)
     finally:
         stream.close()
-    if table.num_columns != len(header):
+    if not subset and table.num_columns != len(header):
         return _read_csv_slowly(path)
-    return RawBatch.of(path, table)
+    rows = np.arange(1, table.num_rows + 1, dtype=np.int64)
+    fetch = (lambda idx: _csv_records(path, header, [int(rows[i]) for i in idx])) if subset else None
+    return RawBatch.of(path, table, rows=rows, present=header, fetch=fetch)
 
 
 def _read_csv_slowly(path: str) -> RawBatch:
@@ -164,12 +175,40 @@ def _read_csv_slowly(path: str) -> RawBatch:
     return RawBatch.of(path, table, rows=rows, unreadable=unreadable)
 
 
-def read_parquet(path: str) -> RawBatch:
+def _csv_records(path: str, header: list[str], numbers: list[int]) -> list[str]:
+    """The records with these record numbers, as JSON objects of every column."""
+    wanted = set(numbers)
+    found: dict[int, str] = {}
+    with open_text(path) as f:
+        reader = csv.reader(f)
+        next(reader)
+        number = 0
+        for record in reader:
+            if not record:
+                continue
+            number += 1
+            if number in wanted:
+                found[number] = json_record(dict(zip(header, record)))
+                if len(found) == len(wanted):
+                    break
+    return [found[n] for n in numbers]
+
+
+def read_parquet(path: str, columns: Collection[str] | None = None) -> RawBatch:
+    """With ``columns`` only those are loaded; whole records of rejects are read again."""
     try:
-        table = pq.read_table(path)
+        present = pq.read_schema(path).names
+        load = [c for c in present if columns is None or c in set(columns)]
+        table = pq.read_table(path, columns=load)
     except (pa.ArrowInvalid, OSError) as e:
         raise DataError(f"{path}: cannot read as Parquet: {e}") from None
-    return RawBatch.of(path, table)
+    fetch = (lambda idx: _parquet_records(path, idx)) if len(load) < len(present) else None
+    return RawBatch.of(path, table, present=present, fetch=fetch)
+
+
+def _parquet_records(path: str, indices) -> list[str]:
+    whole = RawBatch.of(path, pq.read_table(path).take(pa.array(list(indices), pa.int64())))
+    return whole.records(range(len(whole.rows)))
 
 
 def parse_json_lines(lines, path: str) -> tuple[list[dict], list[int], list[tuple[int, str, str]]]:
@@ -191,8 +230,8 @@ def parse_json_lines(lines, path: str) -> tuple[list[dict], list[int], list[tupl
     return records, rows, unreadable
 
 
-def read_jsonl(path: str) -> RawBatch:
+def read_jsonl(path: str, columns: Collection[str] | None = None) -> RawBatch:
+    """With ``columns``, only those fields become columns; reject records are the objects."""
     with open_text(path) as f:
         records, rows, unreadable = parse_json_lines(f, path)
-    return RawBatch.of(path, records_to_table(records), rows=np.asarray(rows, np.int64),
-                       unreadable=unreadable, sparse=True)
+    return RawBatch.from_records(path, records, rows, unreadable, columns)

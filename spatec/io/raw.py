@@ -16,7 +16,7 @@ import datetime as _dt
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,17 +40,35 @@ def matches(arr: pa.Array, pattern: str) -> np.ndarray:
     return pc.match_substring_regex(arr, pattern).fill_null(False).to_numpy(zero_copy_only=False)
 
 
+def cast_numbers(arr: pa.Array, to: pa.DataType) -> pa.Array | None:
+    """A whole text column cast to a number type at once, or None when any value is not
+    plainly a number in the grammar above (a blank, padding, ...): then the caller takes
+    the slower path. Arrow's cast accepts a little more than the grammar (hex integers,
+    "nan(…)"); columns with those take the slower path too, so a value reads the same
+    whichever path it takes."""
+    try:
+        pc.cast(arr.slice(0, 64), to)  # a failing cast of a long column is slow to fail
+        out = pc.cast(arr, to)
+    except (pa.ArrowInvalid, OverflowError):
+        return None
+    odd = "x" if pa.types.is_integer(to) else "("
+    if pc.any(pc.match_substring(arr, odd, ignore_case=True)).as_py():
+        return None
+    return out
+
+
 def trimmed(arr: pa.Array) -> pa.Array:
     return pc.utf8_trim_whitespace(arr)
 
 
 def blank(arr: pa.Array) -> np.ndarray:
-    """Missing values of a string array: null or the empty string.
+    """Missing values of a string array: null, empty, or only whitespace.
 
-    CSV cannot tell an empty cell from a null, so spatec never does: an empty
-    string is a missing value in every format.
+    CSV cannot tell an empty cell from a null, so spatec never does: blank
+    text is a missing value in every format.
     """
-    return pc.or_kleene(pc.is_null(arr), pc.equal(arr, "")).fill_null(True).to_numpy(zero_copy_only=False)
+    empty = pc.or_kleene(pc.equal(arr, ""), pc.utf8_is_space(arr))
+    return pc.or_kleene(pc.is_null(arr), empty).fill_null(True).to_numpy(zero_copy_only=False)
 
 
 # --------------------------------------------------------------------------- showing values
@@ -117,11 +135,16 @@ def to_arrow(values: Any) -> pa.Array:
         try:
             arr = pa.array(values, from_pandas=True)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
-            arr = pa.array([_stringify(v) for v in _as_list(values)], pa.string())
+            return pa.array([_stringify(v) for v in _as_list(values)], pa.string())
+        if pa.types.is_floating(arr.type) and isinstance(values, list) \
+                and any(isinstance(v, (int, np.integer, np.bool_)) for v in values):
+            # Arrow reads [0, 0.5, False] as doubles; as text each keeps what it was
+            # ("0", "0.5", "false"), so a row reads the same whatever its neighbours
+            return pa.array([_stringify(v) for v in values], pa.string())
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if pa.types.is_nested(arr.type):
-        arr = pa.array([_stringify(v) for v in arr.to_pylist()], pa.string())
+        return pa.array([_stringify(v) for v in arr.to_pylist()], pa.string())
     if pa.types.is_large_string(arr.type) or pa.types.is_string_view(arr.type):
         arr = arr.cast(pa.string())
     return arr
@@ -164,15 +187,17 @@ def unify(arrays: Sequence[pa.Array]) -> pa.Array:
     return pa.concat_arrays(out) if out else pa.array([], target)
 
 
-def records_to_table(records: Sequence[Mapping[str, Any]]) -> pa.Table:
-    """A table from JSON objects: columns in order of first appearance, absent keys null."""
+def records_to_table(records: Sequence[Mapping[str, Any]],
+                     only: Collection[str] | None = None) -> tuple[pa.Table, list[str]]:
+    """A table from JSON objects: columns in order of first appearance, absent keys null.
+
+    With ``only``, just those fields become columns. Second: every field seen.
+    """
     names: dict[str, None] = {}
     for r in records:
-        for k in r:
-            if k not in names:
-                names[k] = None
-    cols = {k: to_arrow([r.get(k) for r in records]) for k in names}
-    return pa.table(cols) if cols else pa.table({})
+        names.update(dict.fromkeys(r))
+    cols = {k: to_arrow([r.get(k) for r in records]) for k in names if only is None or k in only}
+    return (pa.table(cols) if cols else pa.table({})), list(names)
 
 
 # --------------------------------------------------------------------------- raw batches
@@ -184,12 +209,18 @@ class RawBatch:
     ``names`` maps an attribute name to the index of the column that feeds it:
     the identity for CSV, Parquet and JSON lines; a format adapter such as
     SIRI-VM renames here, so the raw columns keep their names in reject
-    records. ``unreadable`` holds records that could not even be split into
-    fields (a malformed CSV row, a line that is not JSON): ``(row, reason,
-    record JSON)``. ``sparse`` says that a null means "absent" (JSON), so
-    rendered records leave nulls out. ``provides`` names attributes the format
-    defines even when this file happens to lack the field (a poll in which no
-    vehicle reports a bearing): their column is all nulls, not an error.
+    records. ``rows`` is each table row's record number in the file.
+
+    ``unreadable`` holds records that could not even be split into fields (a
+    malformed CSV row, a line that is not JSON): ``(row, reason, record
+    JSON)``. ``provides`` names attributes the format defines even when this
+    file happens to lack the field (a poll in which no vehicle reports a
+    bearing): their column is all nulls, not an error.
+
+    A reader may load only the columns an event type uses; then ``present``
+    lists every column of the file and ``fetch`` renders whole records for
+    some table rows (JSON: from the parsed objects; CSV, Parquet: by reading
+    the file again, paid only when there are rejects).
     """
 
     file: str
@@ -197,13 +228,16 @@ class RawBatch:
     rows: np.ndarray
     names: Mapping[str, int]
     unreadable: list[tuple[int, str, str]] = field(default_factory=list)
-    sparse: bool = False
     provides: frozenset[str] = frozenset()
+    present: tuple[str, ...] = ()
+    fetch: Optional[Callable[[Sequence[int]], list[str]]] = None
 
     @classmethod
     def of(cls, file: str, table: pa.Table, rows: Iterable[int] | None = None,
-           unreadable: list[tuple[int, str, str]] | None = None, sparse: bool = False,
-           renames: Mapping[str, str] | None = None, provides: Iterable[str] = ()) -> "RawBatch":
+           unreadable: list[tuple[int, str, str]] | None = None,
+           renames: Mapping[str, str] | None = None, provides: Iterable[str] = (),
+           present: Sequence[str] | None = None,
+           fetch: Optional[Callable[[Sequence[int]], list[str]]] = None) -> "RawBatch":
         """A batch whose attribute names are its column names (first of duplicates wins),
         plus ``renames`` (attribute -> column name) where a format adapter maps fields."""
         names: dict[str, int] = {}
@@ -215,7 +249,20 @@ class RawBatch:
                     names[attr] = names[col]
         n = table.num_rows
         row_arr = np.arange(1, n + 1, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-        return cls(file, table, row_arr, names, list(unreadable or []), sparse, frozenset(provides))
+        return cls(file, table, row_arr, names, list(unreadable or []), frozenset(provides),
+                   tuple(table.column_names if present is None else present), fetch)
+
+    @classmethod
+    def from_records(cls, file: str, records: Sequence[Mapping[str, Any]], rows: Sequence[int],
+                     unreadable: list[tuple[int, str, str]], columns: Collection[str] | None = None,
+                     renames: Mapping[str, str] | None = None, provides: Iterable[str] = ()) -> "RawBatch":
+        """A batch of JSON objects; with ``columns`` (attribute names) only the fields that feed
+        them are made columns. Reject records are the objects themselves."""
+        renames = dict(renames or {})
+        only = None if columns is None else {renames.get(c, c) for c in columns}
+        table, present = records_to_table(records, only)
+        return cls.of(file, table, rows=rows, unreadable=unreadable, renames=renames, provides=provides,
+                      present=present, fetch=lambda idx: [json_record(records[i]) for i in idx])
 
     @property
     def read(self) -> int:
@@ -228,14 +275,14 @@ class RawBatch:
             return to_arrow(self.table.column(self.names[attr]))
         return pa.nulls(self.table.num_rows, pa.string())
 
-    def record(self, i: int) -> str:
-        """Row ``i`` of the table as the raw record's JSON."""
+    def records(self, indices: Sequence[int]) -> list[str]:
+        """Table rows ``indices`` as the raw records' JSON, every column the file has."""
+        if self.fetch is not None:
+            return self.fetch(indices)
+        return [self._record(i) for i in indices]
+
+    def _record(self, i: int) -> str:
         row = {}
         for name, col in zip(self.table.column_names, self.table.columns):
-            if name in row:
-                continue
-            v = col[i].as_py()
-            if v is None and self.sparse:
-                continue
-            row[name] = v
+            row.setdefault(name, col[i].as_py())
         return json_record(row)

@@ -16,8 +16,8 @@ place, so a reader never sees half a file.
   (feature ``id`` = composite id).
 
 >>> w = writer("parquet")
->>> w.fmt, w.extension
-('parquet', '.parquet')
+>>> w.fmt, w.extension, extension("geojson")
+('parquet', 'parquet', 'geojson')
 """
 from __future__ import annotations
 
@@ -240,7 +240,7 @@ def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
 
 @dataclass(frozen=True)
 class Writer:
-    """A sink format: its name, its file extension and the function that writes it."""
+    """A sink format: its name, its file extension (no dot) and the function that writes it."""
 
     fmt: str
     extension: str
@@ -251,9 +251,9 @@ class Writer:
 
 
 WRITERS: dict[str, Writer] = {
-    "jsonl": Writer("jsonl", ".jsonl", write_jsonl),
-    "parquet": Writer("parquet", ".parquet", write_parquet),
-    "geojson": Writer("geojson", ".geojson", write_geojson),
+    "jsonl": Writer("jsonl", "jsonl", write_jsonl),
+    "parquet": Writer("parquet", "parquet", write_parquet),
+    "geojson": Writer("geojson", "geojson", write_geojson),
 }
 
 
@@ -263,3 +263,8 @@ def writer(fmt: str) -> Writer:
         return WRITERS[fmt]
     except KeyError:
         raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(WRITERS)}") from None
+
+
+def extension(fmt: str) -> str:
+    """The file extension of a sink format, without the dot: ``f"{phrase}.{extension(fmt)}"``."""
+    return writer(fmt).extension

@@ -25,59 +25,63 @@ from __future__ import annotations
 import gzip
 import json
 import tarfile
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 from spatec.io.formats import poll_order
-from spatec.io.raw import RawBatch, json_record, records_to_table
+from spatec.io.raw import RawBatch, json_record
 
-SIRIVM_FIELDS: tuple[tuple[str, str], ...] = (
+SIRIVM_FIELDS: dict[str, str] = {
     # SIRI-VM field            attribute
-    ("VehicleRef",             "vehicle"),
-    ("LineRef",                "line"),
-    ("OperatorRef",            "operator"),
-    ("DirectionRef",           "direction"),
-    ("Longitude",              "lon"),
-    ("Latitude",               "lat"),
-    ("RecordedAtTime",         "ts"),
-    ("Bearing",                "bearing"),
-    ("Delay",                  "delay"),
-    ("OriginRef",              "origin_ref"),
-    ("OriginName",             "origin_name"),
-    ("DestinationRef",         "destination_ref"),
-    ("DestinationName",        "destination_name"),
-    ("DatedVehicleJourneyRef", "journey_ref"),
-)
+    "VehicleRef":               "vehicle",
+    "LineRef":                  "line",
+    "OperatorRef":              "operator",
+    "DirectionRef":             "direction",
+    "Longitude":                "lon",
+    "Latitude":                 "lat",
+    "RecordedAtTime":           "ts",
+    "Bearing":                  "bearing",
+    "Delay":                    "delay",
+    "OriginRef":                "origin_ref",
+    "OriginName":               "origin_name",
+    "DestinationRef":           "destination_ref",
+    "DestinationName":          "destination_name",
+    "DatedVehicleJourneyRef":   "journey_ref",
+}
 POLL_TIME = "received"
 POLL_SUFFIXES = (".json", ".json.gz")
 
 
-def read_polls(path: str) -> Iterator[RawBatch]:
-    """The polls in one file: a poll (JSON), or an archive of polls (tar, gzip or not)."""
+def read_polls(path: str, columns: Collection[str] | None = None) -> Iterator[RawBatch]:
+    """The polls in one file: a poll (JSON), or an archive of polls (tar, gzip or not).
+    ``columns``: the attributes wanted (only the fields feeding them are loaded)."""
     if tarfile.is_tarfile(path):
         with tarfile.open(path, "r:*") as tar:
             members = [(m.name, tar.extractfile(m).read()) for m in tar
                        if m.isfile() and m.name.lower().endswith(POLL_SUFFIXES)]
         for name, data in sorted(members, key=lambda nm: poll_order(nm[0])):
-            yield poll_batch(f"{path}!{name}", data, poll_order(name)[0])
+            yield poll_batch(f"{path}!{name}", data, poll_order(name)[0], columns)
     else:
         with open(path, "rb") as f:
-            yield poll_batch(path, f.read(), poll_order(path)[0])
+            yield poll_batch(path, f.read(), poll_order(path)[0], columns)
 
 
-def poll_batch(name: str, data: bytes, received: float | None = None) -> RawBatch:
+def poll_batch(name: str, data: bytes, received: float | None = None,
+               columns: Collection[str] | None = None) -> RawBatch:
     """One poll (raw bytes, gzip or not) as a raw batch under attribute names."""
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     try:
         doc = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        return _batch(name, [], [], [(0, f"not a SIRI-VM poll: invalid JSON ({e})", json.dumps(_head(data)))])
+        return _batch(name, [], [], [(0, f"not a SIRI-VM poll: invalid JSON ({e})", json.dumps(_head(data)))],
+                      columns)
     if isinstance(doc, dict) and isinstance(doc.get("request_data"), list):
         items = doc["request_data"]
     elif isinstance(doc, list):
         items = doc
     else:
-        return _batch(name, [], [], [(0, "not a SIRI-VM poll: no request_data list", json.dumps(_head(data)))])
+        return _batch(name, [], [], [(0, "not a SIRI-VM poll: no request_data list", json.dumps(_head(data)))],
+                      columns)
     records, rows, unreadable = [], [], []
     has_time = received is not None and received != float("inf")
     for number, item in enumerate(items, 1):
@@ -88,13 +92,14 @@ def poll_batch(name: str, data: bytes, received: float | None = None) -> RawBatc
             item = {**item, POLL_TIME: received}
         records.append(item)
         rows.append(number)
-    return _batch(name, records, rows, unreadable)
+    return _batch(name, records, rows, unreadable, columns)
 
 
-def _batch(name: str, records: list[dict[str, Any]], rows: list[int], unreadable: list) -> RawBatch:
-    return RawBatch.of(name, records_to_table(records), rows=rows, unreadable=unreadable, sparse=True,
-                       renames={attr: field for field, attr in SIRIVM_FIELDS},
-                       provides=[attr for _, attr in SIRIVM_FIELDS] + [POLL_TIME])
+def _batch(name: str, records: list[dict[str, Any]], rows: list[int], unreadable: list,
+           columns: Collection[str] | None) -> RawBatch:
+    return RawBatch.from_records(name, records, rows, unreadable, columns,
+                                 renames={attr: field for field, attr in SIRIVM_FIELDS.items()},
+                                 provides=[*SIRIVM_FIELDS.values(), POLL_TIME])
 
 
 def _head(data: bytes, limit: int = 200) -> str:

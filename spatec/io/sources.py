@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable, Iterator, Union
+from typing import Callable, Collection, Iterator, Optional, Union
 
 import pandas as pd
 
@@ -24,21 +24,24 @@ from spatec.io.formats import expand, read_csv, read_jsonl, read_parquet
 from spatec.io.raw import RawBatch
 from spatec.io.sirivm import read_polls
 
-# One entry per format: a file to its raw batches (an archive of polls gives one per poll).
-READERS: dict[str, Callable[[str], Iterator[RawBatch]]] = {
-    "csv": lambda p: iter([read_csv(p)]),
-    "parquet": lambda p: iter([read_parquet(p)]),
-    "jsonl": lambda p: iter([read_jsonl(p)]),
+# One entry per format: a file (and the columns wanted, a hint) to its raw batches;
+# an archive of polls gives one batch per poll.
+READERS: dict[str, Callable[[str, Optional[Collection[str]]], Iterator[RawBatch]]] = {
+    "csv": lambda p, cols: iter([read_csv(p, cols)]),
+    "parquet": lambda p, cols: iter([read_parquet(p, cols)]),
+    "jsonl": lambda p, cols: iter([read_jsonl(p, cols)]),
     "sirivm": read_polls,
 }
 
 PathLike = Union[str, os.PathLike]
 
 
-def iter_batches(path: PathLike, fmt: str | None = None) -> Iterator[RawBatch]:
-    """The raw batches of every file a path means (file, directory or glob), in reading order."""
+def iter_batches(path: PathLike, fmt: str | None = None,
+                 columns: Collection[str] | None = None) -> Iterator[RawBatch]:
+    """The raw batches of every file a path means (file, directory or glob), in reading order.
+    ``columns``: the columns that will be used (readers may skip loading the others)."""
     for file, f in expand(os.fspath(path), fmt):
-        yield from READERS[f](file)
+        yield from READERS[f](file, columns)
 
 
 def read_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | None = None) -> IngestResult:
@@ -50,7 +53,7 @@ def read_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | Non
     attribute with no column in a file is a :class:`~spatec.errors.DataError`;
     bad records are rejects.
     """
-    return to_events(list(iter_batches(path, fmt)), decl, tz, seen=set())
+    return to_events(list(iter_batches(path, fmt, _wanted(decl))), decl, tz)
 
 
 def iter_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | None = None,
@@ -61,8 +64,12 @@ def iter_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | Non
     later chunks are duplicates too; pass the same set to continue a stream.
     """
     seen = set() if seen is None else seen
-    for batch in iter_batches(path, fmt):
+    for batch in iter_batches(path, fmt, _wanted(decl)):
         yield to_events([batch], decl, tz, seen)
+
+
+def _wanted(decl: EventDecl) -> list[str]:
+    return [a.name for a in decl.attrs]
 
 
 def write_rejects(rejects: pd.DataFrame | IngestResult, out_dir: PathLike, append: bool = False) -> list[Path]:

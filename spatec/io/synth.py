@@ -95,7 +95,8 @@ def replicate(df: pd.DataFrame, copies: int, shift_s: int = 3600, id_suffix: boo
     n = len(src)
     rows = np.tile(np.arange(n), copies)
     copy_no = np.repeat(np.arange(copies, dtype=np.int64), n)
-    out = src.take(rows).reset_index(drop=True)
+    out = src.take(rows)
+    out.index = pd.RangeIndex(len(out))  # not reset_index: that copies every column again
     shift = copy_no * int(shift_s)
 
     if is_dt:
@@ -151,7 +152,9 @@ def iso_local(seconds: np.ndarray, tz: str = "Europe/London") -> np.ndarray:
     local = utc.tz_convert(tz).tz_localize(None)
     offset = ((local - utc.tz_localize(None)) // pd.Timedelta(seconds=1)).to_numpy()
     body = np.datetime_as_string(local.to_numpy().astype("datetime64[s]"), unit="s")
-    text = np.array([b + _fmt_offset(int(o)) for b, o in zip(body.tolist(), offset.tolist())],
+    offsets, which = np.unique(offset, return_inverse=True)
+    suffix = [_fmt_offset(int(o)) for o in offsets]
+    text = np.array([b + suffix[i] for b, i in zip(body.tolist(), which.reshape(-1).tolist())],
                     dtype=object)
     out = text[codes] if len(text) else np.empty(len(codes), dtype=object)
     out[bad] = None

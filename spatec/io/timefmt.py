@@ -46,8 +46,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spatec.io.raw import (FLOAT_PATTERN, FLOAT_RE, INT_PATTERN, INT_RE, blank, matches, show,
-                           to_arrow, trimmed)
+from spatec.io.raw import (FLOAT_PATTERN, FLOAT_RE, INT_PATTERN, INT_RE, blank, cast_numbers, matches,
+                           show, to_arrow, trimmed)
 
 US = 1_000_000
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
@@ -66,10 +66,26 @@ def format_times(us: Any) -> np.ndarray:
     >>> format_times([0, 1_500_000, None]).tolist()
     ['1970-01-01T00:00:00Z', '1970-01-01T00:00:01.500000Z', None]
     """
-    arr = pa.array(pd.array(us, dtype="Int64") if not isinstance(us, pa.Array) else us, pa.int64())
-    text = pc.cast(arr.cast(pa.timestamp("us")), pa.string())          # "YYYY-MM-DD hh:mm:ss.ffffff"
-    text = pc.replace_substring_regex(text, r"\.000000$", "")
-    text = pc.binary_join_element_wise(pc.replace_substring(text, " ", "T", max_replacements=1), "Z", "")
+    if isinstance(us, np.ndarray) and us.dtype == np.int64:
+        arr = pa.array(us)
+    else:
+        arr = pa.array(pd.array(us if not isinstance(us, pa.Array) else us.to_pandas(), dtype="Int64"), pa.int64())
+    valid = ~pc.is_null(arr).to_numpy(zero_copy_only=False)
+    ints = arr.fill_null(0).to_numpy()
+    secs = np.floor_divide(ints, US)
+    frac = ints - secs * US
+    # "YYYY-MM-DD hh:mm:ss" from Arrow's cast, then the T, then Z or .ffffffZ
+    text = pc.utf8_replace_slice(pc.cast(pa.array(secs, mask=~valid).cast(pa.timestamp("s")), pa.string()),
+                                 10, 11, "T")
+    fractional = (frac != 0) & valid
+    if fractional.any():
+        digits = pc.utf8_lpad(pc.cast(pa.array(frac[fractional]), pa.string()), 6, "0")
+        suffix = np.empty(len(ints), dtype=object)
+        suffix[:] = "Z"
+        suffix[fractional] = pc.binary_join_element_wise(".", digits, "Z", "").to_numpy(zero_copy_only=False)
+        text = pc.binary_join_element_wise(text, pa.array(suffix, pa.string()), "")
+    else:
+        text = pc.binary_join_element_wise(text, "Z", "")
     return text.to_numpy(zero_copy_only=False)
 
 
@@ -88,12 +104,14 @@ class Parsed:
 
     ``errors`` maps a row to the problem, without the attribute name
     (``cannot parse "x" as a time``). Values at missing or failed rows are
-    placeholders.
+    placeholders. ``arrow`` may hold the values as an Arrow array too (text),
+    for vectorised work that wants them there.
     """
 
     values: Any
     missing: np.ndarray
     errors: dict[int, str]
+    arrow: Any = None
 
 
 @lru_cache(maxsize=64)
@@ -189,8 +207,10 @@ def parse_times(values: Any, tz: str = "UTC") -> Parsed:
     us = np.zeros(n, np.int64)
     done = np.zeros(n, bool)
     t = arr.type
-    if pa.types.is_string(t):
-        missing = blank(trimmed(arr)) if n else np.zeros(0, bool)
+    if pa.types.is_string(t) and _all_epoch_ints(arr, us, done):
+        missing = pc.is_null(arr).to_numpy(zero_copy_only=False)
+    elif pa.types.is_string(t):
+        missing = blank(arr)
         done |= missing
         s = trimmed(arr)
         ints = matches(s, INT_PATTERN) & ~missing
@@ -232,11 +252,25 @@ def parse_times(values: Any, tz: str = "UTC") -> Parsed:
             _timestamps_fast(arr, tz, us, done)
     errors: dict[int, str] = {}
     for i in np.flatnonzero(~done):
+        value = arr[int(i)].as_py()
         try:
-            us[i] = _scalar_time(arr[int(i)].as_py(), tz)
-        except (ValueError, OverflowError, TypeError) as e:
-            errors[int(i)] = str(e) if str(e).startswith("cannot parse") else f"cannot parse {show(arr[int(i)].as_py())} as a time"
+            us[i] = _scalar_time(value, tz)
+        except (ValueError, OverflowError, TypeError):
+            errors[int(i)] = f"cannot parse {show(value)} as a time"
     return Parsed(us, missing, errors)
+
+
+def _all_epoch_ints(arr: pa.Array, us: np.ndarray, done: np.ndarray) -> bool:
+    """Fast path for the common feed: every value is whole epoch seconds as text."""
+    secs = cast_numbers(arr, pa.int64())
+    if secs is None:
+        return False
+    valid = ~pc.is_null(secs).to_numpy(zero_copy_only=False)
+    s = secs.fill_null(0).to_numpy()
+    ok = valid & (s >= MIN_US // US) & (s <= MAX_US // US)
+    us[ok] = s[ok] * US
+    done |= ok | ~valid
+    return True
 
 
 def _iso_fast(s: pa.Array, rest: np.ndarray, tz: str, us: np.ndarray, done: np.ndarray) -> None:
@@ -339,7 +373,7 @@ def event_id(type_name: str, source: Any = None, t: Any = None,
             raise ValueError("event_id: an event without a source is identified by its record")
         digest = hashlib.sha256(canonical_json(record).encode("utf-8")).hexdigest()
         return f"{type_name}:#{digest[:16]}"
-    if np.ndim(source) == 0 and np.ndim(t) == 0:
+    if isinstance(source, (str, int, np.integer)) and np.ndim(t) == 0:
         return f"{type_name}:{source}:{format_time(t)}"
     times = pa.array(format_times(t), pa.string())
     src = to_arrow(source)

@@ -175,6 +175,12 @@ def place_predicates(root, conjuncts, info: PhraseInfo):
             deferred.append(c)
             if not (isinstance(c, A.Call) and c.func == "successive"):
                 continue  # decided only with the whole history
+            # successive(A, B, C) implies successive(A, B) and successive(B, C): each pair
+            # filters early, at the node that first binds it
+            for a, b in zip(c.args, c.args[1:]):
+                pair = A.Call("successive", (a, b), span=c.span)
+                at_node.setdefault(_lowest(root, {a.name, b.name}).id, []).append(pair)
+            continue
         target = _lowest(root, vs)
         at_node.setdefault(target.id, []).append(c)
 

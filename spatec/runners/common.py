@@ -206,7 +206,7 @@ def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunStat
     st = state or RunState()
     out = []
     for i in range(0, len(evs), CHUNK):
-        got, _late = step(am, st, evs[i:i + CHUNK])
+        got, _late = step(am, st, evs[i:i + CHUNK], ordered=True)
         out.extend(got)
     got, _ = step(am, st, [], watermark=final_watermark, final=True)
     out.extend(got)

@@ -204,6 +204,8 @@ def events_table(events) -> pa.Table:
         else:
             cols.append(pa.nulls(events.num_rows, f.type))
     table = pa.Table.from_arrays(cols, schema=EVENT_SCHEMA)
+    if table.column("ev").null_count:
+        raise EngineError("event keys ev must not be null")
     r = table.column("r").to_numpy(zero_copy_only=False)
     if not np.all(np.isfinite(r) & (r >= 0)):
         raise EngineError("event radii r must be present, finite and >= 0")
@@ -239,18 +241,14 @@ class ShapelyEngine:
         ys = table.column("y").to_numpy(zero_copy_only=False)
         rs = table.column("r").to_numpy(zero_copy_only=False)
         geoms = shapely.from_wkb(np.asarray(table.column("wkb").to_pylist(), dtype=object))
-        parts = {"ev": [], "region": [], "possibly": [], "certainly": []}
+        parts = [OUTPUT_SCHEMA.empty_table()]
         for name, loc in regions:
             possibly, certainly = relate_many(xs, ys, geoms, rs, loc)
-            parts["ev"].append(ev[possibly])
-            parts["region"].append(np.full(int(possibly.sum()), name, dtype=object))
-            parts["possibly"].append(possibly[possibly])
-            parts["certainly"].append(certainly[possibly])
-        cols = {k: (np.concatenate(v) if v else np.array([])) for k, v in parts.items()}
-        return _finish(pa.table({
-            "ev": pa.array(cols["ev"], pa.int64()), "region": pa.array(cols["region"], pa.string()),
-            "possibly": pa.array(cols["possibly"], pa.bool_()), "certainly": pa.array(cols["certainly"], pa.bool_()),
-        }))
+            parts.append(pa.table({
+                "ev": ev[possibly], "region": pa.array([name] * int(possibly.sum()), pa.string()),
+                "possibly": possibly[possibly], "certainly": certainly[possibly],
+            }, schema=OUTPUT_SCHEMA))
+        return _finish(pa.concat_tables(parts))
 
     def join(self, events, regions) -> pd.DataFrame:
         """The join as a pandas DataFrame, sorted by ``ev, region``."""

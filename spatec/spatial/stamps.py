@@ -518,8 +518,8 @@ def _classify(xs, ys, geoms, rs):
     """Normalise mixed rows to ``(xs, ys, geoms, rs, disc, unknown)``.
 
     A row is a disc when it has no geometry (then ``xs, ys`` hold its centre)
-    or its geometry is a point; unknown (UNIVERSE) when it has neither a
-    finite centre nor a non-empty geometry.
+    or its geometry is a point; unknown (UNIVERSE) when its geometry is empty
+    or it has no finite centre.
     """
     rs = np.asarray(rs, dtype=float)
     n = rs.shape[0]
@@ -535,13 +535,14 @@ def _classify(xs, ys, geoms, rs):
         geoms = np.asarray(geoms, dtype=object)
         if geoms.shape != rs.shape:
             raise ValueError("geoms and rs must have the same length")
-    has = ~shapely.is_missing(geoms) & ~shapely.is_empty(geoms)
+    given = ~shapely.is_missing(geoms)
+    has = given & ~shapely.is_empty(geoms)
     pt = has & (shapely.get_type_id(geoms) == _POINT)
     xs[pt] = shapely.get_x(geoms[pt])
     ys[pt] = shapely.get_y(geoms[pt])
     other = has & ~pt
-    disc = ~other & np.isfinite(xs) & np.isfinite(ys)
-    unknown = ~other & ~disc  # as Loc.of: no geometry, or a point with a NaN coordinate
+    disc = (pt | ~given) & np.isfinite(xs) & np.isfinite(ys)
+    unknown = ~other & ~disc  # as Loc.of: an empty geometry, or no finite position
     return xs, ys, geoms, rs, disc, unknown
 
 

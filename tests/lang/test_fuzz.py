@@ -28,7 +28,7 @@ VOCAB = ["phrase", "event", "place", "places", "include", "timezone", "crs", "so
          "where", "within", "emit", "not", "and", "or", "certainly", "at", "in", "of", "between",
          "on", "from", "to", "circle", "polygon", "point", ";", "||", "=", "<>", ";=", ";<>", "||=",
          "||<>", "‖", "≠", "±", "->", "(", ")", ",", ".", "..", "==", "<", "+", "-", "*", "/",
-         "5 min", "1e999 s", "0 m", "-3", "12 km/h", '"x"', '"\\q"', '"\\u00e9"', "'", '"',
+         "5 min", "1e999 s", "1e300 d", "5 m", "0 m", "-3", "12 km/h", '"x"', '"\\q"', '"\\u00e9"', "'", '"',
          "07:00", "25:61", "2026-02-30", "2026-12-24T09:00Z", "Tuesday", "weekend", "BusGPS", "A",
          "X", "successive", "duration(", "hull_area()", "t", "lo", "_x", "speed", "#", "\n", "\t"]
 ODD = ["\x00", "\ufeff", "\u2028", "\U0001F68C", "é", "\\", "ß", "€", "\r", "\x7f", "‖", "≠", "±"]
@@ -49,7 +49,10 @@ def _char_delete(t, rng):
 
 def _char_insert(t, rng):
     i = rng.randrange(len(t) + 1)
-    ch = rng.choice(ODD) if rng.random() < 0.3 else chr(rng.choice((rng.randrange(32, 127), rng.randrange(0x80, 0x3000))))
+    if rng.random() < 0.3:
+        ch = rng.choice(ODD)
+    else:
+        ch = chr(rng.choice((rng.randrange(32, 127), rng.randrange(0x80, 0x3000))))
     return t[:i] + ch + t[i:]
 
 
@@ -89,7 +92,7 @@ def _token_replace(t, rng):
 
 
 def _token_swap(t, rng):
-    toks = [x for x in _tokens(t)]
+    toks = _tokens(t)
     if len(toks) >= 2:
         i, j = rng.randrange(len(toks)), rng.randrange(len(toks))
         toks[i], toks[j] = toks[j], toks[i]

@@ -326,18 +326,30 @@ class TestWkt:
         assert to_lonlat_wkt(Loc.disc(x, y, 0), self.proj) == "POINT (0.1404 52.1751)"
         assert to_lonlat_wkt(UNIVERSE, self.proj) is None
 
+    def _back(self, wkt):
+        """The written polygon's vertices, projected back to metres."""
+        coords = shapely.get_coordinates(shapely.from_wkt(wkt) if isinstance(wkt, str) else wkt)
+        px, py = self.proj.forward(coords[:, 0], coords[:, 1])
+        return np.column_stack([px, py])
+
+    @staticmethod
+    def assert_within_tenth(ring_xy, core, r):
+        # Every point of the written boundary is within 0.1 m of the true
+        # boundary of core ⊕ r: its distance to core lies in [r - 0.1, r + 0.1]
+        # (the largest is at a vertex, the smallest anywhere on the ring).
+        ring = shapely.LinearRing(ring_xy)
+        assert shapely.distance(shapely.points(ring_xy), core).max() <= r + 0.1
+        assert shapely.distance(core, ring) >= r - 0.1
+        # ... and it contains the stamp, up to the 7-decimal rounding.
+        assert shapely.distance(core, ring) >= r - 0.02
+
     @pytest.mark.parametrize("r", [15.0, 200.0, 3000.0])
     def test_disc_within_tenth_of_a_metre(self, r):
         x, y = self.proj.forward(0.1404, 52.1751)
         wkt = to_lonlat_wkt(Loc.disc(x, y, r), self.proj)
         assert wkt.startswith("POLYGON ((") and wkt == to_lonlat_wkt(Loc.disc(x, y, r), self.proj)
-        coords = shapely.get_coordinates(shapely.from_wkt(wkt))
         assert all(len(c.split(".")[-1]) <= 7 for c in wkt[10:-2].replace(",", " ").split())
-        px, py = self.proj.forward(coords[:, 0], coords[:, 1])
-        back = Polygon(np.column_stack([px, py]))
-        true = Point(x, y).buffer(r, quad_segs=2048)
-        assert shapely.hausdorff_distance(back.exterior, true.exterior, densify=0.01) <= 0.1
-        assert back.buffer(0.02).covers(true)  # contains the disc, up to the 7-decimal rounding
+        self.assert_within_tenth(self._back(wkt), Point(x, y), r)
 
     def test_polygon_and_hull(self):
         x, y = self.proj.forward(0.1404, 52.1751)
@@ -345,8 +357,14 @@ class TestWkt:
         wkt = to_lonlat_wkt(sq, self.proj)
         assert wkt.startswith("POLYGON") and len(shapely.get_coordinates(shapely.from_wkt(wkt))) == 5
         h = hull([Loc.disc(x, y, 15), Loc.disc(x + 2000, y + 500, 15)])
-        back = shapely.from_wkt(to_lonlat_wkt(h, self.proj))
-        px, py = self.proj.forward(*shapely.get_coordinates(back).T)
-        back = Polygon(np.column_stack([px, py]))
-        true = shapely.LineString([(x, y), (x + 2000, y + 500)]).buffer(15, quad_segs=1024)
-        assert shapely.hausdorff_distance(back.exterior, true.exterior, densify=0.01) <= 0.1
+        self.assert_within_tenth(self._back(to_lonlat_wkt(h, self.proj)), h.geom, 15.0)
+        # edges are split so they stay straight in lon/lat: none is longer than 500 m
+        back = self._back(to_lonlat_wkt(h, self.proj))
+        assert np.hypot(*np.diff(back, axis=0).T).max() <= 500.0 + 0.1
+
+    def test_nonconvex_grown(self):
+        x, y = self.proj.forward(0.1404, 52.1751)
+        g = shapely.affinity.translate(DONUT, x, y)
+        back = shapely.from_wkt(to_lonlat_wkt(Loc.of(g, 5.0), self.proj))
+        assert back.geom_type == "Polygon" and len(back.interiors) == 1
+        self.assert_within_tenth(self._back(back.exterior), g, 5.0)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import doctest
+import hashlib
 
 import numpy as np
 import pytest
@@ -130,7 +131,6 @@ class TestEventId:
             [event_id("B", "a", ts[0]), event_id("B", "b", ts[1])]
 
     def test_without_source_hashes_canonical_json(self):
-        import hashlib
         rec = {"mm_h": 1.5, "cell": "c1", "start": "2019-10-01T07:00:00Z"}
         text = '{"cell":"c1","mm_h":1.5,"start":"2019-10-01T07:00:00Z"}'
         assert event_id("Cell", record=rec) == "Cell:#" + hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,105 @@
+"""Composite events to JSON lines, GeoParquet and GeoJSON."""
+from __future__ import annotations
+
+import doctest
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import shapely
+
+from spatec.io import sinks
+from spatec.io.sinks import (extension, read_jsonl_composites, read_parquet_composites, write_geojson,
+                             write_jsonl, write_parquet, writer)
+
+T = 1569916778_000000
+TRI = "POLYGON ((0.1 52.1, 0.2 52.1, 0.15 52.2, 0.1 52.1))"
+
+
+@pytest.fixture
+def composites() -> pd.DataFrame:
+    # deliberately out of (lo, hi, id) order
+    return pd.DataFrame({
+        "phrase": ["Slow", "Slow", "Slow"],
+        "id": ["c", "b", "a"],
+        "lo": np.array([T + 60_000_000, T, T], dtype=np.int64),
+        "hi": np.array([T + 90_000_000, T + 30_000_000, T + 30_000_000], dtype=np.int64),
+        "hull": [TRI, "POINT (0.12 52.2)", TRI],
+        "events": [{"B": "BusGPS:X:3", "A": "BusGPS:X:1"}, {"A": "BusGPS:Y:1"}, {"A": "BusGPS:Z:1"}],
+        "vehicle": ["X", "Y", "Z"],
+        "minutes": [1.5, np.nan, 0.25],
+        "count": pd.array([3, None, 1], dtype="Int64"),
+        "started": np.array([T, T + 500, T], dtype=np.int64),
+    })
+
+
+def test_doctests():
+    assert doctest.testmod(sinks).failed == 0
+
+
+def test_jsonl(tmp_path, composites):
+    p = tmp_path / "out" / "slow.jsonl"
+    write_jsonl(composites, p, {"started"})
+    rows = [json.loads(x) for x in p.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["a", "b", "c"]
+    assert list(rows[0]) == ["phrase", "id", "lo", "hi", "hull", "events", "vehicle", "minutes", "count", "started"]
+    assert rows[1] == {"phrase": "Slow", "id": "b", "lo": "2019-10-01T07:59:38Z", "hi": "2019-10-01T08:00:08Z",
+                       "hull": "POINT (0.12 52.2)", "events": {"A": "BusGPS:Y:1"}, "vehicle": "Y",
+                       "minutes": None, "count": None, "started": "2019-10-01T07:59:38.000500Z"}
+    assert list(rows[2]["events"]) == ["A", "B"]
+    back = read_jsonl_composites(p, {"started"})
+    assert back["lo"].tolist() == [T, T, T + 60_000_000] and back["started"].tolist()[1] == T + 500
+
+
+def test_parquet_round_trip_with_geoparquet_metadata(tmp_path, composites):
+    p = tmp_path / "slow.parquet"
+    write_parquet(composites, p, {"started"})
+    schema = pq.read_schema(p)
+    for c in ("lo", "hi", "started"):
+        assert schema.field(c).type == pa.timestamp("us", tz="UTC")
+    assert schema.field("hull").type == pa.binary()
+    assert schema.field("events").type == pa.map_(pa.string(), pa.string())
+    geo = json.loads(schema.metadata[b"geo"])
+    assert geo["version"] == "1.0.0" and geo["primary_column"] == "hull"
+    assert geo["columns"]["hull"]["encoding"] == "WKB"
+    assert geo["columns"]["hull"]["geometry_types"] == ["Point", "Polygon"]
+    assert geo["columns"]["hull"]["bbox"] == [0.1, 52.1, 0.2, 52.2]
+    assert "crs" not in geo["columns"]["hull"]   # omitted: OGC:CRS84
+
+    back = read_parquet_composites(p)
+    want = composites.sort_values(["lo", "hi", "id"]).reset_index(drop=True)
+    want["events"] = [dict(sorted(e.items())) for e in want["events"]]
+    assert back.attrs["geo"] == geo
+    pd.testing.assert_frame_equal(back, want, check_dtype=False)
+    assert back["lo"].dtype == np.dtype("int64")
+
+
+def test_geojson(tmp_path, composites):
+    p = tmp_path / "slow.geojson"
+    write_geojson(composites, p, {"started"})
+    doc = json.loads(p.read_text())
+    assert doc["type"] == "FeatureCollection" and [f["id"] for f in doc["features"]] == ["a", "b", "c"]
+    f = doc["features"][1]
+    assert f["geometry"] == {"type": "Point", "coordinates": [0.12, 52.2]}
+    assert f["properties"]["lo"] == "2019-10-01T07:59:38Z" and "hull" not in f["properties"]
+    assert shapely.from_geojson(json.dumps(doc["features"][0]["geometry"])).equals(shapely.from_wkt(TRI))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "geojson"])
+def test_writers_are_deterministic_and_empty_safe(tmp_path, composites, fmt):
+    w = writer(fmt)
+    assert w.extension == extension(fmt) == fmt
+    a, b = tmp_path / f"a.{w.extension}", tmp_path / f"b.{w.extension}"
+    w(composites, a, {"started"})
+    w(composites.iloc[::-1], b, {"started"})
+    assert a.read_bytes() == b.read_bytes()
+    w(composites.iloc[:0], tmp_path / f"empty.{w.extension}")
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_unknown_writer():
+    with pytest.raises(ValueError, match="expected one of jsonl, parquet, geojson"):
+        writer("csv")
