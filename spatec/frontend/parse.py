@@ -49,11 +49,11 @@ def _cache_file() -> str | bool:
 
     import lark
 
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spatec"
     digest = hashlib.sha256(GRAMMAR.read_bytes()).hexdigest()[:16]
     try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spatec"
         base.mkdir(parents=True, exist_ok=True)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: no home directory
         return False  # no writable cache: build the tables each time
     if not os.access(base, os.W_OK):
         return False

@@ -1,0 +1,54 @@
+"""One SparkSession for every Spark test (local[2], few shuffle partitions, no UI)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+HOUR = SHARED / "datasets" / "cambridge" / "sirivm_2019-10-01_0854-1000.csv.gz"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from spatec.runners.spark_session import get_or_create
+
+    s = get_or_create("local[2]", {
+        "spark.sql.shuffle.partitions": "4",
+        "spark.default.parallelism": "2",
+        "spark.ui.enabled": "false",
+        "spark.driver.memory": "1g",
+        "spark.sql.adaptive.enabled": "false",
+    }, app_name="spatec-tests")
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def hour_path():
+    if not HOUR.exists():
+        pytest.skip(f"the Cambridge hour is not at {HOUR}")
+    return HOUR
+
+
+def slice_minutes(src: Path, dst: Path, minutes: float) -> Path:
+    """The first ``minutes`` of the hour (by fix time), written as CSV."""
+    import pandas as pd
+
+    df = pd.read_csv(src)
+    t = pd.to_datetime(df["ts"], utc=True, errors="coerce") if df["ts"].dtype == object \
+        else pd.to_datetime(df["ts"], unit="s", utc=True)
+    df[t <= t.min() + pd.Timedelta(minutes=minutes)].to_csv(dst, index=False)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def slice10(hour_path, tmp_path_factory):
+    return slice_minutes(hour_path, tmp_path_factory.mktemp("data") / "cambridge_10min.csv", 10)
+
+
+@pytest.fixture(scope="session")
+def slice20(hour_path, tmp_path_factory):
+    return slice_minutes(hour_path, tmp_path_factory.mktemp("data") / "cambridge_20min.csv", 20)
