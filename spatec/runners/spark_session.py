@@ -43,7 +43,8 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     b = SparkSession.builder.appName(app_name).master(master or "local[*]")
-    settings = {**DEFAULTS, **conf}
+    # executors (also on a standalone cluster on this machine) run the same interpreter
+    settings = {**DEFAULTS, "spark.pyspark.python": sys.executable, **conf}
     settings.setdefault(ENGINE_KEY, "sedona-spark" if _sedona_jars(settings) else "sedonadb")
     for k, v in settings.items():
         b = b.config(k, v)
