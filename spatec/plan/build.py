@@ -200,9 +200,10 @@ def place_predicates(root, conjuncts, info: PhraseInfo):
 
 
 def _lowest(n, vs: set[str]):
-    """The deepest node whose every match binds all of ``vs``."""
+    """The deepest node whose every match binds all of ``vs`` (never below an `or`:
+    a conjunct placed in one branch would not restrict the other)."""
     children = []
-    if isinstance(n, (Join, Or)):
+    if isinstance(n, Join):
         children = [n.left, n.right]
     elif isinstance(n, After):
         children = [n.left]

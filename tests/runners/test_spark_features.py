@@ -1,0 +1,184 @@
+"""Spark runner features: leaf pre-filter parity, the CLI, the Python API, a real cluster."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from spatec.runners.common import compile_program
+from spatec.runners.local import replay_frames
+from spatec.runners.replay import ingest
+from spatec.runners.spark_batch import prefilter_regions, replay_frames_spark
+
+from conftest import REPO, SHARED
+
+SPATEC = Path(sys.executable).parent / "spatec"
+BUS = SHARED / "spec" / "examples" / "bus.spatec"
+
+#: positive leaves only (no negation, no successive): BusGPS can be pre-filtered
+FILTERABLE = f'''
+include "{BUS}"
+phrase CentreThenHospital per vehicle =
+    (BusGPS -> A and at centre) ; (BusGPS -> B and (at hospital or within 300 m of station))
+  within 40 min
+  emit vehicle = A.vehicle, minutes = duration(A, B) / 1 min
+'''
+
+
+def test_prefilter_only_where_no_negation_or_successive(tmp_path):
+    p = tmp_path / "f.spatec"
+    p.write_text(FILTERABLE)
+    c = compile_program(p)
+    regions = prefilter_regions(c.plan("CentreThenHospital"), c.program, "EPSG:32631")
+    assert set(regions["BusGPS"]) == {"centre", "hospital", "station_300m"}
+    for prog in ("hospital_to_station", "stuck", "silent_and_bunching"):
+        c = compile_program(SHARED / "spec" / "examples" / f"{prog}.spatec")
+        for plan in c.plans:
+            assert prefilter_regions(plan, c.program, "EPSG:32631") == {}, plan.name
+
+
+@pytest.mark.slow
+def test_prefilter_gives_the_same_rows(spark, slice20, tmp_path):
+    p = tmp_path / "f.spatec"
+    p.write_text(FILTERABLE)
+    c = compile_program(p)
+    frames, _ = ingest(c, [("BusGPS", str(slice20))], tmp_path)
+    local = replay_frames(c, frames).frames["CentreThenHospital"]
+    on = replay_frames_spark(spark, c, frames, prefilter_leaves=True).frames["CentreThenHospital"]
+    off = replay_frames_spark(spark, c, frames, prefilter_leaves=False).frames["CentreThenHospital"]
+    assert len(local) > 0
+    pd.testing.assert_frame_equal(on, local)
+    pd.testing.assert_frame_equal(off, local)
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_with_rejects_and_map(slice10, tmp_path):
+    bad = tmp_path / "with_bad_rows.csv"
+    df = pd.read_csv(slice10)
+    df.loc[3, "lon"] = "not-a-number"
+    df.loc[5, "ts"] = "yesterday"
+    df.to_csv(bad, index=False)
+    out, html = tmp_path / "out", tmp_path / "map.html"
+    r = subprocess.run([str(SPATEC), "replay", str(SHARED / "spec" / "examples" / "silent_and_bunching.spatec"),
+                        "--events", f"BusGPS={bad}", "--out", str(out), "--runner", "spark",
+                        "--master", "local[2]", "--map", str(html), "--quiet"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "Silent.jsonl").exists() and (out / "Bunching.jsonl").exists()
+    rejects = list((out / "_rejects").glob("*.jsonl"))
+    assert rejects and sum(len(p.read_text().splitlines()) for p in rejects) == 2
+    assert html.exists() and "Bunching" in html.read_text()
+
+
+@pytest.mark.slow
+def test_python_api(spark, slice10, tmp_path):
+    import spatec
+
+    prog = spatec.compile(SHARED / "spec" / "examples" / "silent_and_bunching.spatec")
+    raw = pd.read_csv(slice10, dtype=str)
+    bus = spark.createDataFrame(raw[["vehicle", "line", "operator", "lon", "lat", "ts"]])
+    out = prog.replay(spark, {"BusGPS": bus})
+    local = prog.replay_local({"BusGPS": raw})
+    got = out["Bunching"].toPandas()
+    assert [f.name for f in out["Bunching"].schema.fields][:6] == ["phrase", "id", "lo", "hi", "hull", "events"]
+    assert dict(out["Bunching"].dtypes)["lo"] == "timestamp"
+    assert dict(out["Bunching"].dtypes)["events"] == "map<string,string>"
+    want = local["Bunching"]
+    assert len(got) == len(want) > 0
+    assert sorted(got["id"]) == sorted(want["id"])
+    got = got.set_index("id").loc[want["id"]]
+    assert (got["events"].map(dict).tolist()) == want["events"].tolist()
+    assert (got["lo"].astype("int64") // 1000).tolist() == want["lo"].tolist() or \
+        (got["lo"].dt.tz_localize(None).astype("int64") // 1000).tolist() == want["lo"].tolist()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, seconds: float) -> bool:
+    end = time.time() + seconds
+    while time.time() < end:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.fixture
+def standalone(tmp_path):
+    """A Spark standalone master and two workers on 127.0.0.1, stopped whatever happens."""
+    import pyspark
+
+    home = os.path.dirname(pyspark.__file__)
+    spark_class = Path(home) / "bin" / "spark-class"
+    if not spark_class.exists():
+        pytest.skip(f"no {spark_class} in the installed pyspark")
+    env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(tmp_path / "logs")}
+    port, ui = _free_port(), _free_port()
+    procs = []
+
+    def start(args, name):
+        log = open(tmp_path / f"{name}.log", "w")
+        procs.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+
+    try:
+        start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+               "--webui-port", str(ui)], "master")
+        if not _wait_port(port, 60):
+            pytest.skip("the standalone master did not listen within 60 s: "
+                        + (tmp_path / "master.log").read_text()[-500:])
+        for i in range(2):
+            start(["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+                   "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
+                   "--work-dir", str(tmp_path / f"work{i}")], f"worker{i}")
+        end = time.time() + 60
+        while time.time() < end:
+            logs = (tmp_path / "master.log").read_text()
+            if logs.count("Registering worker") >= 2:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.skip("two workers did not register with the master within 60 s")
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, 15)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, 9)
+
+
+@pytest.mark.slow
+def test_standalone_cluster_matches_local(standalone, slice10, tmp_path):
+    prog = SHARED / "spec" / "examples" / "silent_and_bunching.spatec"
+    outs = {}
+    for runner in ("spark", "local"):
+        out = tmp_path / runner
+        cmd = [str(SPATEC), "replay", str(prog), "--events", f"BusGPS={slice10}", "--out", str(out),
+               "--runner", runner, "--quiet"]
+        if runner == "spark":
+            cmd += ["--master", standalone]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+        assert r.returncode == 0, r.stderr[-3000:]
+        outs[runner] = {p.name: p.read_bytes() for p in sorted(out.glob("*.jsonl"))}
+    assert outs["spark"] == outs["local"]
+    assert len(outs["local"]["Bunching.jsonl"]) > 0
