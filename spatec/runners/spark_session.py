@@ -18,7 +18,7 @@ DEFAULTS = {
     "spark.sql.execution.pythonUDF.arrow.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.memory": "2g",
-    "spark.executor.memory": "2g",
+    "spark.executor.memory": "1g",
     "spark.ui.showConsoleProgress": "false",
 }
 

@@ -142,7 +142,7 @@ def standalone(tmp_path):
                         + (tmp_path / "master.log").read_text()[-500:])
         for i in range(2):
             start(["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-                   "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
+                   "--cores", "1", "--memory", "2g", "--webui-port", str(_free_port()),
                    "--work-dir", str(tmp_path / f"work{i}")], f"worker{i}")
         end = time.time() + 60
         while time.time() < end:
@@ -176,7 +176,7 @@ def test_standalone_cluster_matches_local(standalone, slice10, tmp_path):
                "--runner", runner, "--quiet"]
         if runner == "spark":
             cmd += ["--master", standalone]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
         assert r.returncode == 0, r.stderr[-3000:]
         outs[runner] = {p.name: p.read_bytes() for p in sorted(out.glob("*.jsonl"))}
