@@ -53,6 +53,14 @@ class Ev:
         return f"Ev({self.id})"
 
 
+class HistoryEv(Ev):
+    """An event a partition sees only for ``successive``'s history: one of the
+    same source that the partition key sent elsewhere (``per line`` while a
+    vehicle changes line). It takes part in no match."""
+
+    __slots__ = ()
+
+
 class PM:
     """A partial match: events by slot (None where this sub-tree has no slot), and its stamp."""
 

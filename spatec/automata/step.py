@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 
 from spatec.automata import relations as R
-from spatec.automata.machine import NEG_INF, PM, Automaton, Composite, RunState, _Ctx, composite_id
+from spatec.automata.machine import NEG_INF, PM, Automaton, Composite, HistoryEv, RunState, _Ctx, composite_id
 from spatec.plan.nodes import After, Join, Leaf, Or
 from spatec.spatial import stamps as S
 
@@ -74,6 +74,8 @@ def _insert(am: Automaton, st: RunState, ctx, ev, out) -> None:
             i = bisect.bisect_left(h, ev.t)
             if i == len(h) or h[i] != ev.t:
                 h.insert(i, ev.t)
+    if ev.__class__ is HistoryEv:
+        return
     for key in (ev.type, None):
         for neg_id, leaf in am.neg_leaves_by_type.get(key, ()):
             f = am.negs[neg_id][3][leaf.id]

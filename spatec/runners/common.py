@@ -8,6 +8,7 @@ state); the semantics is here and in :mod:`spatec.automata`.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,17 +193,89 @@ def partitions(plan: PhrasePlan, program: Program, evs_by_type: dict) -> dict:
             parts[()] = []
         for k in parts:
             parts[k] = parts[k] + broadcast
+    if needs_source_history(plan, program):
+        _add_source_history(plan, program, parts, evs_by_type, types)
     for k in parts:
         parts[k].sort(key=event_order)
     return parts
+
+
+def needs_source_history(plan: PhrasePlan, program: Program) -> bool:
+    """A phrase using ``successive`` partitioned by something other than the source:
+    partitions need other partitions' events of their sources as history."""
+    if not plan.key or not uses_successive(plan):
+        return False
+    for t in phrase_types(plan, program):
+        decl = program.events.get(t)
+        if decl is not None and decl.source is not None and tuple(plan.key) != (decl.source.attr,):
+            return True
+    return False
+
+
+def uses_successive(plan: PhrasePlan) -> bool:
+    from spatec.frontend import ast as A
+
+    exprs = list(plan.deferred)
+    for n in walk_nodes(plan.root):
+        exprs += list(n.preds)
+        if getattr(n, "absence", None) is not None:
+            exprs += list(n.absence.conds)
+    return any(isinstance(x, A.Call) and x.func == "successive" for e in exprs for x in A.walk(e))
+
+
+def _add_source_history(plan: PhrasePlan, program: Program, parts: dict, evs_by_type: dict, types) -> None:
+    """``successive`` means nothing of the same type and source between (SPEC §4):
+    when the partition key is not the source, a partition also needs, as history
+    only, the events of its sources that the key sent to other partitions."""
+    from spatec.automata.machine import HistoryEv
+
+    for t in types:
+        decl = program.events.get(t)
+        if decl is None or decl.source is None or tuple(plan.key) == (decl.source.attr,):
+            continue
+        by_source: dict = {}
+        for ev in evs_by_type.get(t, ()):
+            if ev.source is not None:
+                by_source.setdefault(ev.source, []).append(ev)
+        for k, evs in parts.items():
+            mine = {id(e) for e in evs}
+            sources = {e.source for e in evs if e.type == t and e.source is not None}
+            extra = [HistoryEv(e.type, e.id, e.source, e.t, e.lo, e.hi, e.loc, e.attrs)
+                     for s in sources for e in by_source[s] if id(e) not in mine]
+            evs.extend(extra)
 
 
 def event_order(ev):
     return (ev.hi, ev.lo, ev.type, ev.id)
 
 
-def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunState | None = None):
-    """Replay one partition's events (sorted by event time) to the end: decided composites."""
+def _has_history_only(evs) -> bool:
+    from spatec.automata.machine import HistoryEv
+
+    return any(e.__class__ is HistoryEv for e in evs)
+
+
+def fastpath_enabled(flag: bool | None = None) -> bool:
+    """Whether batch replays may use the fast paths: ``flag`` if given, else
+    unless the environment sets ``SPATEC_FASTPATH=0``."""
+    if flag is not None:
+        return bool(flag)
+    return os.environ.get("SPATEC_FASTPATH", "1").strip() not in ("0", "false", "no", "off")
+
+
+def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunState | None = None,
+                  fastpath: bool | None = None):
+    """Replay one partition's events (sorted by event time) to the end: decided composites.
+
+    A phrase with a fast path (:mod:`spatec.automata.fastpath`) is evaluated
+    by it unless ``fastpath`` is False (or ``SPATEC_FASTPATH=0``); the run state
+    returned is then empty."""
+    if state is None and fastpath_enabled(fastpath) and not _has_history_only(evs):
+        from spatec.automata.fastpath import run_events
+
+        got = run_events(am, evs, final_watermark)
+        if got is not None:
+            return got, RunState()
     st = state or RunState()
     out = []
     for i in range(0, len(evs), CHUNK):
@@ -229,6 +302,23 @@ def output_row(am: Automaton, c, projector: Projector, state: RunState | None = 
             v = None
         row[name] = convert_value(v, types.get(name))
     return row
+
+
+def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, final_watermark: int):
+    """Output rows (as :func:`output_row`) of a fast-path phrase over the canonical
+    events of its type, every partition at once; None when the data does not fit."""
+    from spatec.automata.fastpath import run_frame
+
+    m = run_frame(fp, df, program, projector, final_watermark, lambda d: to_evs(d, program, projector))
+    if m is None:
+        return None
+    types = dict(fp.plan.schema)
+    emit = m.emit(program.timezone)
+    columns = [("phrase", [fp.phrase] * len(m)), ("id", m.ids()), ("lo", m.lo.tolist()), ("hi", m.hi.tolist()),
+               ("hull", m.hulls_wkt(projector)), ("events", m.event_ids())]
+    columns += [(name, [convert_value(v, types.get(name)) for v in vals]) for name, vals in emit.items()]
+    names = [c for c, _ in columns]
+    return [dict(zip(names, values)) for values in zip(*(v for _, v in columns))]
 
 
 def convert_value(v, t: str | None):

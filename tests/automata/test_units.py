@@ -86,6 +86,22 @@ class TestAbsenceBetween:
         assert {"A": rows[0]["id"], "B": rows[2]["id"]} in got
 
 
+class TestFastPathPartition:
+    @pytest.mark.xfail(strict=True, reason="run_partition's fast path misses (A=v1@0, B=v2@35): "
+                                           "v1@40 is not before v2@35 (different sources, 40 > 5), so no X")
+    def test_absence_between_fast_path_equals_automaton(self):
+        rows = [row("Bus", "v1", 0), row("Bus", "v1", 40), row("Bus", "v2", 35)]
+        c = compile_text("phrase Ph = Bus -> A ; not Bus ; Bus -> B within 3 min\n")
+        proj = Projector(CRS)
+        evs = sorted(to_evs(frames(rows)["Bus"], c.program, proj), key=lambda e: e.hi)
+        am = build(c.plan("Ph"), c.program, proj)
+        final = max(e.hi for e in evs)
+        slow = sorted(x.id for x in run_partition(am, list(evs), final, fastpath=False)[0])
+        fast = sorted(x.id for x in run_partition(am, list(evs), final)[0])
+        assert slow == sorted(r[0] for r in oracle_rows(c, rows, "Ph"))
+        assert fast == slow
+
+
 class TestAbsenceAfter:
     body = "phrase Ph = Bus -> A ; not Bus -> X within 1 min\n"
 
@@ -124,9 +140,8 @@ class TestSuccessive:
         assert sorted((g["A"], g["B"]) for g in got) == [(rows[0]["id"], rows[1]["id"]),
                                                          (rows[1]["id"], rows[2]["id"])]
 
-    @pytest.mark.xfail(strict=True, reason="successive uses the history of the `per` partition only; "
-                                           "SPEC §4: nothing of that type and source between, whatever its key")
     def test_intervening_event_in_another_partition(self):
+        # SPEC §4: nothing of that type and source between, whatever its `per` key
         rows = [row("Bus", "v1", 0, line="a"), row("Bus", "v1", 10, line="b"), row("Bus", "v1", 20, line="a")]
         got = run("phrase Ph per line = Bus -> A ; Bus -> B where successive(A, B) within 5 min\n", rows)
         assert got == []
@@ -162,7 +177,7 @@ BOUNDED = {
              "  where successive(A, B, C, D) and overlap(A, C) and overlap(A, D) and overlap(B, D)\n",
     "Silent": "phrase Silent per vehicle = Bus -> A ; not Bus -> X within 5 min\n",
     "H2S": "phrase H2S per vehicle = (Bus -> A and at P) ; not (Bus -> X and (at P or at Q))"
-           " ; (Bus -> B and at Q) within 90 min\n",
+           " ; (Bus -> B and at Q) within 10 min\n",
 }
 
 
@@ -174,23 +189,33 @@ class TestBoundedState:
         proj = Projector(CRS)
         evs = to_evs(frames(rows)["Bus"], c.program, proj)
         evs.sort(key=lambda e: e.hi)
-        am = build(c.plan(name), c.program, proj)
-        st = RunState()
-        sizes = {}
+        plan = c.plan(name)
+        am = build(plan, c.program, proj)
+        states: dict = {}
+        sizes, found = {}, 0
         for i in range(0, len(evs), 500):
-            step(am, st, evs[i:i + 500])
-            sizes[i + 500] = st.size()
-        assert sizes[20_000] <= max(sizes[5_000], 50) * 1.5, sizes
-        assert sizes[20_000] < 2_000, sizes
+            by_key: dict = {}
+            for e in evs[i:i + 500]:  # per vehicle, as the runners partition
+                by_key.setdefault(e.attrs["vehicle"], []).append(e)
+            for k, kevs in by_key.items():
+                out, _ = step(am, states.setdefault(k, RunState()), kevs)
+                found += len(out)
+            sizes[i + 500] = sum(s_.size() for s_ in states.values())
+        assert found, "the trace exercises the phrase"
+        ks = sorted(sizes)
+        early = max(sizes[k] for k in ks[:len(ks) // 4 + 1])      # up to ~5k events
+        late = max(sizes[k] for k in ks[len(ks) // 4 + 1:])       # ~5k to 20k
+        assert late <= max(early, 50) * 1.2, sizes  # periodic, not growing
+        assert late < 5_000, sizes  # ~ a window of fixes per vehicle, not the trace
 
 
 class TestSaveRestore:
     @pytest.mark.parametrize("name", list(BOUNDED))
     def test_pickle_mid_stream(self, name):
-        rows = synthetic(1_500)
+        rows = synthetic(3_000)
         c = compile_text(BOUNDED[name])
         proj = Projector(CRS)
-        evs = to_evs(frames(rows)["Bus"], c.program, proj)
+        evs = [e for e in to_evs(frames(rows)["Bus"], c.program, proj) if e.attrs["vehicle"] == "v1"]
         evs.sort(key=lambda e: e.hi)
         am = build(c.plan(name), c.program, proj)
         final = max(e.hi for e in evs)
@@ -198,7 +223,7 @@ class TestSaveRestore:
         def go(restore_at):
             st, ids = RunState(), []
             for i in range(0, len(evs), 100):
-                if i == restore_at:
+                if i == restore_at:  # save and restore mid-stream
                     st = pickle.loads(pickle.dumps(st))
                 out, _ = step(am, st, evs[i:i + 100])
                 ids += [x.id for x in out]
@@ -206,4 +231,4 @@ class TestSaveRestore:
             return sorted(ids + [x.id for x in out])
 
         base = go(None)
-        assert base and go(700) == base
+        assert base and go(100) == base

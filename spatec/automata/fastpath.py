@@ -1,0 +1,862 @@
+"""Fast paths: phrases of a few proven shapes evaluated with numpy (DESIGN, "Fast paths").
+
+The general automaton (:mod:`spatec.automata.step`) is the reference. When
+:func:`fast_path` can prove from the plan that a phrase has one of these
+shapes, a vectorised evaluator gives the same composites (ids, stamps,
+bindings) over all of a type's events at once:
+
+``leaf``
+    one event leaf, ``T -> A [and patterns] [where A ...] [within D]``:
+    every event that passes is a composite.
+``chain``
+    ``T -> A op T -> B op ...`` with ``successive(A, B, ...)`` over all the
+    variables in order, ops from ``; || = <> ;= ;<> ||= ||<> and``: the
+    candidates are runs of consecutive events of one source (history is per
+    partition, as in the automaton, so a group is a (partition, source) pair).
+``after``
+    ``T -> A ; not T -> X within D`` with one source per partition: A is
+    reported iff no later X of its source (passing X's patterns, spatial
+    suffix and conditions) has ``X.hi <= A.hi + D``, and ``A.hi + D`` is not
+    past the final watermark.
+``between``
+    ``T -> A ; not T -> X ; T -> B within D`` with one source per partition:
+    pairs A before B with no X strictly between them in the source's order.
+    X's spatial suffixes and conditions may relate it to A or to B (not both).
+
+Anything else is not a fast path (None): the general automaton runs. The
+evaluators also refuse data they were not proven for (two events of one
+source at one local time, a local time outside its stamp, ...) by returning
+None, so the runner falls back to the automaton.
+
+Events come as :class:`~spatec.automata.vexpr.Columns`, grouped (partition and
+source) and sorted by local time within a group; a match is one row index per
+variable (:class:`Matches`), from which the runners build composites or, all
+at once, output rows.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from spatec.automata.machine import Composite, composite_id
+from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns
+from spatec.frontend import ast as A
+from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
+
+SHAPES = ("leaf", "chain", "after", "between")
+#: Metres. A hull relation whose distance lies this close to the sum of radii
+#: is decided by the exact scalar test instead of the numpy one.
+MARGIN = 1e-6
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """A phrase proven to have one of :data:`SHAPES`."""
+
+    shape: str
+    phrase: str
+    type: str                 # the one event type of every leaf and negated leaf
+    vars: tuple               # positive variables, slot order
+    plan: PhrasePlan = field(repr=False, compare=False)
+
+    def describe(self) -> str:
+        return f"fast path: {self.shape} over {self.type} ({', '.join(self.vars)})"
+
+
+# ============================================================================ recognise
+
+def fast_path(plan: PhrasePlan, program=None) -> FastPath | None:
+    """The fast path of ``plan``, or None when its shape is not proven simple.
+
+    ``program`` (optional) lets the absence shapes be refused early when the
+    partition key is not the type's source; without it the evaluator checks
+    the data (one source per partition) instead.
+    """
+    nodes = list(walk_nodes(plan.root))
+    if any(isinstance(n, Or) for n in nodes):
+        return None
+    leaves = plan.leaves
+    if not leaves or any(l.type is None or not l.bound for l in leaves):
+        return None
+    t = leaves[0].type
+    if any(l.type != t for l in leaves) or len({l.var for l in leaves}) != len(leaves):
+        return None
+    if program is not None and t not in program.events:
+        return None
+    if any(_successive_in(f.expr) for f in plan.emit):
+        return None
+    vars_ = tuple(l.var for l in leaves)
+    root = plan.root
+    shape = None
+    if isinstance(root, Leaf):
+        shape = "leaf" if _plain(plan, nodes) else None
+    elif isinstance(root, After):
+        shape = "after" if _after_ok(plan, root, t, nodes) else None
+    elif isinstance(root, Join) and root.absence is not None:
+        shape = "between" if _between_ok(plan, root, t, nodes) else None
+    elif isinstance(root, Join):
+        shape = "chain" if _chain_ok(plan, nodes) else None
+    if shape is None:
+        return None
+    if shape in ("after", "between") and program is not None:
+        src = program.events[t].source
+        if src is None or tuple(plan.key) != (src.attr,):
+            return None
+    return FastPath(shape, plan.name, t, vars_, plan)
+
+
+def _successive_in(e) -> bool:
+    return any(isinstance(n, A.Call) and n.func == "successive" for n in A.walk(e))
+
+
+def _plain(plan, nodes) -> bool:
+    """No `successive` anywhere (it needs the history the shapes do not keep)."""
+    if plan.deferred:
+        return False
+    for n in nodes:
+        if any(_successive_in(c) for c in n.preds):
+            return False
+        if getattr(n, "absence", None) is not None and any(_successive_in(c) for c in n.absence.conds):
+            return False
+    return True
+
+
+def _neg_ok(neg, t) -> bool:
+    return bool(neg.leaves) and all(l.type == t for l in neg.leaves)
+
+
+def _after_ok(plan, root: After, t, nodes) -> bool:
+    return isinstance(root.left, Leaf) and _neg_ok(root.absence, t) and _plain(plan, nodes) \
+        and root.absence.window is not None
+
+
+def _between_ok(plan, root: Join, t, nodes) -> bool:
+    if not (isinstance(root.left, Leaf) and isinstance(root.right, Leaf)) or root.op != ";":
+        return False
+    if root.filters or plan.within is None or not _neg_ok(root.absence, t) or not _plain(plan, nodes):
+        return False
+    return _x_side(root) is not None
+
+
+def _x_side(root: Join):
+    """Which positive variable the absence condition relates X to: "" (none), "A", "B"; None: both."""
+    neg = root.absence
+    a, b = root.left.var, root.right.var
+    with_a = bool(neg.left_space) or any(a in _expr_vars(c) for c in neg.conds)
+    with_b = bool(neg.right_space) or any(b in _expr_vars(c) for c in neg.conds)
+    if with_a and with_b:
+        return None
+    return "A" if with_a else "B" if with_b else ""
+
+
+def _expr_vars(e) -> set:
+    out = set()
+    for n in A.walk(e):
+        if isinstance(n, A.Var):
+            out.add(n.name)
+        elif isinstance(n, A.Attr):
+            out.add(n.var)
+    return out
+
+
+def _chain_pairs(plan) -> set | None:
+    pairs = set()
+    for c in plan.deferred:
+        if not (isinstance(c, A.Call) and c.func == "successive" and all(isinstance(a, A.Var) for a in c.args)):
+            return None
+        names = [a.name for a in c.args]
+        pairs |= set(zip(names, names[1:]))
+    return pairs
+
+
+def _chain_ok(plan, nodes) -> bool:
+    leaves = plan.leaves
+    if len(leaves) < 2:
+        return False
+    vs = [l.var for l in leaves]
+    want = set(zip(vs, vs[1:]))
+    if _chain_pairs(plan) != want:
+        return False
+    for n in nodes:
+        if isinstance(n, Leaf):
+            if any(_successive_in(c) for c in n.preds):
+                return False
+            continue
+        if not isinstance(n, Join) or n.absence is not None or n.filters:
+            return False
+        if n.op not in A.ST_OPS and n.op != "and":
+            return False
+        ls, rs = sorted(n.left.slots), sorted(n.right.slots)
+        if ls + rs != list(range(ls[0], rs[-1] + 1)):
+            return False
+        for c in n.preds:
+            if _successive_in(c) and _implied_pair(c) not in want:
+                return False
+    return True
+
+
+def _implied_pair(c):
+    """``successive(a, b)`` placed at a join: the pair, implied by the chain."""
+    if isinstance(c, A.Call) and c.func == "successive" and len(c.args) == 2 \
+            and all(isinstance(a, A.Var) for a in c.args):
+        return (c.args[0].name, c.args[1].name)
+    return None
+
+
+def _preds(n) -> tuple:
+    """A node's conjuncts without the successive pairs a chain implies."""
+    return tuple(c for c in n.preds if _implied_pair(c) is None)
+
+
+# ============================================================================ columns
+
+def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
+    """The canonical events of ``fp.type`` (every partition at once) as grouped, sorted columns.
+
+    ``materialise(frame) -> [Ev]`` makes run-time events of canonical rows
+    (the runners' ``to_evs``). None when the data does not fit the shape.
+    """
+    import pandas as pd
+
+    plan = fp.plan
+    df = df[df["_type"] == fp.type] if len(df) and (df["_type"] != fp.type).any() else df
+    key = [k for k in plan.key if k in df.columns]
+    if plan.key and len(key) != len(plan.key):
+        if fp.shape != "leaf" and fp.shape != "chain":
+            return None
+        key = []      # a type without the key is broadcast: one partition of everything
+    if key:
+        df = df[df[key].notna().all(axis=1).to_numpy()]
+    src_missing = df["_source"].isna().to_numpy()
+    if fp.shape != "leaf":
+        df = df[~src_missing]
+    n = len(df)
+    t = df["_t"].to_numpy(np.int64)
+    if fp.shape == "leaf":
+        g = np.zeros(n, dtype=np.int64)
+        order = np.arange(n)
+    else:
+        # a chain's history is per partition and source; an absence's partition must be one source
+        by = key + ["_source"] if fp.shape == "chain" else key
+        g = df.groupby(by, sort=False, dropna=False).ngroup().to_numpy(np.int64) if n and by \
+            else np.zeros(n, dtype=np.int64)
+        order = np.lexsort((t, g))
+    df = df.iloc[order]
+    g = g[order]
+    kinds = df["_place"].to_numpy()
+    x = np.full(n, np.nan)
+    y = np.full(n, np.nan)
+    pts = kinds == "point"
+    if pts.any():
+        px, py = projector.forward(df["_lon"].to_numpy(float)[pts], df["_lat"].to_numpy(float)[pts])
+        x[pts], y[pts] = px, py
+    disc = pts & np.isfinite(x) & np.isfinite(y)
+    source = df["_source"].astype(object).where(df["_source"].notna(), None).to_numpy()
+    sub = df
+
+    def attr_values(name):
+        return sub[name]
+
+    def make(rows):
+        return materialise(sub.iloc[rows])
+
+    cols = Columns(ids=df["_id"].to_numpy(object), source=source, t=df["_t"].to_numpy(np.int64),
+                   lo=df["_lo"].to_numpy(np.int64), hi=df["_hi"].to_numpy(np.int64), x=x, y=y,
+                   r=df["_r"].to_numpy(float), disc=disc, attr_values=attr_values, materialise=make, group=g)
+    return cols if _fits(fp, cols) and not pd.Series(cols.ids).duplicated().any() else None
+
+
+def event_columns(fp: FastPath, evs: list) -> Columns | None:
+    """One partition's run-time events as grouped, sorted columns (None: not fit for the shape)."""
+    if any(e.type != fp.type for e in evs):
+        return None
+    if fp.shape != "leaf":
+        evs = [e for e in evs if e.source is not None]
+    n = len(evs)
+    t = np.fromiter((e.t for e in evs), np.int64, n)
+    if fp.shape == "leaf":
+        g = np.zeros(n, dtype=np.int64)
+        order = np.arange(n)
+    else:
+        codes: dict = {}
+        g = np.fromiter((codes.setdefault(e.source, len(codes)) for e in evs), np.int64, n)
+        order = np.lexsort((t, g))
+    evs = [evs[i] for i in order.tolist()]
+    g = g[order]
+    xy = [e.loc._xy for e in evs]
+    disc = np.fromiter((p is not None for p in xy), bool, n)
+    x = np.array([p[0] if p is not None else np.nan for p in xy], dtype=float)
+    y = np.array([p[1] if p is not None else np.nan for p in xy], dtype=float)
+    r = np.array([e.loc.r if p is not None else 0.0 for e, p in zip(evs, xy)], dtype=float)
+
+    def attr_values(name):
+        return [e.attrs.get(name) for e in evs]
+
+    def make(rows):
+        return [evs[i] for i in rows.tolist()]
+
+    source = np.empty(n, dtype=object)
+    source[:] = [e.source for e in evs]
+    ids = np.empty(n, dtype=object)
+    ids[:] = [e.id for e in evs]
+    cols = Columns(ids=ids, source=source, t=t[order], lo=np.fromiter((e.lo for e in evs), np.int64, n),
+                   hi=np.fromiter((e.hi for e in evs), np.int64, n), x=x, y=y, r=r, disc=disc,
+                   attr_values=attr_values, materialise=make, group=g)
+    if len(set(cols.ids.tolist())) != n:
+        return None
+    return cols if _fits(fp, cols) else None
+
+
+def _fits(fp: FastPath, cols: Columns) -> bool:
+    """What the shapes assume of the data: distinct local times in a group, ``lo <= t <= hi``,
+    stamps ending in local-time order, one source per partition for the absences."""
+    if fp.shape == "leaf" or cols.n == 0:
+        return True
+    g, t = cols.group, cols.t
+    same = g[1:] == g[:-1]
+    if (same & (t[1:] <= t[:-1])).any():
+        return False
+    if ((cols.lo > t) | (t > cols.hi)).any():
+        return False
+    if (same & (cols.hi[1:] < cols.hi[:-1])).any():
+        return False
+    if fp.shape in ("after", "between"):
+        if (cols.src_code < 0).any() or (same & (cols.src_code[1:] != cols.src_code[:-1])).any():
+            return False
+    return True
+
+
+# ============================================================================ evaluate
+
+class Filters:
+    """Pattern tests of plan nodes over rows: vectorised (:class:`Patterns`) or, for
+    run-time events, the automaton's own compiled closures."""
+
+    def __init__(self, patterns: Patterns | None = None, closures: dict | None = None):
+        self.patterns, self.closures = patterns, closures or {}
+
+    def mask(self, node, cols: Columns, rows) -> np.ndarray:
+        if not node.filters:
+            return np.ones(len(rows), dtype=bool)
+        if self.patterns is not None:
+            return self.patterns.mask(node.filters, cols, rows)
+        f = self.closures[node.id]
+        return np.fromiter((f(e.lo, e.hi, e.loc) for e in cols.evs(rows)), bool, len(rows))
+
+
+@dataclass
+class Matches:
+    """The composites found: for each variable the row it binds, and the stamps."""
+
+    fp: FastPath
+    cols: Columns
+    rows: dict                # var → row indices (np.int64), one per match
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lo)
+
+    def composites(self) -> list:
+        """As :class:`~spatec.automata.machine.Composite` objects (bindings are run-time events)."""
+        from spatec.spatial import stamps as S
+
+        evs = {v: self.cols.evs(self.rows[v]) for v in self.fp.vars}
+        out = []
+        for i in range(len(self)):
+            bind = {v: evs[v][i] for v in self.fp.vars}
+            members = list(bind.values())
+            loc = members[0].loc if len(members) == 1 else S.hull([e.loc for e in members])
+            cid = composite_id(self.fp.phrase, [(v, e.id) for v, e in bind.items()])
+            out.append(Composite(self.fp.phrase, cid, int(self.lo[i]), int(self.hi[i]), loc, bind, members))
+        return out
+
+    def ids(self) -> list:
+        names = [self.cols.ids[self.rows[v]].tolist() for v in self.fp.vars]
+        vs = self.fp.vars
+        return [composite_id(self.fp.phrase, list(zip(vs, ev_ids))) for ev_ids in zip(*names)] \
+            if len(self) else []
+
+    def event_ids(self) -> list:
+        """``{variable: event id}`` per match, variables sorted (as output rows have them)."""
+        vs = sorted(self.fp.vars)
+        cols = [self.cols.ids[self.rows[v]].tolist() for v in vs]
+        return [dict(zip(vs, ids)) for ids in zip(*cols)] if len(self) else []
+
+    def emit(self, tz: str) -> dict:
+        """Emitted field → Python values (None where missing), as the scalar closures give them."""
+        ev = Evaluator(tz)
+        b = Bound(self.cols, self.rows)
+        return {f.name: (ev.emit(f.expr, b) if len(self) else []) for f in self.fp.plan.emit}
+
+    def hulls_wkt(self, projector) -> list:
+        """:func:`stamps.to_lonlat_wkt` of each composite's location stamp."""
+        return hulls_wkt(self, projector)
+
+
+def evaluate(fp: FastPath, cols: Columns, final_watermark: int, tz: str, filters: Filters) -> Matches:
+    """The composites of ``fp`` over ``cols`` (prepared by :func:`frame_columns` or :func:`event_columns`)."""
+    ev = Evaluator(tz)
+    run = {"leaf": _leaf, "chain": _chain, "after": _after, "between": _between}[fp.shape]
+    return run(fp, cols, final_watermark, ev, filters)
+
+
+def _empty(fp: FastPath, cols: Columns) -> Matches:
+    z = np.zeros(0, dtype=np.int64)
+    return Matches(fp, cols, {v: z for v in fp.vars}, z, z)
+
+
+def _unary(node, cols: Columns, rows, ev: Evaluator, filters: Filters, var: str) -> np.ndarray:
+    """Rows passing ``node``'s patterns and conjuncts over ``var`` alone."""
+    ok = filters.mask(node, cols, rows)
+    preds = _preds(node)
+    if preds and ok.any():
+        idx = np.flatnonzero(ok)
+        ok[idx] = ev.holds(preds, Bound(cols, {var: rows[idx]}))
+    return ok
+
+
+def _within(plan, lo, hi) -> np.ndarray:
+    return np.ones(len(lo), dtype=bool) if plan.within is None else hi - lo <= plan.within
+
+
+# ---------------------------------------------------------------------------- leaf
+
+def _leaf(fp, cols, final_w, ev, filters) -> Matches:
+    leaf = fp.plan.root
+    rows = np.arange(cols.n, dtype=np.int64)
+    ok = _within(fp.plan, cols.lo, cols.hi)
+    idx = np.flatnonzero(ok)
+    idx = idx[_unary(leaf, cols, idx, ev, filters, leaf.var)]
+    rows = rows[idx]
+    return Matches(fp, cols, {leaf.var: rows}, cols.lo[rows], cols.hi[rows])
+
+
+# ---------------------------------------------------------------------------- chain
+
+def _chain(fp, cols, final_w, ev, filters) -> Matches:
+    plan = fp.plan
+    k = len(fp.vars)
+    n = cols.n
+    if n < k:
+        return _empty(fp, cols)
+    g = cols.group
+    start = np.arange(n - k + 1, dtype=np.int64)
+    start = start[g[start] == g[start + k - 1]]        # k consecutive events of one group
+    if any(isinstance(m, Join) and m.op.startswith("||") for m in walk_nodes(plan.root)):
+        # each side of a join holds earlier events of the source than the other: never concurrent
+        return _empty(fp, cols)
+    lo = np.min([cols.lo[start + s] for s in range(k)], axis=0) if len(start) else start
+    hi = np.max([cols.hi[start + s] for s in range(k)], axis=0) if len(start) else start
+    keep = _within(plan, lo, hi)
+    start = start[keep]
+    for leaf in plan.leaves:
+        if not len(start):
+            break
+        start = start[_unary(leaf, cols, start + leaf.slot, ev, filters, leaf.var)]
+    for node in walk_nodes(plan.root):
+        if not isinstance(node, Join) or not len(start):
+            continue
+        preds = _preds(node)
+        if preds:
+            b = Bound(cols, {l.var: start + l.slot for l in plan.leaves})
+            start = start[ev.holds(preds, b)]
+        space = node.op[len(node.op.rstrip("=<>")):]
+        if space and len(start):
+            ov = hull_overlap(cols, [start + s for s in sorted(node.left.slots)],
+                              [start + s for s in sorted(node.right.slots)])
+            start = start[ov if space == "=" else ~ov]
+    rows = {l.var: start + l.slot for l in plan.leaves}
+    lo = np.min([cols.lo[r] for r in rows.values()], axis=0)
+    hi = np.max([cols.hi[r] for r in rows.values()], axis=0)
+    return Matches(fp, cols, rows, lo, hi)
+
+
+def hull_overlap(cols: Columns, left: list, right: list) -> np.ndarray:
+    """``stamps.overlap`` of the hulls of two sets of events, row by row.
+
+    ``left``/``right``: lists of row-index arrays (one per event of the side).
+    Two discs: the squared-distance test. A disc against the hull of equal
+    discs: distance from the centre to the hull of the other centres, from
+    its segments and triangles, decided in numpy unless it lies within
+    :data:`MARGIN` of the sum of radii; those rows, and every other case, are
+    decided by the scalar functions on the same stamps.
+    """
+    m = len(left[0])
+    rows = np.concatenate(left + right)
+    discs = cols.all_discs(rows)
+    if discs and len(left) == 1 and len(right) == 1:
+        a, b = left[0], right[0]
+        dx = cols.x[a] - cols.x[b]
+        dy = cols.y[a] - cols.y[b]
+        s = cols.r[a] + cols.r[b]
+        return dx * dx + dy * dy <= s * s
+    out = np.zeros(m, dtype=bool)
+    todo = np.arange(m)
+    if discs and (len(left) == 1 or len(right) == 1) and m and np.all(cols.r[rows] == cols.r[rows[0]]):
+        one, many = (left, right) if len(left) == 1 else (right, left)
+        yes, no = _disc_to_hull(cols, one[0], many)
+        out[yes] = True
+        todo = np.flatnonzero(~yes & ~no)
+    if len(todo):
+        out[todo] = _overlap_exact(cols, [r[todo] for r in left], [r[todo] for r in right])
+    return out
+
+
+def _disc_to_hull(cols: Columns, q, many: list):
+    """(surely overlapping, surely not) for disc ``q`` against the hull of the discs ``many``."""
+    r = cols.r[q[0]] if len(q) else 0.0
+    s = 2.0 * r
+    qx, qy = cols.x[q], cols.y[q]
+    px = [cols.x[p] - qx for p in many]      # centres relative to the disc's: exact for nearby points
+    py = [cols.y[p] - qy for p in many]
+    k = len(many)
+    d = np.full(len(q), np.inf)
+    for u in range(k):
+        for v in range(u, k):
+            d = np.minimum(d, _seg_dist(px[u], py[u], px[v], py[v]))
+    inside = np.zeros(len(q), dtype=bool)
+    outside = np.ones(len(q), dtype=bool)
+    for u in range(k):
+        for v in range(u + 1, k):
+            for w in range(v + 1, k):
+                tin, tout = _in_triangle(px[u], py[u], px[v], py[v], px[w], py[w])
+                inside |= tin
+                outside &= tout
+    yes = inside | (d < s - MARGIN)
+    no = ~yes & outside & (d > s + MARGIN)
+    return yes, no
+
+
+def _seg_dist(ax, ay, bx, by):
+    """Distance from the origin to segment ab."""
+    dx, dy = bx - ax, by - ay
+    l2 = dx * dx + dy * dy
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(l2 > 0, -(ax * dx + ay * dy) / np.where(l2 > 0, l2, 1.0), 0.0)
+    u = np.clip(u, 0.0, 1.0)
+    cx, cy = ax + u * dx, ay + u * dy
+    return np.sqrt(cx * cx + cy * cy)
+
+
+def _in_triangle(ax, ay, bx, by, cx, cy):
+    """(origin surely inside, surely outside) triangle abc; thin triangles (height under the
+    margin) count as outside: a point in one is within the margin of a segment anyway."""
+    area2 = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+    sign = np.sign(area2)
+    edges = ((ax, ay, bx, by), (bx, by, cx, cy), (cx, cy, ax, ay))
+    lens = [np.hypot(x1 - x0, y1 - y0) for x0, y0, x1, y1 in edges]
+    longest = np.maximum(np.maximum(lens[0], lens[1]), lens[2])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        thin = ~(np.abs(area2) / np.where(longest > 0, longest, 1.0) > MARGIN) | (longest == 0)
+        inside = ~thin
+        outside = thin.copy()
+        for (x0, y0, x1, y1), ln in zip(edges, lens):
+            # signed distance of the origin from the edge's line, positive on the triangle's side
+            sd = sign * ((x1 - x0) * (0.0 - y0) - (y1 - y0) * (0.0 - x0)) / np.where(ln > 0, ln, 1.0)
+            inside &= sd > MARGIN
+            outside |= ~thin & (sd < -MARGIN)
+    return inside, outside
+
+
+def _overlap_exact(cols: Columns, left: list, right: list) -> np.ndarray:
+    """``stamps.overlap`` of the hulls, one row at a time (as the automaton computes it)."""
+    from spatec.spatial import stamps as S
+
+    lev = [cols.evs(r) for r in left]
+    rev = [cols.evs(r) for r in right]
+
+    def loc(evs):
+        return evs[0].loc if len(evs) == 1 else S.hull([e.loc for e in evs])
+
+    m = len(left[0])
+    return np.fromiter((S.overlap(loc([side[i] for side in lev]), loc([side[i] for side in rev]))
+                        for i in range(m)), bool, m)
+
+
+# ---------------------------------------------------------------------------- grouped search
+
+def group_bounds(g: np.ndarray):
+    """First and last row of each row's group (rows sorted by group)."""
+    n = len(g)
+    if n == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    brk = np.flatnonzero(g[1:] != g[:-1]) + 1
+    starts = np.concatenate([[0], brk])
+    ends = np.concatenate([brk, [n]]) - 1
+    sizes = ends - starts + 1
+    return np.repeat(starts, sizes), np.repeat(ends, sizes)
+
+
+def group_search(g: np.ndarray, v: np.ndarray, gq: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
+    """``searchsorted`` of values ``q`` within groups ``gq``, rows sorted by (group, ``v``)."""
+    if len(v) == 0 or len(q) == 0:
+        return np.zeros(len(q), dtype=np.int64)
+    vmin, vmax = int(v.min()), int(v.max())
+    span = vmax - vmin + 3
+    groups = int(g.max()) + 1
+    if groups * span < 2 ** 62:
+        key = g * span + (v - vmin + 1)
+        qk = gq * span + (np.clip(q, vmin - 1, vmax + 1) - vmin + 1)
+        return np.searchsorted(key, qk, side=side).astype(np.int64)
+    first, _ = group_bounds(g)
+    out = np.empty(len(q), dtype=np.int64)
+    starts = np.searchsorted(g, np.arange(groups), side="left")
+    stops = np.searchsorted(g, np.arange(groups), side="right")
+    for grp in np.unique(gq).tolist():
+        sel = gq == grp
+        a, b = starts[grp], stops[grp]
+        out[sel] = a + np.searchsorted(v[a:b], q[sel], side=side)
+    return out
+
+
+# ---------------------------------------------------------------------------- absences
+
+def _x_mask(neg, cols: Columns, ev: Evaluator, filters: Filters, related: bool) -> np.ndarray:
+    """Rows that could be the negated event: some alternative's patterns, and the
+    conditions that mention X alone (all of them when X relates to nothing else)."""
+    rows = np.arange(cols.n, dtype=np.int64)
+    ok = np.zeros(cols.n, dtype=bool)
+    for leaf in neg.leaves:
+        ok |= filters.mask(leaf, cols, rows)
+    if neg.conds and not related and ok.any():
+        idx = np.flatnonzero(ok)
+        ok[idx] = ev.holds(neg.conds, Bound(cols, {_xvar(neg): idx}))
+    return ok
+
+
+def _xvar(neg) -> str:
+    return neg.var or "\0X"
+
+
+def _x_pair(neg, cols, ev: Evaluator, var: str, side: str, rows_v, rows_x) -> np.ndarray:
+    """X's condition against a positive event: the spatial suffix and the conditions."""
+    x = _xvar(neg)
+    b = Bound(cols, {var: rows_v, x: rows_x})
+    ok = np.ones(len(rows_v), dtype=bool)
+    space = neg.left_space if side == "A" else neg.right_space
+    if space:
+        pair = (A.Var(var), A.Var(x)) if side == "A" else (A.Var(x), A.Var(var))
+        ov = ev.value(A.Call("overlap", pair), b).truth()
+        ok &= ov if space == "=" else ~ov
+    if neg.conds and ok.any():
+        idx = np.flatnonzero(ok)
+        ok[idx] = ev.holds(neg.conds, b.take(idx))
+    return ok
+
+
+def _first_x(cand, limit, xpos, test, forward: bool) -> np.ndarray:
+    """For each candidate row, the nearest X row after it (``forward``) up to ``limit``, or before it
+    down to ``limit``, for which ``test(candidates, xs)`` holds; -1 where none."""
+    found = np.full(len(cand), -1, dtype=np.int64)
+    if forward:
+        p = np.searchsorted(xpos, cand, side="right")
+    else:
+        p = np.searchsorted(xpos, cand, side="left") - 1
+    active = np.arange(len(cand))
+    while len(active):
+        pa = p[active]
+        inb = (pa < len(xpos)) & (pa >= 0)
+        active, pa = active[inb], pa[inb]
+        k = xpos[pa]
+        inr = k <= limit[active] if forward else k >= limit[active]
+        active, k = active[inr], k[inr]
+        if not len(active):
+            break
+        hit = test(cand[active], k)
+        found[active[hit]] = k[hit]
+        active = active[~hit]
+        p[active] += 1 if forward else -1
+    return found
+
+
+def _after(fp, cols, final_w, ev, filters) -> Matches:
+    plan = fp.plan
+    node: After = plan.root
+    leaf, neg = node.left, node.absence
+    rows = np.arange(cols.n, dtype=np.int64)
+    ok = _within(plan, cols.lo, cols.hi) & (cols.hi + neg.window <= final_w)
+    cand = rows[ok]
+    cand = cand[_unary(leaf, cols, cand, ev, filters, leaf.var)]
+    if len(cand):
+        cand = cand[_unary(node, cols, cand, ev, filters, leaf.var)]
+    related = bool(neg.left_space) or any(leaf.var in _expr_vars(c) for c in neg.conds)
+    xmask = _x_mask(neg, cols, ev, filters, related)
+    # the X that count: later in the source, ending by A.hi + window
+    end = group_search(cols.group, cols.hi, cols.group[cand], cols.hi[cand] + neg.window, "right") - 1
+    if not related:
+        cum = np.concatenate([[0], np.cumsum(xmask)])
+        clear = cum[end + 1] - cum[cand + 1] <= 0
+    else:
+        def test(a, x):
+            return _x_pair(neg, cols, ev, leaf.var, "A", a, x)
+        clear = _first_x(cand, end, np.flatnonzero(xmask), test, True) < 0
+    cand = cand[clear]
+    return Matches(fp, cols, {leaf.var: cand}, cols.lo[cand], cols.hi[cand])
+
+
+def _between(fp, cols, final_w, ev, filters) -> Matches:
+    plan = fp.plan
+    node: Join = plan.root
+    la, lb, neg = node.left, node.right, node.absence
+    w = plan.within
+    rows = np.arange(cols.n, dtype=np.int64)
+    ia = rows[_unary(la, cols, rows, ev, filters, la.var)]
+    jb = rows[_unary(lb, cols, rows, ev, filters, lb.var)]
+    side = _x_side(node)
+    xmask = _x_mask(neg, cols, ev, filters, side != "")
+    xpos = np.flatnonzero(xmask)
+    g, t = cols.group, cols.t
+    if side != "B":
+        # from each A: B up to the first X after A (B may be that X), and no further than the
+        # window allows (t_B - lo_A <= span <= within)
+        limit = group_search(g, t, g[ia], cols.lo[ia] + w, "right") - 1
+        if side == "":
+            test = None
+            nxt = np.append(xpos, np.iinfo(np.int64).max)     # past the last X: no X
+            upto = np.minimum(limit, nxt[np.searchsorted(xpos, ia, side="right")])
+        else:
+            def test(a, x):
+                return _x_pair(neg, cols, ev, la.var, "A", a, x)
+            f = _first_x(ia, limit, xpos, test, True)
+            upto = np.where(f >= 0, np.minimum(limit, f), limit)
+        s = np.searchsorted(jb, ia, side="right")
+        e = np.searchsorted(jb, upto, side="right")
+        cnt = np.maximum(e - s, 0)
+        ii = np.repeat(ia, cnt)
+        jj = jb[_ranges(s, cnt)]
+    else:
+        # to each B: A from the last X before B (A may be that X), and no earlier than the window allows
+        limit = group_search(g, t, g[jb], cols.hi[jb] - w, "left")
+
+        def test(b, x):
+            return _x_pair(neg, cols, ev, lb.var, "B", b, x)
+        f = _first_x(jb, limit, xpos, test, False)
+        frm = np.where(f >= 0, np.maximum(limit, f), limit)
+        s = np.searchsorted(ia, frm, side="left")
+        e = np.searchsorted(ia, jb, side="left")
+        cnt = np.maximum(e - s, 0)
+        jj = np.repeat(jb, cnt)
+        ii = ia[_ranges(s, cnt)]
+    lo = np.minimum(cols.lo[ii], cols.lo[jj])
+    hi = np.maximum(cols.hi[ii], cols.hi[jj])
+    keep = (g[ii] == g[jj]) & (ii < jj) & (hi - lo <= w)
+    ii, jj, lo, hi = ii[keep], jj[keep], lo[keep], hi[keep]
+    preds = _preds(node)
+    if preds and len(ii):
+        keep = ev.holds(preds, Bound(cols, {la.var: ii, lb.var: jj}))
+        ii, jj, lo, hi = ii[keep], jj[keep], lo[keep], hi[keep]
+    return Matches(fp, cols, {la.var: ii, lb.var: jj}, lo, hi)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(s, s + c)`` for each (s, c)."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offs = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + (np.arange(total) - offs)
+
+
+def hulls_wkt(m: Matches, projector) -> list:
+    """:func:`stamps.to_lonlat_wkt` of every match's hull, computed for all at once.
+
+    The same GEOS and pyproj calls on the same coordinates as the scalar
+    path (:func:`stamps.hull`, then ``_grown``, ``segmentize``, unproject,
+    WKT), so the same text; matches of stamps other than equal discs take
+    the scalar path. Point sets are handed to GEOS's convex hull as line
+    strings rather than multipoints: the hull reads only the coordinate
+    sequence (so the result is the same), and a line string is one array
+    where a multipoint is a geometry per point (60 times slower to build).
+    """
+    import shapely
+
+    from spatec.spatial import stamps as S
+    from spatec.spatial.approx import disc_offsets, ngon_sides
+
+    n = len(m)
+    if n == 0:
+        return []
+    cols = m.cols
+    rows = [m.rows[v] for v in m.fp.vars]
+    every = np.concatenate(rows)
+    if not cols.disc[every].all() or not np.all(cols.r[every] == cols.r[every[0]]):
+        return [S.to_lonlat_wkt(c.loc, projector) for c in m.composites()]
+    r = float(cols.r[every[0]])
+    k = len(rows)
+    if k == 1:
+        px, py = cols.x[rows[0]], cols.y[rows[0]]
+        point = np.ones(n, dtype=bool)
+        hull = None
+    else:
+        coords = np.stack([np.stack([cols.x[rr], cols.y[rr]], axis=-1) for rr in rows], axis=1)
+        hull = _hulls(coords.reshape(-1, 2), np.full(n, k))
+        point = shapely.get_type_id(hull) == 0     # every centre the same: the hull is one disc
+        px, py = np.full(n, np.nan), np.full(n, np.nan)
+        if point.any():
+            px[point], py[point] = shapely.get_x(hull[point]), shapely.get_y(hull[point])
+    shapes = np.empty(n, dtype=object)
+    if r == 0:
+        shapes[point] = shapely.points(px[point], py[point])
+        if not point.all():
+            shapes[~point] = hull[~point]
+    else:
+        ring = disc_offsets(r, ngon_sides(r, S.TOL_WKT, outer=True), outer=True)
+        if point.any():
+            centres = np.stack([px[point], py[point]], axis=-1)
+            shapes[point] = shapely.polygons(centres[:, None, :] + ring[None, :, :])
+        if not point.all():
+            c, idx = shapely.get_coordinates(hull[~point], return_index=True)
+            pts = (c[:, None, :] + ring[None, :, :]).reshape(-1, 2)
+            shapes[~point] = _hulls(pts, np.bincount(idx, minlength=int((~point).sum())) * len(ring))
+    shapes = shapely.segmentize(shapes, S.WKT_MAX_EDGE)
+
+    def unproject(xy):
+        lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
+        return np.column_stack([lon, lat])
+
+    return shapely.to_wkt(shapely.transform(shapes, unproject), rounding_precision=7, trim=True).tolist()
+
+
+def _hulls(coords: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Convex hulls of consecutive runs of ``counts`` points (each at least 2)."""
+    import shapely
+
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    lines = shapely.from_ragged_array(shapely.GeometryType.LINESTRING, np.ascontiguousarray(coords), (offsets,))
+    return shapely.convex_hull(lines)
+
+
+# ============================================================================ runner entry points
+
+_FOR_AUTOMATON: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def run_events(am, evs: list, final_watermark: int) -> list | None:
+    """One partition's composites by the fast path of automaton ``am`` (None: no fast path,
+    or the data does not fit it). Patterns are tested with the automaton's own closures."""
+    if am not in _FOR_AUTOMATON:
+        _FOR_AUTOMATON[am] = fast_path(am.plan)
+    fp = _FOR_AUTOMATON[am]
+    if fp is None:
+        return None
+    cols = event_columns(fp, evs)
+    if cols is None:
+        return None
+    closures = dict(am.filters)
+    for _node, _neg, _cond, fs in am.negs.values():
+        closures.update(fs)
+    return evaluate(fp, cols, final_watermark, am.tz, Filters(closures=closures)).composites()
+
+
+def run_frame(fp: FastPath, df, program, projector, final_watermark: int, materialise) -> Matches | None:
+    """Every partition's matches at once over the canonical events ``df`` of ``fp.type``
+    (None: the data does not fit the shape)."""
+    cols = frame_columns(fp, df, projector, materialise)
+    if cols is None:
+        return None
+    pats = Patterns(program.places, program.timezone, projector)
+    return evaluate(fp, cols, final_watermark, program.timezone, Filters(patterns=pats))
