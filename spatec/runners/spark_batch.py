@@ -23,7 +23,9 @@ import shapely
 
 from spatec.frontend import ast as A
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
+from spatec.automata.machine import HistoryEv
 from spatec.runners.common import (Compiled, attribute_names, choose_crs, event_order, keyed_types,
+                                   needs_source_history,
                                    output_row, phrase_types, rows_frame, run_partition, to_evs)
 from spatec.runners.local import ReplayResult
 from spatec.spatial.crs import Projector
@@ -175,11 +177,36 @@ def phrase_groups(plan: PhrasePlan, program, events: dict, crs: str, engine: str
     if not parts:
         return None
     k = _union(parts)
+    kcols = [f"_k{i}" for i in range(nkey)]
     if bcast:
-        kcols = [f"_k{i}" for i in range(nkey)]
         keys = k.select(*kcols).distinct()
         k = _union([k] + [b.crossJoin(F.broadcast(keys)) for b in bcast])
+    if needs_source_history(plan, program):
+        k = _union([k.withColumn("_hist", F.lit(False))] + _history_rows(plan, program, dfs, keyed, k, kcols))
     return k
+
+
+def _history_rows(plan: PhrasePlan, program, dfs: dict, keyed, k, kcols) -> list:
+    """For ``successive`` under a key that is not the source: each partition also gets,
+    flagged ``_hist``, its sources' events that the key sent elsewhere (see
+    :func:`spatec.runners.common.partitions`)."""
+    from pyspark.sql import functions as F
+
+    out = []
+    for t in sorted(keyed):
+        decl = program.events[t]
+        if decl.source is None or tuple(plan.key) == (decl.source.attr,):
+            continue
+        pairs = k.where(F.col("_type") == t).select(*kcols, F.col("_source").alias("_hsrc")).distinct()
+        ev = dfs[t].where(F.col("_source").isNotNull())
+        h = ev.join(pairs, ev["_source"] == pairs["_hsrc"]).drop("_hsrc")
+        same = None
+        for i, key in enumerate(plan.key):
+            c = F.col(_col(t, key)).cast("string") == F.col(f"_k{i}")
+            same = c if same is None else same & c
+        h = h.where(~F.coalesce(same, F.lit(False)))
+        out.append(h.withColumn("_hist", F.lit(True)))
+    return out
 
 
 def _union(dfs):
@@ -207,12 +234,18 @@ def partition_fn(am, program, proj, final_w: int, dtypes: dict):
 
     def run(pdf: pd.DataFrame) -> pd.DataFrame:
         evs = []
+        hist = pdf["_hist"].fillna(False).astype(bool) if "_hist" in pdf else None
         for t, sub in pdf.groupby("_type", sort=True):
             names = attribute_names(program, t)
+            flags = hist.loc[sub.index].to_numpy() if hist is not None else None
             sub = sub[list(CANONICAL) + [_col(t, a) for a in names]]
             sub = sub.rename(columns={_col(t, a): a for a in names})
             sub = _restore(sub, dtypes.get(t, {}))
-            evs.extend(to_evs(sub.reset_index(drop=True), program, proj))
+            got_evs = to_evs(sub.reset_index(drop=True), program, proj)
+            if flags is not None and flags.any():
+                got_evs = [HistoryEv(e.type, e.id, e.source, e.t, e.lo, e.hi, e.loc, e.attrs) if f else e
+                           for e, f in zip(got_evs, flags)]
+            evs.extend(got_evs)
         evs.sort(key=event_order)
         got, st = run_partition(am, evs, final_w)
         rows = []

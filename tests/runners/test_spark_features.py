@@ -182,3 +182,32 @@ def test_standalone_cluster_matches_local(standalone, slice10, tmp_path):
         outs[runner] = {p.name: p.read_bytes() for p in sorted(out.glob("*.jsonl"))}
     assert outs["spark"] == outs["local"]
     assert len(outs["local"]["Bunching.jsonl"]) > 0
+
+
+SUCCESSIVE_PER_LINE = f'''
+include "{BUS}"
+phrase NextOnLine per line =
+    BusGPS -> A ; BusGPS -> B
+  where successive(A, B)
+  within 10 min
+  emit vehicle = A.vehicle, line = A.line
+'''
+
+
+def test_successive_sees_the_source_across_per_partitions(spark, tmp_path):
+    """`per line` while a bus changes line: `successive` still means the bus's next fix
+    (SPEC §4: nothing of that type and source between), on both runners."""
+    p = tmp_path / "s.spatec"
+    p.write_text(SUCCESSIVE_PER_LINE)
+    csv = tmp_path / "bus.csv"
+    rows = [("v1", "a", 0), ("v1", "b", 20), ("v1", "a", 40), ("v1", "a", 60), ("v2", "a", 10)]
+    pd.DataFrame([{"vehicle": v, "line": l, "operator": "X", "lon": 0.12, "lat": 52.2,
+                   "ts": 1569920000 + s} for v, l, s in rows]).to_csv(csv, index=False)
+    c = compile_program(p)
+    frames, _ = ingest(c, [("BusGPS", str(csv))], tmp_path)
+    local = replay_frames(c, frames).frames["NextOnLine"]
+    remote = replay_frames_spark(spark, c, frames).frames["NextOnLine"]
+    # only v1's 40 s → 60 s: 0 s → 40 s has the line-b fix between them
+    assert [dict(e) for e in local["events"]] == [{"A": "BusGPS:v1:2019-10-01T08:54:00Z",
+                                                   "B": "BusGPS:v1:2019-10-01T08:54:20Z"}]
+    pd.testing.assert_frame_equal(remote, local)
