@@ -11,8 +11,8 @@ bindings) over all of a type's events at once:
 ``chain``
     ``T -> A op T -> B op ...`` with ``successive(A, B, ...)`` over all the
     variables in order, ops from ``; || = <> ;= ;<> ||= ||<> and``: the
-    candidates are runs of consecutive events of one source (history is per
-    partition, as in the automaton, so a group is a (partition, source) pair).
+    candidates are runs of consecutive events of one source (among all its
+    events, whatever their partition: SPEC §4) that all lie in one partition.
 ``after``
     ``T -> A ; not T -> X within D`` with one source per partition: A is
     reported iff no later X of its source (passing X's patterns, spatial
@@ -28,8 +28,8 @@ evaluators also refuse data they were not proven for (two events of one
 source at one local time, a local time outside its stamp, ...) by returning
 None, so the runner falls back to the automaton.
 
-Events come as :class:`~spatec.automata.vexpr.Columns`, grouped (partition and
-source) and sorted by local time within a group; a match is one row index per
+Events come as :class:`~spatec.automata.vexpr.Columns`, grouped (by source for
+a chain, by partition otherwise) and sorted by local time within a group; a match is one row index per
 variable (:class:`Matches`), from which the runners build composites or, all
 at once, output rows.
 """
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spatec.automata.machine import Composite, composite_id
-from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns
+from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, source_codes
 from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
 
@@ -215,103 +215,108 @@ def _preds(n) -> tuple:
 def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
     """The canonical events of ``fp.type`` (every partition at once) as grouped, sorted columns.
 
+    Groups: a chain's are sources, over every event of the source whatever its
+    partition (``successive`` sees them all, SPEC §4), with ``part`` telling
+    which partition an event belongs to (-1: none, history only); an
+    absence's are partitions, which must be one source each. Columns are
+    taken from ``df`` as they are needed, through one array of positions.
     ``materialise(frame) -> [Ev]`` makes run-time events of canonical rows
     (the runners' ``to_evs``). None when the data does not fit the shape.
     """
-    import pandas as pd
-
     plan = fp.plan
-    df = df[df["_type"] == fp.type] if len(df) and (df["_type"] != fp.type).any() else df
+    pos = np.arange(len(df))
+    mine = df["_type"].to_numpy() == fp.type
+    if not mine.all():
+        pos = pos[mine]
     key = [k for k in plan.key if k in df.columns]
     if plan.key and len(key) != len(plan.key):
-        if fp.shape != "leaf" and fp.shape != "chain":
+        if fp.shape in ("after", "between"):
             return None
         key = []      # a type without the key is broadcast: one partition of everything
-    if key:
-        df = df[df[key].notna().all(axis=1).to_numpy()]
-    src_missing = df["_source"].isna().to_numpy()
-    if fp.shape != "leaf":
-        df = df[~src_missing]
-    n = len(df)
-    t = df["_t"].to_numpy(np.int64)
-    if fp.shape == "leaf":
-        g = np.zeros(n, dtype=np.int64)
-        order = np.arange(n)
+    keyed = df[key].notna().all(axis=1).to_numpy() if key else np.ones(len(df), dtype=bool)
+    src = source_codes(df["_source"])
+    pos = pos[src[pos] >= 0] if fp.shape == "chain" else pos[keyed[pos]]
+    part = np.zeros(len(df), dtype=np.int64)
+    if key and len(df):
+        part = df.groupby(key, sort=False, dropna=False).ngroup().to_numpy(np.int64)
+        part[~keyed] = -1
+    if fp.shape == "chain":
+        g = src
     else:
-        # a chain's history is per partition and source; an absence's partition must be one source
-        by = key + ["_source"] if fp.shape == "chain" else key
-        g = df.groupby(by, sort=False, dropna=False).ngroup().to_numpy(np.int64) if n and by \
-            else np.zeros(n, dtype=np.int64)
-        order = np.lexsort((t, g))
-    df = df.iloc[order]
-    g = g[order]
-    kinds = df["_place"].to_numpy()
-    x = np.full(n, np.nan)
-    y = np.full(n, np.nan)
-    pts = kinds == "point"
-    if pts.any():
-        px, py = projector.forward(df["_lon"].to_numpy(float)[pts], df["_lat"].to_numpy(float)[pts])
-        x[pts], y[pts] = px, py
-    disc = pts & np.isfinite(x) & np.isfinite(y)
-    source = df["_source"].astype(object).where(df["_source"].notna(), None).to_numpy()
-    sub = df
+        g = part if fp.shape != "leaf" else np.zeros(len(df), dtype=np.int64)
+    t = df["_t"].to_numpy(np.int64)
+    if fp.shape != "leaf":
+        pos = pos[np.lexsort((t[pos], g[pos]))]
 
-    def attr_values(name):
-        return sub[name]
+    def locate(rows):
+        at = pos if rows is None else pos[rows]
+        kinds = df["_place"].to_numpy()[at]
+        x, y = np.full(len(at), np.nan), np.full(len(at), np.nan)
+        pts = kinds == "point"
+        if pts.any():
+            x[pts], y[pts] = projector.forward(df["_lon"].to_numpy(float)[at][pts],
+                                               df["_lat"].to_numpy(float)[at][pts])
+        return x, y, pts & np.isfinite(x) & np.isfinite(y)
 
-    def make(rows):
-        return materialise(sub.iloc[rows])
+    def attr_values(name, rows):
+        return df[name].iloc[pos if rows is None else pos[rows]]
 
-    cols = Columns(ids=df["_id"].to_numpy(object), source=source, t=df["_t"].to_numpy(np.int64),
-                   lo=df["_lo"].to_numpy(np.int64), hi=df["_hi"].to_numpy(np.int64), x=x, y=y,
-                   r=df["_r"].to_numpy(float), disc=disc, attr_values=attr_values, materialise=make, group=g)
-    return cols if _fits(fp, cols) and not pd.Series(cols.ids).duplicated().any() else None
+    cols = Columns(ids=df["_id"].to_numpy(object)[pos], src_code=src[pos], t=t[pos],
+                   lo=df["_lo"].to_numpy(np.int64)[pos], hi=df["_hi"].to_numpy(np.int64)[pos],
+                   r=df["_r"].to_numpy(float)[pos], locate=locate, attr_values=attr_values,
+                   materialise=lambda rows: materialise(df.iloc[pos[rows]]), group=g[pos], part=part[pos])
+    return cols if _fits(fp, cols) else None
 
 
 def event_columns(fp: FastPath, evs: list) -> Columns | None:
-    """One partition's run-time events as grouped, sorted columns (None: not fit for the shape)."""
+    """One partition's run-time events as grouped, sorted columns (None: not fit for the shape).
+
+    A partition of a chain may hold events it sees only as history
+    (:class:`~spatec.automata.machine.HistoryEv`): they group with their
+    source but bind no variable (``part`` -1)."""
+    from spatec.automata.machine import HistoryEv
+
     if any(e.type != fp.type for e in evs):
         return None
-    if fp.shape != "leaf":
-        evs = [e for e in evs if e.source is not None]
+    history = [e.__class__ is HistoryEv for e in evs]
+    if any(history) and fp.shape != "chain":
+        return None
+    if fp.shape == "chain":
+        keep = [i for i, e in enumerate(evs) if e.source is not None]
+        evs, history = [evs[i] for i in keep], [history[i] for i in keep]
     n = len(evs)
     t = np.fromiter((e.t for e in evs), np.int64, n)
-    if fp.shape == "leaf":
-        g = np.zeros(n, dtype=np.int64)
-        order = np.arange(n)
-    else:
-        codes: dict = {}
-        g = np.fromiter((codes.setdefault(e.source, len(codes)) for e in evs), np.int64, n)
-        order = np.lexsort((t, g))
+    part = -np.fromiter(history, np.int64, n)
+    src = source_codes([e.source for e in evs])
+    g = src if fp.shape == "chain" else np.zeros(n, dtype=np.int64)   # else one partition: one source
+    order = np.lexsort((t, g)) if fp.shape != "leaf" else np.arange(n)
     evs = [evs[i] for i in order.tolist()]
-    g = g[order]
     xy = [e.loc._xy for e in evs]
     disc = np.fromiter((p is not None for p in xy), bool, n)
     x = np.array([p[0] if p is not None else np.nan for p in xy], dtype=float)
     y = np.array([p[1] if p is not None else np.nan for p in xy], dtype=float)
     r = np.array([e.loc.r if p is not None else 0.0 for e, p in zip(evs, xy)], dtype=float)
 
-    def attr_values(name):
-        return [e.attrs.get(name) for e in evs]
+    def locate(rows):
+        return (x, y, disc) if rows is None else (x[rows], y[rows], disc[rows])
 
-    def make(rows):
-        return [evs[i] for i in rows.tolist()]
+    def attr_values(name, rows):
+        return [evs[i].attrs.get(name) for i in (range(n) if rows is None else rows.tolist())]
 
-    source = np.empty(n, dtype=object)
-    source[:] = [e.source for e in evs]
     ids = np.empty(n, dtype=object)
     ids[:] = [e.id for e in evs]
-    cols = Columns(ids=ids, source=source, t=t[order], lo=np.fromiter((e.lo for e in evs), np.int64, n),
-                   hi=np.fromiter((e.hi for e in evs), np.int64, n), x=x, y=y, r=r, disc=disc,
-                   attr_values=attr_values, materialise=make, group=g)
-    if len(set(cols.ids.tolist())) != n:
-        return None
+    cols = Columns(ids=ids, src_code=src[order], t=t[order], lo=np.fromiter((e.lo for e in evs), np.int64, n),
+                   hi=np.fromiter((e.hi for e in evs), np.int64, n), r=r, locate=locate,
+                   attr_values=attr_values, materialise=lambda rows: [evs[i] for i in rows.tolist()],
+                   group=g[order], part=part[order])
     return cols if _fits(fp, cols) else None
 
 
 def _fits(fp: FastPath, cols: Columns) -> bool:
     """What the shapes assume of the data: distinct local times in a group, ``lo <= t <= hi``,
     stamps ending in local-time order, one source per partition for the absences."""
+    if len(set(cols.ids.tolist())) != cols.n:
+        return False        # one id, two events: which composite the automaton keeps depends on its order
     if fp.shape == "leaf" or cols.n == 0:
         return True
     g, t = cols.group, cols.t
@@ -374,10 +379,19 @@ class Matches:
         return out
 
     def ids(self) -> list:
-        names = [self.cols.ids[self.rows[v]].tolist() for v in self.fp.vars]
-        vs = self.fp.vars
-        return [composite_id(self.fp.phrase, list(zip(vs, ev_ids))) for ev_ids in zip(*names)] \
-            if len(self) else []
+        """:func:`~spatec.automata.machine.composite_id` of every match, from the same JSON
+        payload: its fixed parts encoded once (``json.dumps`` encodes strings with
+        ``encode_basestring`` when ``ensure_ascii=False``)."""
+        import hashlib
+        from json.encoder import encode_basestring as enc
+
+        vs = sorted(self.fp.vars)        # the payload's pairs, sorted: variables are distinct
+        # ["phrase",[["A","id of A"],["B","id of B"]]]
+        cols = [[f"[{enc(v)},{enc(x)}]" for x in self.cols.ids[self.rows[v]].tolist()] for v in vs]
+        head = f"[{enc(self.fp.phrase)},["
+        sha = hashlib.sha256
+        return [sha((head + ",".join(pairs) + "]]").encode("utf-8")).hexdigest()[:32]
+                for pairs in zip(*cols)] if len(self) else []
 
     def event_ids(self) -> list:
         """``{variable: event id}`` per match, variables sorted (as output rows have them)."""
@@ -442,11 +456,14 @@ def _chain(fp, cols, final_w, ev, filters) -> Matches:
     n = cols.n
     if n < k:
         return _empty(fp, cols)
-    g = cols.group
+    g, part = cols.group, cols.part
     start = np.arange(n - k + 1, dtype=np.int64)
-    start = start[g[start] == g[start + k - 1]]        # k consecutive events of one group
+    ok = (g[start] == g[start + k - 1]) & (part[start] >= 0)      # k consecutive events of a source ...
+    for s_ in range(1, k):
+        ok &= part[start + s_] == part[start]                        # ... all in one partition
+    start = start[ok]
     if any(isinstance(m, Join) and m.op.startswith("||") for m in walk_nodes(plan.root)):
-        # each side of a join holds earlier events of the source than the other: never concurrent
+        # a join's left events all come before its right ones in their source's order: never concurrent
         return _empty(fp, cols)
     lo = np.min([cols.lo[start + s] for s in range(k)], axis=0) if len(start) else start
     hi = np.max([cols.hi[start + s] for s in range(k)], axis=0) if len(start) else start
@@ -578,19 +595,6 @@ def _overlap_exact(cols: Columns, left: list, right: list) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- grouped search
 
-def group_bounds(g: np.ndarray):
-    """First and last row of each row's group (rows sorted by group)."""
-    n = len(g)
-    if n == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z
-    brk = np.flatnonzero(g[1:] != g[:-1]) + 1
-    starts = np.concatenate([[0], brk])
-    ends = np.concatenate([brk, [n]]) - 1
-    sizes = ends - starts + 1
-    return np.repeat(starts, sizes), np.repeat(ends, sizes)
-
-
 def group_search(g: np.ndarray, v: np.ndarray, gq: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
     """``searchsorted`` of values ``q`` within groups ``gq``, rows sorted by (group, ``v``)."""
     if len(v) == 0 or len(q) == 0:
@@ -602,13 +606,10 @@ def group_search(g: np.ndarray, v: np.ndarray, gq: np.ndarray, q: np.ndarray, si
         key = g * span + (v - vmin + 1)
         qk = gq * span + (np.clip(q, vmin - 1, vmax + 1) - vmin + 1)
         return np.searchsorted(key, qk, side=side).astype(np.int64)
-    first, _ = group_bounds(g)
     out = np.empty(len(q), dtype=np.int64)
-    starts = np.searchsorted(g, np.arange(groups), side="left")
-    stops = np.searchsorted(g, np.arange(groups), side="right")
     for grp in np.unique(gq).tolist():
         sel = gq == grp
-        a, b = starts[grp], stops[grp]
+        a, b = np.searchsorted(g, grp, side="left"), np.searchsorted(g, grp, side="right")
         out[sel] = a + np.searchsorted(v[a:b], q[sel], side=side)
     return out
 
@@ -715,7 +716,6 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
         # window allows (t_B - lo_A <= span <= within)
         limit = group_search(g, t, g[ia], cols.lo[ia] + w, "right") - 1
         if side == "":
-            test = None
             nxt = np.append(xpos, np.iinfo(np.int64).max)     # past the last X: no X
             upto = np.minimum(limit, nxt[np.searchsorted(xpos, ia, side="right")])
         else:
@@ -761,7 +761,17 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(starts, counts) + (np.arange(total) - offs)
 
 
-def hulls_wkt(m: Matches, projector) -> list:
+def hulls_wkt(m: Matches, projector, chunk: int = 50_000) -> list:
+    """:func:`stamps.to_lonlat_wkt` of every match's hull (in chunks: a grown hull is ~100 points)."""
+    out = []
+    for a in range(0, len(m), chunk):
+        part = Matches(m.fp, m.cols, {v: r[a:a + chunk] for v, r in m.rows.items()}, m.lo[a:a + chunk],
+                       m.hi[a:a + chunk])
+        out += _hulls_wkt(part, projector)
+    return out
+
+
+def _hulls_wkt(m: Matches, projector) -> list:
     """:func:`stamps.to_lonlat_wkt` of every match's hull, computed for all at once.
 
     The same GEOS and pyproj calls on the same coordinates as the scalar
@@ -782,17 +792,19 @@ def hulls_wkt(m: Matches, projector) -> list:
         return []
     cols = m.cols
     rows = [m.rows[v] for v in m.fp.vars]
+    k = len(rows)
     every = np.concatenate(rows)
-    if not cols.disc[every].all() or not np.all(cols.r[every] == cols.r[every[0]]):
+    ex, ey, edisc = cols.centres(every)
+    if not edisc.all() or not np.all(cols.r[every] == cols.r[every[0]]):
         return [S.to_lonlat_wkt(c.loc, projector) for c in m.composites()]
     r = float(cols.r[every[0]])
-    k = len(rows)
+    ex, ey = ex.reshape(k, n), ey.reshape(k, n)
     if k == 1:
-        px, py = cols.x[rows[0]], cols.y[rows[0]]
+        px, py = ex[0], ey[0]
         point = np.ones(n, dtype=bool)
         hull = None
     else:
-        coords = np.stack([np.stack([cols.x[rr], cols.y[rr]], axis=-1) for rr in rows], axis=1)
+        coords = np.stack([ex, ey], axis=-1).transpose(1, 0, 2)
         hull = _hulls(coords.reshape(-1, 2), np.full(n, k))
         point = shapely.get_type_id(hull) == 0     # every centre the same: the hull is one disc
         px, py = np.full(n, np.nan), np.full(n, np.nan)
@@ -809,9 +821,7 @@ def hulls_wkt(m: Matches, projector) -> list:
             centres = np.stack([px[point], py[point]], axis=-1)
             shapes[point] = shapely.polygons(centres[:, None, :] + ring[None, :, :])
         if not point.all():
-            c, idx = shapely.get_coordinates(hull[~point], return_index=True)
-            pts = (c[:, None, :] + ring[None, :, :]).reshape(-1, 2)
-            shapes[~point] = _hulls(pts, np.bincount(idx, minlength=int((~point).sum())) * len(ring))
+            shapes[~point] = _hulls(*_grown_rim(hull[~point], ring))
     shapes = shapely.segmentize(shapes, S.WKT_MAX_EDGE)
 
     def unproject(xy):
@@ -819,6 +829,58 @@ def hulls_wkt(m: Matches, projector) -> list:
         return np.column_stack([lon, lat])
 
     return shapely.to_wkt(shapely.transform(shapes, unproject), rounding_precision=7, trim=True).tolist()
+
+
+def _grown_rim(hull: np.ndarray, ring: np.ndarray):
+    """(points, counts per hull): the vertices of each hull grown by the ring's offsets, as
+    ``stamps._grown`` takes them, less those that cannot be on the convex hull.
+
+    The convex hull of a convex polygon's vertices grown by a regular polygon
+    (a Minkowski sum) has at each vertex only the offsets whose direction lies
+    in that vertex's normal cone; offsets more than two ring steps outside it
+    lie inside the hull by a clear margin, and GEOS's hull of the remaining
+    points is the same polygon. Hulls whose orientation is not certain in
+    floating point (near-degenerate slivers) keep every offset.
+    """
+    import shapely
+
+    c, idx = shapely.get_coordinates(hull, return_index=True)
+    m, n_ring = len(hull), len(ring)
+    n_coords = np.bincount(idx, minlength=m)
+    first = np.concatenate([[0], np.cumsum(n_coords)[:-1]])
+    poly = shapely.get_type_id(hull) == 3
+    # vertices: a polygon's ring repeats its first coordinate at the end
+    closing = np.zeros(len(c), dtype=bool)
+    closing[(first + n_coords - 1)[poly]] = True
+    v, vid = c[~closing], idx[~closing]
+    nv = np.where(poly, n_coords - 1, n_coords)
+    vfirst = np.repeat(np.concatenate([[0], np.cumsum(nv)[:-1]]), nv)
+    pos = np.arange(len(v)) - vfirst
+    nvr = np.repeat(nv, nv)
+    prev, nxt = vfirst + (pos - 1) % nvr, vfirst + (pos + 1) % nvr
+    rel, reln = v - v[vfirst], v[nxt] - v[vfirst]       # exact for nearby points
+    cross = rel[:, 0] * reln[:, 1] - reln[:, 0] * rel[:, 1]
+    area = np.bincount(vid, weights=cross, minlength=m)
+    sure = np.abs(area) > 1e-9 * np.bincount(vid, weights=np.abs(cross), minlength=m)
+    s = np.sign(area)[vid]
+    e0, e1 = v - v[prev], v[nxt] - v
+    a0 = np.arctan2(-e0[:, 0] * s, e0[:, 1] * s)        # outward normals of the edges in and out
+    a1 = np.arctan2(-e1[:, 0] * s, e1[:, 1] * s)
+    start = np.where(s > 0, a0, a1)
+    width = np.mod(np.where(s > 0, a1 - a0, a0 - a1), 2 * np.pi)
+    line = nvr == 2                                    # a segment's end: the half-plane away from the other
+    d = v[line] - v[nxt[line]]
+    start[line] = np.arctan2(d[:, 1], d[:, 0]) - np.pi / 2
+    width[line] = np.pi
+    # the ring's offsets are at angles 2 pi k / n: each vertex keeps a run of them
+    step = 2 * np.pi / n_ring
+    k0 = np.ceil(start / step).astype(np.int64) - 2
+    count = np.minimum(np.floor((start + width) / step).astype(np.int64) + 2 - k0 + 1, n_ring)
+    every = ~(sure[vid] | line)
+    k0[every], count[every] = 0, n_ring
+    which = np.repeat(np.arange(len(v)), count)
+    ks = (np.repeat(k0, count) + _ranges(np.zeros(len(v), dtype=np.int64), count)) % n_ring
+    return v[which] + ring[ks], np.bincount(vid[which], minlength=m)
 
 
 def _hulls(coords: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -44,6 +44,14 @@ class SpaceSet:
 
     def __init__(self, geom=None, neg=False, atom=None):
         self.geom, self.neg, self.atom = geom, neg, atom
+        self._loc = None
+
+    def region_loc(self):
+        """``geom`` as a stamp, made once: what it memoises (the containment
+        polygon) is then computed once per pattern, not once per event."""
+        if self._loc is None:
+            self._loc = S.Loc.of(self.geom, 0.0)
+        return self._loc
 
     def region_geom(self):
         if self.geom is None:
@@ -57,20 +65,18 @@ class SpaceSet:
             return S.possibly_in(loc, self.atom)
         if self.atom is not None and self.neg:
             return not S.certainly_in(loc, self.atom)
-        g = self.geom
         if self.neg:
-            return not S.certainly_in(loc, S.Loc.of(g, 0.0))
-        return S.possibly_in(loc, S.Loc.of(g, 0.0))
+            return not S.certainly_in(loc, self.region_loc())
+        return S.possibly_in(loc, self.region_loc())
 
     def certainly(self, loc) -> bool:
         if loc is S.UNIVERSE:
             return False
         if self.atom is not None:
             return S.certainly_in(loc, self.atom) if not self.neg else not S.possibly_in(loc, self.atom)
-        g = self.geom
         if self.neg:
-            return not S.possibly_in(loc, S.Loc.of(g, 0.0))
-        return S.certainly_in(loc, S.Loc.of(g, 0.0))
+            return not S.possibly_in(loc, self.region_loc())
+        return S.certainly_in(loc, self.region_loc())
 
     def complement(self) -> "SpaceSet":
         return SpaceSet(self.geom, not self.neg, self.atom)

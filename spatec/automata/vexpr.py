@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 from spatec.automata.exprs import compile_expr
 from spatec.automata.machine import RunState, _Ctx
@@ -112,31 +113,60 @@ def _check_ints(*arrays) -> None:
 class Columns:
     """The events of one type as arrays; row ``i`` is one event.
 
-    ``attr_values(name)`` gives an attribute's raw values (a pandas Series or a
-    list of Python values); ``materialise(rows)`` the run-time events
-    (:class:`~spatec.automata.machine.Ev`) of some rows, for the scalar
-    fallback and for building composites.
+    Given: ``t lo hi r`` (arrays), ``ids``, ``src_code`` (equal codes: equal
+    sources; -1: none). Made when first needed: the disc centres ``x y`` and
+    ``disc`` (a finite point) from ``locate(rows or None) -> (x, y, disc)``,
+    attributes from ``attr_values(name, rows or None)`` (a pandas Series or a
+    list of Python values), run-time events
+    (:class:`~spatec.automata.machine.Ev`) of rows from ``materialise(rows)``
+    for the scalar fallback and for composites.
     """
 
-    def __init__(self, *, ids, source, t, lo, hi, x, y, r, disc, attr_values, materialise, group=None):
+    def __init__(self, *, ids, src_code, t, lo, hi, r, locate, attr_values, materialise, group=None,
+                 part=None):
         self.n = len(t)
-        self.ids, self.t, self.lo, self.hi = ids, t, lo, hi
-        self.x, self.y, self.r, self.disc = x, y, r, disc
-        self.source = source
-        import pandas as pd
-
-        self.src_code = pd.factorize(pd.Series(source, dtype=object))[0].astype(np.int64)
-        self.group = group
+        self.ids, self.src_code, self.t, self.lo, self.hi, self.r = ids, src_code, t, lo, hi, r
+        self.group = group          # rows of a group are consecutive, sorted by local time
+        self.part = part            # the partition of each row (-1: none)
+        self._locate = locate
+        self._xy = None
         self._attr_values = attr_values
         self._materialise = materialise
         self._attrs: dict = {}
         self._evs: dict = {}
 
-    def attr(self, name: str) -> Col:
+    @property
+    def x(self) -> np.ndarray:
+        return self._located()[0]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._located()[1]
+
+    @property
+    def disc(self) -> np.ndarray:
+        return self._located()[2]
+
+    def _located(self):
+        if self._xy is None:
+            self._xy = self._locate(None)
+        return self._xy
+
+    def centres(self, rows):
+        """(x, y, disc) of ``rows``, locating only those unless every row is located already."""
+        if self._xy is not None or 4 * len(rows) > self.n:
+            x, y, d = self._located()
+            return x[rows], y[rows], d[rows]
+        return self._locate(rows)
+
+    def attr(self, name: str, rows) -> Col:
+        """Attribute ``name`` of ``rows`` (converted whole, once, when many rows ask)."""
         col = self._attrs.get(name)
+        if col is None and 4 * len(rows) <= self.n:
+            return _attr_col(self._attr_values(name, rows))
         if col is None:
-            col = self._attrs[name] = _attr_col(self._attr_values(name))
-        return col
+            col = self._attrs[name] = _attr_col(self._attr_values(name, None))
+        return Col(col.a[rows], None if col.k is None else col.k[rows])
 
     def evs(self, rows) -> list:
         """Run-time events of ``rows`` (made once per row)."""
@@ -151,10 +181,14 @@ class Columns:
         return bool(self.disc[rows].all())
 
 
+def source_codes(sources) -> np.ndarray:
+    """Equal codes for equal sources, -1 for none."""
+    return pd.factorize(pd.Series(sources, dtype=object) if not isinstance(sources, pd.Series)
+                        else sources)[0].astype(np.int64)
+
+
 def _attr_col(values) -> Col:
     """An attribute column as the scalar path sees it (``_pycol``: NaN and NA are None)."""
-    import pandas as pd
-
     if isinstance(values, pd.Series):
         s = values
         kind = s.dtype.kind if isinstance(s.dtype, np.dtype) else None
@@ -221,13 +255,15 @@ class Evaluator:
         (as :func:`runners.common.output_row`)."""
         try:
             return self._vec(e, b).python()
-        except Scalar:
+        except (Scalar, ZeroDivisionError, OverflowError, TypeError):
             return self._scalar(e, b, errors=True).python()
 
     def value(self, e, b: Bound) -> Col:
         try:
             return self._vec(e, b)
-        except Scalar:
+        except (Scalar, ZeroDivisionError, OverflowError, TypeError):
+            # row by row: an error then happens exactly where the scalar path raises
+            # (it short-circuits `and`/`or`, numpy computes both sides)
             return self._scalar(e, b)
 
     # ---------------------------------------------------------------- scalar fallback
@@ -266,8 +302,7 @@ class Evaluator:
             rows = b.rows[e.var]
             if e.name in ("t", "lo", "hi"):
                 return Col(getattr(b.cols, e.name)[rows])
-            c = b.cols.attr(e.name)
-            return Col(c.a[rows], None if c.k is None else c.k[rows])
+            return b.cols.attr(e.name, rows)
         if isinstance(e, A.UnaryOp):
             c = self.value(e.operand, b)
             if e.op == "not":
@@ -485,7 +520,7 @@ class Patterns:
         possibly = np.zeros(n, dtype=bool)
         certainly = np.zeros(n, dtype=bool)
         disc = cols.disc[rows]
-        region = ss.atom if ss.atom is not None else S.Loc.of(ss.geom, 0.0)
+        region = ss.atom if ss.atom is not None else ss.region_loc()
         vec = np.flatnonzero(disc) if region is not S.UNIVERSE else np.zeros(0, dtype=np.int64)
         if len(vec):
             r = rows[vec]

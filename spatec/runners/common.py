@@ -249,12 +249,6 @@ def event_order(ev):
     return (ev.hi, ev.lo, ev.type, ev.id)
 
 
-def _has_history_only(evs) -> bool:
-    from spatec.automata.machine import HistoryEv
-
-    return any(e.__class__ is HistoryEv for e in evs)
-
-
 def fastpath_enabled(flag: bool | None = None) -> bool:
     """Whether batch replays may use the fast paths: ``flag`` if given, else
     unless the environment sets ``SPATEC_FASTPATH=0``."""
@@ -270,7 +264,7 @@ def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunStat
     A phrase with a fast path (:mod:`spatec.automata.fastpath`) is evaluated
     by it unless ``fastpath`` is False (or ``SPATEC_FASTPATH=0``); the run state
     returned is then empty."""
-    if state is None and fastpath_enabled(fastpath) and not _has_history_only(evs):
+    if state is None and fastpath_enabled(fastpath):
         from spatec.automata.fastpath import run_events
 
         got = run_events(am, evs, final_watermark)

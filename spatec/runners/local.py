@@ -10,8 +10,7 @@ import pandas as pd
 
 from spatec.automata.machine import build
 from spatec.automata.fastpath import fast_path
-from spatec.runners.common import (Compiled, choose_crs, fast_rows, fastpath_enabled, needs_source_history,
-                                   output_row, partitions,
+from spatec.runners.common import (Compiled, choose_crs, fast_rows, fastpath_enabled, output_row, partitions,
                                    rows_frame, run_partition, to_evs)
 from spatec.spatial.crs import Projector
 
@@ -50,7 +49,7 @@ def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phra
     for plan in compiled.plans:
         if phrases and plan.name not in phrases:
             continue
-        fp = fast_path(plan, program) if fast and not needs_source_history(plan, program) else None
+        fp = fast_path(plan, program) if fast else None
         rows = None
         if fp is not None:
             df = frames.get(fp.type)

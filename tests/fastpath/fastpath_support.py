@@ -34,6 +34,18 @@ ANCHORS = [(0, 0), (20, 5), (90, 10), (150, 0), (200, 0), (240, 60), (-400, 300)
 
 
 @st.composite
+def cells(draw):
+    """Polygon-stamped events without a source (road works, rain cells)."""
+    out = []
+    for i in range(draw(st.integers(1, 6))):
+        x, y = draw(st.sampled_from(ANCHORS))
+        out.append(row("Cell", None, draw(st.integers(0, 600)), x + draw(st.floats(-50, 50)), y,
+                       x=draw(st.one_of(st.none(), st.integers(0, 6))), dur_s=draw(st.sampled_from([20, 60, 600])),
+                       half=draw(st.sampled_from([20.0, 60.0, 150.0])), cell=f"c{i}"))
+    return out
+
+
+@st.composite
 def traces(draw, types=("Bus",), max_events=24):
     """Events of ``types`` from 2-4 sources, each source wandering between the anchors
     with small steps (so successive fixes often overlap) and random gaps."""
@@ -55,7 +67,7 @@ def traces(draw, types=("Bus",), max_events=24):
                 continue
             seen.add((type_, t))
             rows.append(row(type_, src, t, x, y, x=draw(st.one_of(st.none(), st.integers(0, 6))),
-                            line=draw(st.sampled_from(["a", "a", "b"])),
+                            line=draw(st.sampled_from(["a", "a", "b", "a", "b", None])),
                             dur_s=draw(st.sampled_from([20, 60, 200]))))
     return rows
 
@@ -64,7 +76,9 @@ def traces(draw, types=("Bus",), max_events=24):
 
 PATTERNS = ["at P", "not at P", "certainly at P", "within 50 m of P", "at Q", "not (at P or at Q)",
             "between 08:00 and 08:05", "(at P and between 08:00 and 08:03)", "weekday", "Tuesday",
-            "not between 08:01 and 08:02", "certainly between 07:59 and 08:30", "in circle(0.1403, 52.18, 40 m)"]
+            "not between 08:01 and 08:02", "certainly between 07:59 and 08:30", "in circle(0.1403, 52.18, 40 m)",
+            "not certainly at P", "(at P or Tuesday)", "on 2020-01-01", "certainly (at P or between 08:00 and 08:02)",
+            "within 30 m of Q", "not within 30 m of Q", "(at P and not at Q)", "certainly not at Q"]
 
 
 def leaf(draw, type_, var, p_pattern=0.4):
@@ -78,6 +92,8 @@ def unary_preds(draw, v):
         f"{v}.x > 2", f"{v}.x * 2 + 1 <= 9", f'{v}.line == "a"', f"{v}.x / ({v}.x - 3) > 0",
         f"not ({v}.x > 4)", f'{v}.x > 4 or {v}.line == "b"', f"{v}.hi - {v}.lo < 1 min",
         f"hull_area({v}) > 100", f"{v}.t > 2024-03-05T08:01", f"{v}.lat > 52.18",
+        f'not ({v}.x > 2 and {v}.line == "a")', f"-{v}.x < -2", f"{v}.ts > 2024-03-05T08:01", f"{v}.x + 0.5 > 2",
+        f"{v}.x == 2.0", f"{v}.ts - {v}.lo >= 30 s",
     ]), max_size=2))
 
 
@@ -94,7 +110,8 @@ def emit(draw, vs):
     if len(vs) > 1:
         fields += [f"dur = duration({vs[0]}, {vs[-1]}) / 1 min", f"dist = distance({vs[0]}, {vs[-1]})",
                    f"sp = speed({vs[0]}, {vs[-1]})", f"ha = hull_area({vs[0]}, {vs[-1]})"]
-    fields += [f"half = {vs[0]}.x / 2", f"q = {vs[0]}.x / ({vs[0]}.x - 3)"]
+    fields += [f"half = {vs[0]}.x / 2", f"q = {vs[0]}.x / ({vs[0]}.x - 3)", f"ts = {vs[0]}.ts",
+               f"ln = {vs[-1]}.line", f"neg = -{vs[-1]}.x"]
     return "  emit " + ", ".join(draw(st.lists(st.sampled_from(fields), min_size=1, max_size=4, unique=True)))
 
 
@@ -114,7 +131,7 @@ def leaf_phrases(draw, type_):
     return phrase(leaf(draw, type_, "A", 0.7), where, within, per, emit(draw, ["A"]))
 
 
-CHAIN_OPS = [";", ";=", ";<>", "=", "<>", "and", ";=", ";=", "||", "||="]
+CHAIN_OPS = [";", ";=", ";=", ";=", ";=", "=", "=", "and", ";<>", "<>", "||", "||="]
 
 
 @st.composite
@@ -122,9 +139,11 @@ def chain_phrases(draw, type_):
     k = draw(st.integers(2, 4))
     vs = "ABCD"[:k]
     ops = [draw(st.sampled_from(CHAIN_OPS)) for _ in range(k - 1)]
-    parts = [leaf(draw, type_, v, 0.25) for v in vs]
+    parts = [leaf(draw, type_, v, 0.15) for v in vs]
     body = parts[0]
-    if k >= 3 and draw(st.booleans()):
+    if k == 4 and draw(st.integers(0, 3)) == 0:
+        body = f"({parts[0]} {ops[0]} {parts[1]}) {ops[1]} ({parts[2]} {ops[2]} {parts[3]})"
+    elif k >= 3 and draw(st.booleans()):
         # right-nested: A op (B op C ...)
         inner = parts[1]
         for op, p in zip(ops[1:], parts[2:]):
@@ -138,10 +157,11 @@ def chain_phrases(draw, type_):
         where = [f"successive({vs[0]}, {vs[1]})", f"successive({', '.join(vs[1:])})"]
     if k >= 3 and draw(st.booleans()):
         where += [f"overlap({vs[0]}, {vs[2]})"]
-    if k >= 2:
+    if draw(st.booleans()):
         a, b = draw(st.permutations(vs))[:2]
-        where += pair_preds(draw, a, b)
-    where += unary_preds(draw, draw(st.sampled_from(vs)))
+        where += pair_preds(draw, a, b)[:1]
+    if draw(st.booleans()):
+        where += unary_preds(draw, draw(st.sampled_from(vs)))[:1]
     within = draw(st.sampled_from(["", "", " within 2 min", " within 10 min"]))
     per = draw(st.sampled_from(["", " per vehicle", " per vehicle", " per line"]))
     return phrase(body, where, within, per, emit(draw, list(vs)))

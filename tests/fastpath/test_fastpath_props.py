@@ -8,7 +8,7 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastpath_support import (SETTINGS, after_phrases, between_phrases, chain_phrases, check_same,
+from fastpath_support import (SETTINGS, after_phrases, between_phrases, cells, chain_phrases, check_same,
                               leaf_phrases, traces)
 
 N = int(os.environ.get("FASTPATH_EXAMPLES", 60))
@@ -26,6 +26,16 @@ def _draw(data, phrases):
 @given(st.data())
 def test_leaf(data):
     text, rows = _draw(data, leaf_phrases)
+    check_same(text, rows, "leaf")
+
+
+@settings(max_examples=N // 2, **SETTINGS)
+@given(st.data())
+def test_leaf_polygon_stamps(data):
+    """Events stamped with polygons (no source): the patterns fall back to the scalar tests."""
+    rows = data.draw(cells()) + data.draw(traces(types=("Bus",), max_events=6))
+    text = data.draw(leaf_phrases("Cell")).replace("A.line", "A.cell").replace("A.ts", "A.stop") \
+        .replace("A.vehicle", "A.cell").replace("A.lat", "A.x")
     check_same(text, rows, "leaf")
 
 

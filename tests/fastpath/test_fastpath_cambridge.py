@@ -1,0 +1,59 @@
+"""The real Cambridge hour: every example phrase that takes a fast path gives
+the general automaton's output, row for row, both over all partitions at once
+(the local runner) and partition by partition (``run_partition``, as Spark
+runs it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from spatec.automata.fastpath import fast_path
+from spatec.automata.machine import build
+from spatec.runners.common import (choose_crs, compile_program, output_row, partitions, rows_frame,
+                                   run_partition, to_evs)
+from spatec.runners.local import replay_frames
+from spatec.spatial.crs import Projector
+
+REPO = Path(__file__).resolve().parents[2]
+HOUR = REPO.parent / "shared" / "datasets" / "cambridge" / "sirivm_2019-10-01_0854-1000.csv.gz"
+PROGRAMS = ["stuck", "silent", "hospital_to_station", "centre_to_hospital", "tuesday_to_hospital"]
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not HOUR.exists(), reason=f"the Cambridge hour is not at {HOUR}")]
+
+
+@pytest.fixture(scope="module")
+def hour():
+    from spatec.io.sources import read_events
+
+    c = compile_program(REPO / "examples" / "bus.spatec")
+    return read_events(HOUR, c.program.events["BusGPS"], tz=c.program.timezone).events
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_example_phrases(hour, name):
+    c = compile_program(REPO / "examples" / name / f"{name}.spatec")
+    if name == "stuck":
+        # per-vehicle phrases, and the general automaton's slowest here: every other vehicle
+        vehicles = sorted(hour["vehicle"].unique())[::2]
+        hour = hour[hour["vehicle"].isin(vehicles)].reset_index(drop=True)
+    frames = {"BusGPS": hour}
+    fast = [p for p in c.plans if fast_path(p, c.program) is not None]
+    assert fast, "every program here has a fast-path phrase"
+    names = [p.name for p in fast]
+    general = replay_frames(c, frames, phrases=names, fastpath=False).frames
+    local = replay_frames(c, frames, phrases=names, fastpath=True).frames
+    proj = Projector(choose_crs(c.program, frames))
+    evs = {"BusGPS": to_evs(hour, c.program, proj)}
+    final_w = int(hour["_hi"].max())
+    for plan in fast:
+        pd.testing.assert_frame_equal(local[plan.name], general[plan.name], check_dtype=False)
+        am = build(plan, c.program, proj)
+        rows = []
+        for evs_k in partitions(plan, c.program, evs).values():
+            got, st = run_partition(am, evs_k, final_w, fastpath=True)
+            rows += [output_row(am, x, proj, st) for x in got]
+        pd.testing.assert_frame_equal(rows_frame(plan, rows), general[plan.name], check_dtype=False)
+        assert len(general[plan.name]) > 0 or plan.name == "OtherWeekdayToHospital"   # a Tuesday
