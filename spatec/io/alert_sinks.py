@@ -140,7 +140,7 @@ class ConsoleSink(AlertSink):
         if console is None:
             from rich.console import Console
 
-            console = Console(highlight=False)
+            console = Console(highlight=False, soft_wrap=True)
         self.console = console
 
     def deliver(self, alerts):

@@ -21,7 +21,9 @@ one file per poll, named by its sequence number) and only then handed on; a
 poll is deleted from the spool once the run that used it has committed. The
 offset of an HTTP source is the last committed sequence number: a restart
 reads the spooled polls after it before fetching new ones, so nothing fetched
-is lost. A directory source's offset is the set of file names done.
+is lost. A feed that numbers its polls (``X-Poll-Seq``) is asked for the one
+after the last spooled (``?after=N``): then not even a poll received but not
+yet spooled when the process died is lost. A directory source's offset is the set of file names done.
 
 GTFS-realtime. :func:`encode_gtfsrt` builds a VehiclePositions FeedMessage
 from SIRI-VM records (for the feed server) and :func:`gtfsrt_batch` reads one
@@ -52,11 +54,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Collection, Iterable, Sequence
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from spatec.errors import DataError
 from spatec.io.formats import detect_format, poll_order
@@ -303,11 +305,14 @@ class FeedServer:
         self._thread: threading.Thread | None = None
 
     # -- what a GET returns
-    def current(self) -> tuple[int, Poll] | None:
-        """The poll a GET gets now (and its index), None past the end."""
+    def current(self, after: int | None = None) -> tuple[int, Poll] | None:
+        """The poll a GET gets now (and its index), None past the end. With ``speed == 0``,
+        ``after`` asks for the poll after number ``after`` (a client resuming)."""
         with self._lock:
             n = len(self.polls)
             if self.speed == 0:
+                if after is not None:
+                    self._next = after + 1
                 i = self._next
                 if i >= n:
                     if not self.loop:
@@ -366,11 +371,13 @@ class FeedServer:
                     self.wfile.write(body)
 
             def do_GET(self):
-                if self.path.rstrip("/") == "/health":
+                if urlparse(self.path).path.rstrip("/") == "/health":
                     self._send(200, b"ok\n")
                     return
                 server.requests += 1
-                got = server.current()
+                q = parse_qs(urlparse(self.path).query)
+                after = q.get("after", [None])[0]
+                got = server.current(int(after) if after is not None and after.lstrip("-").isdigit() else None)
                 if got is None:
                     self._send(204, headers={"X-Feed-End": "1"})
                     return
@@ -419,6 +426,7 @@ class Item:
     name: str             # where the records came from (reject records name it)
     arrived: float        # wall time (epoch s) the input reached spatec
     batches: list
+    server: Any = None    # HTTP: the feed's own number of the poll, when it gives one
 
 
 @dataclass
@@ -518,7 +526,12 @@ class DirSource:
 
 
 class HttpFeedSource:
-    """A SIRI-VM or GTFS-realtime feed polled over HTTP, every poll spooled before use."""
+    """A SIRI-VM or GTFS-realtime feed polled over HTTP, every poll spooled before use.
+
+    A feed that numbers its polls (an ``X-Poll-Seq`` header, as :class:`FeedServer`
+    sends) is asked for the poll after the last one spooled (``?after=N``), so a
+    crash between receiving a poll and spooling it loses nothing either.
+    """
 
     def __init__(self, spec: SourceSpec, spool: Path, columns: Collection[str] | None = None,
                  timeout: float = 10.0):
@@ -528,46 +541,60 @@ class HttpFeedSource:
         self.spool = Path(spool) / _safe(self.id)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.committed = -1      # last sequence number whose poll was used and committed
+        self.server_committed = None
         self.seq = -1            # last sequence number fetched (spooled)
+        self.server_seq = None   # the feed's number of the last poll spooled, if it numbers them
         self.errors = 0
         self.ended = False       # the feed said it has nothing more (204 with X-Feed-End)
         self._last_body: bytes | None = None
 
     def restore(self, offset) -> None:
-        self.committed = -1 if offset is None else int(offset)
-        spooled = self._spooled()
-        self.seq = max([self.committed, *spooled])
+        offset = offset or {}
+        self.committed = int(offset.get("seq", -1))
+        self.server_committed = self.server_seq = offset.get("server")
+        self.seq = self.committed
+        for seq, server in self._spooled():
+            if seq > self.seq:
+                self.seq, self.server_seq = seq, server
 
-    def offset(self) -> int:
-        return self.committed
+    def offset(self) -> dict:
+        return {"seq": self.committed, "server": self.server_committed}
 
-    def _spooled(self) -> list[int]:
+    def _spooled(self) -> list[tuple[int, int | None]]:
         out = []
         for p in self.spool.glob("*.poll"):
+            a, _, b = p.stem.partition("_")
             try:
-                out.append(int(p.stem))
+                out.append((int(a), int(b) if b not in ("", "x") else None))
             except ValueError:
                 pass
         return sorted(out)
 
-    def _item(self, seq: int, data: bytes, arrived: float) -> Item:
+    def _path(self, seq: int, server: int | None) -> Path:
+        return self.spool / f"{seq}_{'x' if server is None else server}.poll"
+
+    def _item(self, seq: int, server, data: bytes, arrived: float) -> Item:
         name = f"{self.spec.url}#{seq}"
-        return Item(self.id, seq, name, arrived, [feed_batch(self.fmt, name, data, arrived, self.columns)])
+        return Item(self.id, seq, name, arrived, [feed_batch(self.fmt, name, data, arrived, self.columns)], server)
 
     def pending(self) -> list[Item]:
         """Polls fetched before a restart and not yet committed, in order."""
         out = []
-        for seq in self._spooled():
+        for seq, server in self._spooled():
+            p = self._path(seq, server)
             if seq <= self.committed:
-                (self.spool / f"{seq}.poll").unlink(missing_ok=True)
+                p.unlink(missing_ok=True)
                 continue
-            p = self.spool / f"{seq}.poll"
-            out.append(self._item(seq, p.read_bytes(), p.stat().st_mtime))
+            out.append(self._item(seq, server, p.read_bytes(), p.stat().st_mtime))
         return out
 
-    def fetch(self) -> bytes | None:
-        """One GET: the body, or None when the feed has nothing (or failed: logged, counted)."""
-        req = urllib.request.Request(self.spec.location, headers={"Accept-Encoding": "gzip"})
+    def fetch(self) -> tuple[bytes, int | None] | None:
+        """One GET: (body, the feed's poll number), or None when the feed has nothing
+        (or failed: logged and counted, never fatal)."""
+        url = self.spec.location
+        if self.server_seq is not None:
+            url += ("&" if "?" in url else "?") + f"after={self.server_seq}"
+        req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as r:
                 if r.status == 204:
@@ -577,40 +604,43 @@ class HttpFeedSource:
                 if r.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 self.ended = False
-                return body
+                seq = r.headers.get("X-Poll-Seq")
+                return body, (int(seq) if seq is not None and seq.isdigit() else None)
         except (urllib.error.URLError, OSError, ValueError) as e:
             self.errors += 1
             log.warning("%s: poll failed (%s)", self.spec.url, e)
             return None
 
     def poll(self) -> list[Item]:
-        body = self.fetch()
-        if body is None or not body:
+        got = self.fetch()
+        if got is None or not got[0]:
             return []
-        if body == self._last_body:
+        body, server = got
+        if body == self._last_body and server is None:
             return []   # the feed has not changed since the last poll
         self._last_body = body
         self.seq += 1
+        self.server_seq = server
         arrived = time.time()
         tmp = self.spool / f".{self.seq}.tmp"
         with open(tmp, "wb") as f:
             f.write(body)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, self.spool / f"{self.seq}.poll")
-        return [self._item(self.seq, body, arrived)]
+        os.replace(tmp, self._path(self.seq, server))
+        return [self._item(self.seq, server, body, arrived)]
 
     def commit(self, items: Sequence[Item]) -> None:
         """Mark ``items`` used (the offset the next checkpoint saves)."""
-        mine = [it.offset for it in items if it.source == self.id]
-        if mine:
-            self.committed = max(self.committed, *mine)
+        for it in items:
+            if it.source == self.id and it.offset > self.committed:
+                self.committed, self.server_committed = it.offset, it.server
 
     def release(self) -> None:
         """After the checkpoint is saved: delete the spooled polls it covers."""
-        for seq in self._spooled():
+        for seq, server in self._spooled():
             if seq <= self.committed:
-                (self.spool / f"{seq}.poll").unlink(missing_ok=True)
+                self._path(seq, server).unlink(missing_ok=True)
 
 
 def open_source(spec: SourceSpec, spool: Path, columns: Collection[str] | None = None, settle: float = 2.0):

@@ -61,9 +61,11 @@ from spatec.automata.machine import NEG_INF, RunState, build
 from spatec.automata.step import step
 from spatec.io.alert_sinks import SinkSet, alert_json
 from spatec.io.canonical import to_events
+from spatec.io.feeds import HttpFeedSource
 from spatec.io.sources import write_rejects
 from spatec.runners.common import (Compiled, choose_crs, event_order, keyed_types, output_row,
                                    phrase_types, time_fields, to_evs)
+from spatec.spatial import stamps as S
 from spatec.spatial.crs import Projector
 
 log = logging.getLogger("spatec.live")
@@ -94,16 +96,41 @@ class LiveState:
     counts: Counter = field(default_factory=Counter)
     batches: int = 0
     finished: bool = False
+    segments: list = field(default_factory=list)   # the checkpoint's segment files, oldest first
     version: int = CHECKPOINT_VERSION
 
 
+def _disc(x, y, r):
+    return S.Loc.disc(x, y, r)
+
+
+class _StatePickler(pickle.Pickler):
+    """Discs (every GPS fix's stamp) as three floats, not as a WKB geometry: the state of a
+    live run is mostly discs, and it is pickled after every batch."""
+
+    def reducer_override(self, obj):
+        if type(obj) is S.Loc and obj._xy is not None:
+            return _disc, (obj._xy[0], obj._xy[1], obj.r)
+        return NotImplemented
+
+
 class Checkpoint:
-    """A live run's directory: ``state.pkl`` (atomic), ``delivered.jsonl``, ``spool/``."""
+    """A live run's directory: the run state, ``delivered.jsonl``, ``spool/``, ``late/``, ``_rejects/``.
+
+    The run state is ``state.pkl`` (watermark, offsets, counters, broadcast
+    buffers, the list of segments) plus ``segments/<n>.pkl``: a full snapshot
+    of every key's run state and the ids seen, then one delta per batch with
+    only the keys that batch changed and the ids it added. A save writes its
+    segment, then ``state.pkl`` through a temporary file and a rename: the
+    rename is the commit, and segments no ``state.pkl`` names are left-overs
+    of a crash, deleted. A full snapshot is taken at every housekeeping, which
+    also bounds the number of deltas.
+    """
 
     def __init__(self, directory: Path | None):
         self.dir = Path(directory) if directory is not None else None
         if self.dir is not None:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.dir / "segments").mkdir(parents=True, exist_ok=True)
 
     @property
     def state_path(self) -> Path | None:
@@ -118,18 +145,52 @@ class Checkpoint:
         if getattr(st, "version", None) != CHECKPOINT_VERSION:
             raise ValueError(f"{p}: checkpoint version {getattr(st, 'version', None)}, "
                              f"this spatec writes {CHECKPOINT_VERSION}")
+        for name in st.segments:
+            with open(self.dir / "segments" / name, "rb") as f:
+                seg = pickle.load(f)
+            if seg["full"]:
+                st.keys = {ph: {} for ph in seg["phrases"]}
+                st.seen = {}
+            for (ph, k), rs in seg["keys"].items():
+                st.keys.setdefault(ph, {})[k] = rs
+            st.seen.update(seg["seen"])
+        self._clean(st.segments)
         return st
 
-    def save(self, st: LiveState) -> None:
-        p = self.state_path
-        if p is None:
+    def save(self, st: LiveState, dirty=(), new_seen=None, full: bool = False) -> None:
+        if self.dir is None:
             return
-        tmp = p.with_name(f".{p.name}.tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump(st, f, protocol=pickle.HIGHEST_PROTOCOL)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
+        if full or not st.segments:
+            seg = {"full": True, "phrases": list(st.keys),
+                   "keys": {(ph, k): rs for ph, ks in st.keys.items() for k, rs in ks.items()},
+                   "seen": st.seen}
+        else:
+            seg = {"full": False, "keys": {(ph, k): st.keys[ph][k] for ph, k in dirty if k in st.keys[ph]},
+                   "seen": new_seen or {}}
+        name = f"{st.batches:012d}-{len(st.segments)}.pkl"
+        _atomic_pickle(self.dir / "segments" / name, seg)
+        segments = [name] if seg["full"] else [*st.segments, name]
+        keys, seen, st.keys, st.seen, st.segments = st.keys, st.seen, {}, {}, segments
+        try:
+            _atomic_pickle(self.state_path, st)
+        finally:
+            st.keys, st.seen = keys, seen
+        self._clean(segments)
+
+    def _clean(self, keep) -> None:
+        keep = set(keep)
+        for q in (self.dir / "segments").iterdir():
+            if q.name not in keep:
+                q.unlink(missing_ok=True)
+
+
+def _atomic_pickle(path: Path, obj) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        _StatePickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 class _Phrase:
@@ -163,7 +224,7 @@ class LocalLive:
 
     def __init__(self, compiled: Compiled, sources: Sequence, sinks: SinkSet, checkpoint: Path | None,
                  out: Path, lateness: int = 0, crs: str | None = None, phrases=None,
-                 seen_retention: int | None = None, on_batch: Callable | None = None):
+                 seen_retention: int | None = None, on_batch: Callable | None = None, max_polls: int = 1):
         self.compiled, self.program = compiled, compiled.program
         self.sources, self.sinks = list(sources), sinks
         self.ck = Checkpoint(checkpoint)
@@ -173,9 +234,11 @@ class LocalLive:
         self.plans = [p for p in compiled.plans if not phrases or p.name in phrases]
         self.seen_retention = seen_retention if seen_retention is not None else max(self.lateness, 600_000_000)
         self.on_batch = on_batch
+        self.max_polls = max_polls
         self.phrases: list[_Phrase] = []
         self.proj: Projector | None = None
         self._seen_set: set = set()
+        self._dirty, self._new_seen, self._full = set(), {}, True
         self.state = self._restore()
 
     # ------------------------------------------------------------------ state
@@ -219,9 +282,15 @@ class LocalLive:
         return out
 
     def poll(self) -> list:
+        """What the sources have now: up to ``max_polls`` polls of each HTTP feed (a feed that
+        has several waiting, after a pause or a restart, is caught up in fewer batches)."""
         out = []
         for s in self.sources:
-            out.extend(s.poll())
+            for _ in range(max(1, self.max_polls)):
+                got = s.poll()
+                out.extend(got)
+                if not got or not isinstance(s, HttpFeedSource):
+                    break
         return out
 
     def process(self, items: Sequence) -> list[dict]:
@@ -229,6 +298,7 @@ class LocalLive:
         Returns the alerts delivered (as JSON dicts)."""
         st = self.state
         t_start = time.time()
+        self._dirty, self._new_seen, self._full = set(), {}, False
         frames, arrival = self._ingest(items)
         if self.proj is None:
             if not any(len(df) for df in frames.values()):
@@ -284,7 +354,7 @@ class LocalLive:
                 frames.setdefault(decl.name, []).append(res.events)
                 for i, hi in zip(res.events["_id"].tolist(), res.events["_hi"].tolist()):
                     arrival[i] = it.arrived
-                    st.seen[i] = hi
+                    st.seen[i] = self._new_seen[i] = hi
         out = {t: (pd.concat(fs, ignore_index=True) if len(fs) > 1 else fs[0]) for t, fs in frames.items()}
         return out, arrival
 
@@ -325,7 +395,12 @@ class LocalLive:
                 evs = list(buf) + evs
             evs += bnew
             evs.sort(key=event_order)
+            npending = len(rs.pending)
             got, late = step(ph.am, rs, evs, watermark=wm)
+            if evs or got or len(rs.pending) != npending:
+                # a key only given a newer watermark need not be saved: its old one is behind
+                # the global watermark, which is what late input is judged by
+                self._dirty.add((ph.name, k))
             if late:  # not expected: every key's watermark trails the global one
                 st.counts["late"] += len(late)
                 log.warning("%s: %d event(s) behind a key's watermark dropped", ph.name, len(late))
@@ -351,6 +426,7 @@ class LocalLive:
         wm = st.watermark
         if wm == NEG_INF:
             return
+        self._full = True
         for ph in self.phrases:
             states = st.keys[ph.name]
             for k, rs in list(states.items()):
@@ -387,7 +463,7 @@ class LocalLive:
         for s in self.sources:
             s.commit(items)
             st.offsets[s.id] = s.offset()
-        self.ck.save(st)
+        self.ck.save(st, self._dirty, self._new_seen, self._full)
         for s in self.sources:
             s.release()
 
@@ -421,7 +497,7 @@ class LocalLive:
             st.watermark = final_w
         st.finished = True
         delivered = self._deliver(alerts, his)
-        self.ck.save(st)
+        self.ck.save(st, full=True)
         if self.on_batch is not None:
             self.on_batch([], delivered, trig, time.time())
         return delivered
@@ -456,3 +532,29 @@ class LocalLive:
                 stop.wait(wait)
         self.sinks.close()
         return self.state.counts
+
+
+def open_local(compiled: Compiled, sources: Sequence[str], sinks: Sequence[str], checkpoint: Path | None,
+               out: Path | None = None, lateness: int = 0, crs: str | None = None, phrases=None,
+               webhook: dict | None = None, on_batch: Callable | None = None, max_polls: int = 1) -> LocalLive:
+    """A :class:`LocalLive` from ``TYPE=URL`` source specs and sink URLs (what the CLI takes)."""
+    from spatec.errors import SpatecError
+    from spatec.io.alert_sinks import DeliveredLog, open_sink
+    from spatec.io.feeds import open_source, parse_source
+
+    program = compiled.program
+    out = Path(out) if out is not None else Path(checkpoint)
+    state_dir = Path(checkpoint) if checkpoint is not None else out
+    srcs = []
+    for s in sources:
+        spec = parse_source(s)
+        if spec.type not in program.events:
+            known = ", ".join(sorted(program.events)) or "none"
+            raise SpatecError(f"--source {s!r}: the program declares no event type {spec.type} (declared: {known})")
+        srcs.append(open_source(spec, state_dir / "spool", [a.name for a in program.events[spec.type].attrs]))
+    if not srcs:
+        raise SpatecError("no input: give at least one --source TYPE=URL, e.g. BusGPS=sirivm+http://127.0.0.1:8080/")
+    sink_set = SinkSet([open_sink(u, state_dir, **(webhook or {})) for u in sinks],
+                       DeliveredLog(Path(checkpoint) / "delivered.jsonl" if checkpoint is not None else None))
+    return LocalLive(compiled, srcs, sink_set, checkpoint, out, lateness=lateness, crs=crs, phrases=phrases,
+                     on_batch=on_batch, max_polls=max_polls)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fastpath_support import (SETTINGS, after_phrases, between_phrases, cells, chain_phrases, check_same,
                               leaf_phrases, traces)
 
-N = int(os.environ.get("FASTPATH_EXAMPLES", 60))
+N = int(os.environ.get("FASTPATH_EXAMPLES", 50))
 TYPES = st.sampled_from(["Bus", "Bus", "Tag", "Trip"])
 
 

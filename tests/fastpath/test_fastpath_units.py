@@ -3,7 +3,6 @@ against the scalar functions (including the boundary cases the numpy tests
 leave to them), grouped search, refusals of unfit data, and the switch."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -135,7 +134,7 @@ class TestHullOverlap:
     def test_cases(self, pts, r, split):
         self.check(pts, r, split)
 
-    @settings(max_examples=300, **SETTINGS)
+    @settings(max_examples=200, **SETTINGS)
     @given(st.integers(3, 5), st.data())
     def test_random(self, k, data):
         grid = st.integers(-4, 4).map(lambda v: v * 7.5)     # on a grid: ties and tangencies happen

@@ -81,7 +81,6 @@ def trees():
 
 def columns(evs, typed: bool):
     """Columns over ``evs``; ``typed``: attributes as canonical frames hold them (typed pandas columns)."""
-    n = len(evs)
     dtypes = {"x": "Int64", "y": "float64", "s": object, "f": "boolean"}
 
     def values(name, rows=None):
@@ -109,7 +108,7 @@ def same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-@settings(max_examples=400, **SETTINGS)
+@settings(max_examples=300, **SETTINGS)
 @given(st.data(), trees(), st.booleans())
 def test_values_equal_scalar(data, e, typed):
     n = data.draw(st.integers(1, 6))

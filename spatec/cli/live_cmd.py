@@ -1,0 +1,130 @@
+"""`spatec live`: detect composite events on positions as they arrive, and send alerts."""
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from spatec.errors import SpatecError
+
+NAME = "live"
+HELP = "Run a program's phrases on live positions (HTTP feeds, a directory) and send alerts to sinks."
+
+SOURCE_HELP = ("TYPE=URL, repeatable: dir:///path (new complete CSV/JSONL/SIRI-VM files, in name order), "
+               "sirivm+http://host:port/path (a SIRI-VM JSON feed), gtfsrt+http://host:port/path "
+               "(a GTFS-realtime VehiclePositions feed); HTTP feeds are polled every --trigger")
+SINK_HELP = ("repeatable: console:, jsonl:///dir (DIR/PHRASE.jsonl, appended), http://host:port/path "
+             "(webhook: one POST per alert, retried; dead letters in CHECKPOINT/dead_letter.jsonl)")
+
+_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0,
+          "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``"10 min"``, ``"30s"``, ``"1.5h"``, ``"500ms"``, ``"20"`` (seconds) → seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
+    if not m or (m.group(2) and m.group(2) not in _UNITS):
+        raise SpatecError(f"{text!r} is not a duration; write e.g. 30s, 10 min, 1h")
+    return float(m.group(1)) * _UNITS.get(m.group(2) or "s")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("program", help="the .spatec program")
+    p.add_argument("--source", action="append", default=[], metavar="TYPE=URL", help=SOURCE_HELP)
+    p.add_argument("--sink", action="append", default=[], metavar="URL", help=SINK_HELP)
+    p.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="state, offsets, delivered ids, spooled polls, late events and rejects; "
+                        "a restart on the same DIR resumes without loss or repeated alerts")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="late events and rejects (default: the checkpoint directory)")
+    p.add_argument("--runner", choices=("local", "spark"), default="local",
+                   help="local: in-process, lowest latency (default); spark: Structured Streaming")
+    p.add_argument("--master", default=None, help="Spark master URL (--runner spark; default local[*])")
+    p.add_argument("--lateness", default="2 min", metavar="DURATION",
+                   help="allowed lateness: the watermark trails the latest event time by this (default 2 min)")
+    p.add_argument("--trigger", default="1s", metavar="DURATION",
+                   help="micro-batch interval; HTTP feeds are polled once per batch (default 1s; 0: no pause)")
+    p.add_argument("--until-idle", default=None, metavar="SECONDS", type=float,
+                   help="stop after SECONDS without input, taking the input as over: decide everything "
+                        "the end of input decides (as a replay does), then exit")
+    p.add_argument("--max-polls", type=int, default=None, metavar="N",
+                   help="polls taken from each HTTP feed per micro-batch when several are waiting "
+                        "(default: 1 local, lowest latency; 200 spark)")
+    p.add_argument("--phrase", action="append", default=None, help="only these phrases (repeatable)")
+    p.add_argument("--crs", default=None, help="metric CRS (default: the program's, else the UTM zone of the "
+                                                "first data (local) or of the program's places (spark); "
+                                                "kept in the checkpoint)")
+    p.add_argument("--retries", type=int, default=5, help="webhook: retries after the first try (default 5)")
+    p.add_argument("--backoff", default="0.5s", metavar="DURATION",
+                   help="webhook: first retry delay, doubled each retry (default 0.5s)")
+    p.add_argument("--quiet", action="store_true", help="no status lines")
+
+
+def run(args) -> int:
+    from spatec.runners.common import compile_program
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="spatec: %(name)s: %(message)s")
+    compiled = compile_program(args.program)
+    lateness = int(parse_duration(args.lateness) * 1e6)
+    trigger = parse_duration(args.trigger)
+    if args.checkpoint is None and args.out is None:
+        args.out = tempfile.mkdtemp(prefix="spatec-live-")
+        print(f"spatec: no --checkpoint: state is not kept; late events and rejects go to {args.out}",
+              file=sys.stderr)
+    ck = Path(args.checkpoint) if args.checkpoint else None
+    out = Path(args.out) if args.out else ck
+    out.mkdir(parents=True, exist_ok=True)
+    sinks_urls = args.sink or ["console:"]
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    webhook = {"retries": args.retries, "backoff": parse_duration(args.backoff)}
+    if args.runner == "spark":
+        from spatec.runners.live_spark import run_live_spark
+
+        counts = run_live_spark(compiled, args.source, sinks_urls, ck, out, lateness=lateness, trigger=trigger,
+                                until_idle=args.until_idle, crs=args.crs, phrases=args.phrase,
+                                master=args.master, stop=stop, webhook=webhook, quiet=args.quiet,
+                                max_polls=args.max_polls or 200)
+    else:
+        counts = _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook)
+    if not args.quiet:
+        print("spatec live: " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())), file=sys.stderr)
+    return 0
+
+
+def _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook):
+    from spatec.runners.live_local import open_local
+
+    status = _Status(args.quiet)
+    runner = open_local(compiled, args.source, sinks_urls, ck, out, lateness=lateness, crs=args.crs,
+                        phrases=args.phrase, webhook=webhook, on_batch=status, max_polls=args.max_polls or 1)
+    status.runner = runner
+    runner.run(trigger=trigger, until_idle=args.until_idle, stop=stop)
+    return runner.state.counts
+
+
+class _Status:
+    """A status line on stderr every few seconds: input, late, rejects, alerts, watermark."""
+
+    def __init__(self, quiet: bool, every: float = 5.0):
+        self.quiet, self.every, self.last, self.runner = quiet, every, 0.0, None
+
+    def __call__(self, items, delivered, trig, t_start) -> None:
+        now = time.monotonic()
+        if self.quiet or self.runner is None or now - self.last < self.every:
+            return
+        self.last = now
+        from spatec.io.timefmt import format_time
+
+        st = self.runner.state
+        c = st.counts
+        wm = format_time(st.watermark) if st.watermark > -(1 << 61) else "-"
+        print(f"spatec live: batch {st.batches:,}  events {c['used']:,}  late {c['late']:,}  "
+              f"rejected {c['rejected']:,} (duplicates {c['duplicates']:,})  alerts {c['alerts']:,}  "
+              f"watermark {wm}", file=sys.stderr, flush=True)

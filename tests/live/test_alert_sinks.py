@@ -1,0 +1,114 @@
+"""Alert sinks: JSON lines, webhooks (retries, dead letters), and delivering each id once."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from spatec.io.alert_sinks import DeliveredLog, JsonlSink, SinkSet, WebhookSink, open_sink
+
+ALERT = {"phrase": "Silent", "id": "c0ffee", "lo": "2019-10-01T07:59:08Z", "hi": "2019-10-01T07:59:38Z",
+         "hull": "POINT (0 52)", "events": {"A": "BusGPS:WP-101:2019-10-01T07:59:38Z"}, "vehicle": "WP-101"}
+
+
+class Hook:
+    """A webhook receiver on 127.0.0.1 that answers ``codes`` in turn, then 200."""
+
+    def __init__(self, codes=()):
+        self.codes, self.got, self.keys = list(codes), [], []
+        hook = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                code = hook.codes.pop(0) if hook.codes else 200
+                if code == 200:
+                    hook.got.append(json.loads(body))
+                    hook.keys.append(self.headers.get("Idempotency-Key"))
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/alerts"
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.fixture
+def hook(request):
+    h = Hook(getattr(request, "param", ()))
+    yield h
+    h.close()
+
+
+@pytest.mark.parametrize("hook", [[503, 500, 429]], indirect=True)
+def test_webhook_retries_then_delivers(hook, tmp_path):
+    sink = WebhookSink(hook.url, tmp_path / "dead_letter.jsonl", retries=5, backoff=0.01)
+    assert sink.deliver([ALERT]) == [ALERT]
+    assert hook.got == [ALERT] and hook.keys == ["c0ffee"] and sink.attempts == 4
+    assert not (tmp_path / "dead_letter.jsonl").exists()
+
+
+@pytest.mark.parametrize("hook", [[500] * 10], indirect=True)
+def test_webhook_always_failing_goes_to_dead_letter(hook, tmp_path):
+    sink = WebhookSink(hook.url, tmp_path / "dead_letter.jsonl", retries=3, backoff=0.01)
+    sink.deliver([ALERT])
+    assert sink.attempts == 4 and hook.got == []
+    dead = [json.loads(x) for x in (tmp_path / "dead_letter.jsonl").read_text().splitlines()]
+    assert dead[0]["alert"] == ALERT and dead[0]["attempts"] == 4 and "500" in dead[0]["error"]
+
+
+@pytest.mark.parametrize("hook", [[400]], indirect=True)
+def test_webhook_client_error_is_not_retried(hook, tmp_path):
+    sink = WebhookSink(hook.url, tmp_path / "dl.jsonl", retries=3, backoff=0.01)
+    sink.deliver([ALERT])
+    assert sink.attempts == 1 and (tmp_path / "dl.jsonl").exists()
+
+
+def test_webhook_unreachable_goes_to_dead_letter(tmp_path):
+    sink = WebhookSink("http://127.0.0.1:9/x", tmp_path / "dl.jsonl", retries=1, backoff=0.01, timeout=1)
+    sink.deliver([ALERT])
+    assert sink.dead == 1
+
+
+def test_each_id_once_per_sink_across_restarts(hook, tmp_path):
+    out = tmp_path / "alerts"
+    log = tmp_path / "delivered.jsonl"
+    b = dict(ALERT, id="beef")
+    s = SinkSet([JsonlSink(out), open_sink(hook.url, tmp_path)], DeliveredLog(log))
+    assert s.deliver([ALERT], {"c0ffee": 5}) == 2
+    s = SinkSet([JsonlSink(out), open_sink(hook.url, tmp_path)], DeliveredLog(log))   # a restart
+    assert s.deliver([ALERT, b], {"c0ffee": 5, "beef": 6}) == 2
+    lines = (out / "Silent.jsonl").read_text().splitlines()
+    assert [json.loads(x)["id"] for x in lines] == ["c0ffee", "beef"]
+    assert [a["id"] for a in hook.got] == ["c0ffee", "beef"]
+
+
+def test_jsonl_written_but_not_logged_is_not_written_again(tmp_path):
+    """A crash after the sink wrote and before the log recorded it (and one mid-line)."""
+    out = tmp_path / "alerts"
+    JsonlSink(out).deliver([ALERT])
+    with open(out / "Silent.jsonl", "a") as f:
+        f.write('{"phrase": "Silent", "id": "half')
+    s = SinkSet([JsonlSink(out)], DeliveredLog(tmp_path / "delivered.jsonl"))
+    s.deliver([ALERT], {"c0ffee": 1})
+    assert [json.loads(x)["id"] for x in (out / "Silent.jsonl").read_text().splitlines()] == ["c0ffee"]
+
+
+def test_delivered_log_prunes_by_watermark(tmp_path):
+    log = DeliveredLog(tmp_path / "d.jsonl")
+    log.add("s", "old", 10)
+    log.add("s", "new", 100)
+    log.flush()
+    assert log.prune(50) == 1
+    again = DeliveredLog(tmp_path / "d.jsonl")
+    assert ("s", "new") in again and ("s", "old") not in again

@@ -1,0 +1,56 @@
+"""The Spark live runner (Structured Streaming, transformWithStateInPandas) against a batch
+replay of the same events, and across a crash."""
+from __future__ import annotations
+
+import pytest
+
+from spatec.errors import UnsupportedError
+from spatec.io.feeds import FeedServer
+from spatec.runners.common import compile_program
+from tests.live.conftest import (CRS, MIN, assert_same_alerts, batch_alerts, feed_events, late_ids, program_of,
+                                 sink_alerts)
+from tests.live.test_recovery import kill_after, live_cmd, start
+
+
+@pytest.mark.slow
+def test_spark_parity_all_examples(tmp_path, polls10, spark):
+    from spatec.runners.live_spark import run_live_spark
+
+    compiled = compile_program(program_of(tmp_path, "silent", "bunching", "stuck", "hospital"))
+    ck, sink = tmp_path / "ck", tmp_path / "alerts"
+    with FeedServer(polls10, speed=0) as srv:
+        counts = run_live_spark(compiled, [f"BusGPS={srv.source_url()}"], [f"jsonl://{sink}"], ck, ck,
+                                lateness=2 * MIN, trigger=0.5, until_idle=3, crs=CRS, spark=spark, max_polls=100)
+    assert counts["read"] == counts["used"] + counts["rejected"] > 0
+    want = batch_alerts(compiled, feed_events(compiled, polls10), exclude=late_ids(ck))
+    assert sum(map(len, want.values())) > 1000
+    assert_same_alerts(sink_alerts(sink, compiled), want)
+
+
+def test_spark_refuses_broadcast_types(tmp_path):
+    from spatec.runners.live_spark import check_streamable
+
+    prog = tmp_path / "rain.spatec"
+    prog.write_text(
+                    'event BusGPS(vehicle: str, lon: float, lat: float, ts: time)\n'
+                    '    source vehicle\n    time ts - 30 s .. ts\n    place point(lon, lat) ± 15 m\n'
+                    'event Rain(cell: str, start: time, end: time, area: geometry)\n'
+                    '    time start .. end\n    place area\n'
+                    'phrase WetBus per vehicle = BusGPS -> A || Rain -> R\n  where overlap(A, R)\n  within 2 h\n')
+    with pytest.raises(UnsupportedError, match="WetBus.*Rain"):
+        check_streamable(compile_program(prog))
+
+
+@pytest.mark.slow
+def test_spark_killed_and_restarted_delivers_each_alert_once(tmp_path, polls5):
+    compiled = compile_program(program_of(tmp_path, "silent", "stuck"))
+    prog = tmp_path / "silent_stuck.spatec"
+    ck, sink = tmp_path / "ck", tmp_path / "alerts"
+    with FeedServer(polls5, speed=0) as srv, open(tmp_path / "live.log", "wb") as log:
+        kill_after(start(live_cmd(prog, srv.source_url(), sink, ck, runner="spark"), log), srv,
+                   len(polls5) // 2, timeout=240)
+        final = start(live_cmd(prog, srv.source_url(), sink, ck, runner="spark", until_idle=3), log)
+        assert final.wait(timeout=400) == 0, (tmp_path / "live.log").read_text()[-5000:]
+    want = batch_alerts(compiled, feed_events(compiled, polls5), exclude=late_ids(ck))
+    assert sum(map(len, want.values())) > 100
+    assert_same_alerts(sink_alerts(sink, compiled), want)
