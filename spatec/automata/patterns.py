@@ -43,8 +43,11 @@ class SpaceSet:
     """
 
     def __init__(self, geom=None, neg=False, atom=None):
-        self.geom, self.neg, self.atom = geom, neg, atom
+        self.geom, self.neg, self.atom = (_polygonal(geom) if geom is not None else None), neg, atom
         self._loc = None
+
+    def _empty(self) -> bool:
+        return self.atom is None and self.geom.is_empty
 
     def region_loc(self):
         """``geom`` as a stamp, made once: what it memoises (the containment
@@ -65,6 +68,8 @@ class SpaceSet:
             return S.possibly_in(loc, self.atom)
         if self.atom is not None and self.neg:
             return not S.certainly_in(loc, self.atom)
+        if self._empty():
+            return self.neg  # the empty set meets nothing; its complement meets every stamp
         if self.neg:
             return not S.certainly_in(loc, self.region_loc())
         return S.possibly_in(loc, self.region_loc())
@@ -74,6 +79,8 @@ class SpaceSet:
             return False
         if self.atom is not None:
             return S.certainly_in(loc, self.atom) if not self.neg else not S.possibly_in(loc, self.atom)
+        if self._empty():
+            return self.neg  # every stamp lies inside the complement of the empty set
         if self.neg:
             return not S.possibly_in(loc, self.region_loc())
         return S.certainly_in(loc, self.region_loc())
@@ -99,6 +106,17 @@ class SpaceSet:
         if an and not bn:
             return SpaceSet(a.difference(b), neg=True)
         return SpaceSet(a.intersection(b), neg=True)
+
+
+def _polygonal(g):
+    """Only the areal part of a set operation's result (touching regions leave
+    lines and points that have no area and cannot contain a stamp)."""
+    if g.is_empty or g.geom_type in ("Polygon", "MultiPolygon"):
+        return g
+    parts = [p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")]
+    if not parts:
+        return Polygon()
+    return shapely.union_all(parts)
 
 
 def _fine_geom(loc):
