@@ -30,8 +30,13 @@ def plan_phrase(program: Program, info: PhraseInfo) -> PhrasePlan:
     b = _Builder(program)
     root = b.normalise(p.match)
     conjuncts = split_conjuncts(p.where)
+    one_partition = p.per is not None and _needs_one_partition(program, p.per, root)
+    if one_partition:
+        conjuncts = conjuncts + per_equalities(program, info, p.per)
     root, deferred = place_predicates(root, conjuncts, info)
     key, key_source = partition_key(program, info, root, conjuncts)
+    if one_partition:
+        key, key_source = (), "per, as conditions (a match may hold no keyed event)"
     leaves = tuple(sorted((n for n in walk_nodes(root) if isinstance(n, Leaf)), key=lambda l: l.slot))
     gaps = [_gap(d) for d in program.events.values()]
     return PhrasePlan(
@@ -39,6 +44,42 @@ def plan_phrase(program: Program, info: PhraseInfo) -> PhrasePlan:
         key=key, key_source=key_source, within=p.within.micros() if p.within else None,
         span_bound=info.span_bound, deferred=tuple(deferred), emit=p.emit, schema=tuple(info.schema),
         max_gap=max(gaps, default=0), types=info.types)
+
+
+def _has_attr(program: Program, type_name, attr: str) -> bool:
+    decl = program.events.get(type_name)
+    return decl is not None and any(a.name == attr for a in decl.attrs)
+
+
+def _keyless(n, program: Program, key: str) -> bool:
+    """Can a match of ``n`` hold no event of a type with attribute ``key``?"""
+    if isinstance(n, Leaf):
+        return n.type is None or not _has_attr(program, n.type, key)
+    if isinstance(n, Join):
+        return _keyless(n.left, program, key) and _keyless(n.right, program, key)
+    if isinstance(n, Or):
+        return _keyless(n.left, program, key) or _keyless(n.right, program, key)
+    return _keyless(n.left, program, key)
+
+
+def _needs_one_partition(program: Program, key: str, root) -> bool:
+    """`per KEY` relates the events that have KEY. A match made only of events
+    without it (rain cells) is related to no key: the events that may negate it
+    (`not X`) or come between (`successive`) are then those of every key, so the
+    phrase cannot be split by key. It runs as one partition, with `per` as conditions."""
+    if not _keyless(root, program, key):
+        return False
+    for n in walk_nodes(root):
+        neg = getattr(n, "absence", None)
+        if neg is not None and any(l.type is None or _has_attr(program, l.type, key) for l in neg.leaves):
+            return True
+    return False
+
+
+def per_equalities(program: Program, info: PhraseInfo, key: str) -> list:
+    """`per KEY` as conditions: V.KEY == W.KEY for the variables whose types have KEY."""
+    names = [v for v, t in list(info.vars.items()) + list(info.negated.items()) if _has_attr(program, t, key)]
+    return [A.BinOp("==", A.Attr(a, key), A.Attr(b, key)) for a, b in zip(names, names[1:])]
 
 
 def plan_program(program: Program) -> list[PhrasePlan]:
