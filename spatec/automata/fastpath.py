@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spatec.plan.build import expr_vars
 from spatec.automata.machine import Composite, composite_id
 from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, source_codes
 from spatec.frontend import ast as A
@@ -152,13 +153,7 @@ def _x_side(root: Join):
 
 
 def _expr_vars(e) -> set:
-    out = set()
-    for n in A.walk(e):
-        if isinstance(n, A.Var):
-            out.add(n.name)
-        elif isinstance(n, A.Attr):
-            out.add(n.var)
-    return out
+    return expr_vars(e)
 
 
 def _chain_pairs(plan) -> set | None:

@@ -28,6 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from spatec.plan.build import expr_vars
 from spatec.automata.exprs import compile_expr
 from spatec.automata.machine import RunState, _Ctx
 from spatec.automata.patterns import PatternCompiler, _domain
@@ -379,13 +380,7 @@ class Evaluator:
 
 
 def _vars(e) -> set:
-    out = set()
-    for n in A.walk(e):
-        if isinstance(n, A.Var):
-            out.add(n.name)
-        elif isinstance(n, A.Attr):
-            out.add(n.var)
-    return out
+    return expr_vars(e)
 
 
 def _hypot(dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
