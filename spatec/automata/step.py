@@ -326,14 +326,13 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
             xs[:] = [x for x in xs if x.hi > thr]
     if st.history:
         thr_h = w - G if min_lo is None else min(min_lo, w - G)
-        if True:
-            for k in list(st.history):
-                h = st.history[k]
-                i = bisect.bisect_left(h, thr_h)
-                if i:
-                    del h[:i]
-                if not h:
-                    del st.history[k]
+        for k in list(st.history):
+            h = st.history[k]
+            i = bisect.bisect_left(h, thr_h)
+            if i:
+                del h[:i]
+            if not h:
+                del st.history[k]
     if st.emitted and S_ is not None:
         st.emitted = {k: v for k, v in st.emitted.items() if v >= w - S_}
 

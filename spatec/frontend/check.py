@@ -316,7 +316,6 @@ class _PhraseChecker:
     def run(self) -> PhraseInfo | None:
         p = self.p
         self._match(p.match, negated=False)
-        self._bindings(p.match)
         if p.per is not None:
             self._per()
         if p.within is not None:
@@ -443,9 +442,6 @@ class _PhraseChecker:
         self.vars = {**before_pos, **left_pos, **right_pos}
         self.negated = {**before_neg, **left_neg, **right_neg}
         self.var_spans = {**self.var_spans, **{k: v for k, v in saved_spans.items() if k in left_pos}}
-
-    def _bindings(self, m) -> None:
-        pass  # bindings are collected by _match; kept for symmetry with planner passes
 
     def _pattern(self, m) -> None:
         if isinstance(m, A.AtPlace):
