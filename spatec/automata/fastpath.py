@@ -235,6 +235,9 @@ def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
     if key and len(df):
         part = df.groupby(key, sort=False, dropna=False).ngroup().to_numpy(np.int64)
         part[~keyed] = -1
+    if "_hist" in df.columns:
+        # events of other partitions held elsewhere, seen by successive as history only
+        part[df["_hist"].to_numpy(bool)] = -1
     if fp.shape == "chain":
         g = src
     else:

@@ -171,8 +171,11 @@ def keyed_types(plan: PhrasePlan, program: Program, types) -> set:
     return out
 
 
-def partitions(plan: PhrasePlan, program: Program, evs_by_type: dict) -> dict:
-    """key value → events (broadcast types in every partition), each sorted by event time."""
+def partitions(plan: PhrasePlan, program: Program, evs_by_type: dict, history: dict | None = None) -> dict:
+    """key value → events (broadcast types in every partition), each sorted by event time.
+
+    ``history`` (type → events): events of other partitions, held elsewhere
+    (another Spark group), that ``successive`` may need as history only."""
     types = phrase_types(plan, program)
     keyed = keyed_types(plan, program, types)
     parts: dict = {}
@@ -194,7 +197,7 @@ def partitions(plan: PhrasePlan, program: Program, evs_by_type: dict) -> dict:
         for k in parts:
             parts[k] = parts[k] + broadcast
     if needs_source_history(plan, program):
-        _add_source_history(plan, program, parts, evs_by_type, types)
+        _add_source_history(plan, program, parts, evs_by_type, types, history or {})
     for k in parts:
         parts[k].sort(key=event_order)
     return parts
@@ -223,7 +226,8 @@ def uses_successive(plan: PhrasePlan) -> bool:
     return any(isinstance(x, A.Call) and x.func == "successive" for e in exprs for x in A.walk(e))
 
 
-def _add_source_history(plan: PhrasePlan, program: Program, parts: dict, evs_by_type: dict, types) -> None:
+def _add_source_history(plan: PhrasePlan, program: Program, parts: dict, evs_by_type: dict, types,
+                        history: dict) -> None:
     """``successive`` means nothing of the same type and source between (SPEC §4):
     when the partition key is not the source, a partition also needs, as history
     only, the events of its sources that the key sent to other partitions."""
@@ -234,7 +238,7 @@ def _add_source_history(plan: PhrasePlan, program: Program, parts: dict, evs_by_
         if decl is None or decl.source is None or tuple(plan.key) == (decl.source.attr,):
             continue
         by_source: dict = {}
-        for ev in evs_by_type.get(t, ()):
+        for ev in list(evs_by_type.get(t, ())) + list(history.get(t, ())):
             if ev.source is not None:
                 by_source.setdefault(ev.source, []).append(ev)
         for k, evs in parts.items():
@@ -278,6 +282,64 @@ def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunStat
     got, _ = step(am, st, [], watermark=final_watermark, final=True)
     out.extend(got)
     return out, st
+
+
+# ------------------------------------------------------------------------------- one phrase
+
+def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Projector, final_watermark: int,
+                fastpath: bool | None = None, history: dict | None = None, evs_by_type=None,
+                progress=None) -> tuple[list, int]:
+    """One phrase over canonical event frames (type → DataFrame): its output rows
+    (as :func:`output_row`, each id once) and the largest per-key state size.
+
+    ``frames`` hold every partition, or (a Spark group) a set of whole
+    partitions; ``history`` (type → frame) then holds the events of other
+    partitions that ``successive`` needs as history only. A phrase with a fast
+    path runs it over all partitions at once (state size 0) unless
+    ``fastpath`` is False or the data does not fit it. ``evs_by_type``: a
+    callable giving the run-time events of ``frames`` by type (a cache shared
+    by phrases). ``progress(phrase, events, composites)`` per partition.
+    """
+    from spatec.automata.fastpath import fast_path
+
+    history = {t: df for t, df in (history or {}).items() if len(df)}
+    fp = fast_path(plan, program) if fastpath_enabled(fastpath) else None
+    if fp is not None:
+        df = frames.get(fp.type)
+        hist = history.get(fp.type)
+        if hist is not None:
+            df = pd.concat([df.assign(_hist=False), hist.assign(_hist=True)], ignore_index=True) \
+                if df is not None else None
+        rows = [] if df is None or not len(df) else fast_rows(fp, df, program, projector, final_watermark)
+        if rows is not None:
+            if progress:
+                progress(plan.name, 0 if df is None else len(df), len(rows))
+            return dedupe(rows), 0
+    if evs_by_type is None:
+        evs = {t: to_evs(df, program, projector) for t, df in frames.items()}
+    else:
+        evs = evs_by_type()
+    hist_evs = {t: to_evs(df, program, projector) for t, df in history.items()}
+    am = build(plan, program, projector)
+    rows, size = [], 0
+    for _key, part in partitions(plan, program, evs, hist_evs).items():
+        got, st = run_partition(am, part, final_watermark, fastpath=False)
+        size = max(size, st.size())
+        rows.extend(output_row(am, c, projector, st) for c in got)
+        if progress:
+            progress(plan.name, len(part), len(got))
+    return dedupe(rows), size
+
+
+def dedupe(rows: list) -> list:
+    """A composite found in two partitions (broadcast-only phrases) is reported once."""
+    seen, out = set(), []
+    for r in rows:
+        if r["id"] in seen:
+            continue
+        seen.add(r["id"])
+        out.append(r)
+    return out
 
 
 # ------------------------------------------------------------------------------- output rows

@@ -8,10 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from spatec.automata.machine import build
-from spatec.automata.fastpath import fast_path
-from spatec.runners.common import (Compiled, choose_crs, fast_rows, fastpath_enabled, output_row, partitions,
-                                   rows_frame, run_partition, to_evs)
+from spatec.runners.common import Compiled, choose_crs, phrase_rows, rows_frame, to_evs
 from spatec.spatial.crs import Projector
 
 
@@ -37,7 +34,6 @@ def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phra
     proj = Projector(crs)
     frames = {t: df for t, df in frames.items() if t in program.events}
     final_w = max((int(df["_hi"].max()) for df in frames.values() if len(df)), default=0)
-    fast = fastpath_enabled(fastpath)
     evs_cache: dict = {}
 
     def evs_by_type():
@@ -49,42 +45,10 @@ def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phra
     for plan in compiled.plans:
         if phrases and plan.name not in phrases:
             continue
-        fp = fast_path(plan, program) if fast else None
-        rows = None
-        if fp is not None:
-            df = frames.get(fp.type)
-            rows = [] if df is None or not len(df) else fast_rows(fp, df, program, proj, final_w)
-        if rows is not None:
-            if progress:
-                progress(plan.name, 0 if df is None else len(df), len(rows))
-            df_out = rows_frame(plan, _dedupe(rows))
-            result.frames[plan.name] = df_out
-            result.counts[plan.name] = len(df_out)
-            result.state_sizes[plan.name] = 0
-            continue
-        am = build(plan, program, proj)
-        rows = []
-        size = 0
-        parts = partitions(plan, program, evs_by_type())
-        for key, evs in parts.items():
-            got, st = run_partition(am, evs, final_w, fastpath=False)
-            size = max(size, st.size())
-            rows.extend(output_row(am, c, proj, st) for c in got)
-            if progress:
-                progress(plan.name, len(evs), len(got))
-        df = rows_frame(plan, _dedupe(rows))
+        rows, size = phrase_rows(plan, program, frames, proj, final_w, fastpath=fastpath,
+                                 evs_by_type=evs_by_type, progress=progress)
+        df = rows_frame(plan, rows)
         result.frames[plan.name] = df
         result.counts[plan.name] = len(df)
         result.state_sizes[plan.name] = size
     return result
-
-
-def _dedupe(rows: list) -> list:
-    """A composite found in two partitions (broadcast-only phrases) is reported once."""
-    seen, out = set(), []
-    for r in rows:
-        if r["id"] in seen:
-            continue
-        seen.add(r["id"])
-        out.append(r)
-    return out

@@ -1,11 +1,21 @@
-"""Batch replay on Spark: the local runner's semantics, one key per Spark group.
+"""Batch replay on Spark: the local runner's semantics over groups of whole partitions.
 
 Events are ingested on the driver (the same readers, rejects and duplicate
-rules as every runner), become Spark DataFrames of canonical rows, and each
-phrase runs as ``groupBy(key).applyInPandas``: a group is one partition of
-:func:`spatec.runners.common.partitions` (broadcast types joined to every key
-present), replayed by :func:`spatec.runners.common.run_partition` with the
-global final watermark. The automaton travels in the closure (cloudpickle).
+rules as every runner) and become Spark DataFrames of canonical rows. Each
+phrase's events are hashed by the phrase's key into a few groups (a multiple
+of the cores, each about :data:`BUCKET_ROWS` events: setting
+``spark.spatec.bucketRows``), so that every partition of
+:func:`spatec.runners.common.partitions` lies wholly in one group; broadcast
+types are joined to every group. Each group runs as ``groupBy(_b).applyInPandas``
+through :func:`spatec.runners.common.phrase_rows` — the local runner's own
+function, fast paths included — with the global final watermark. For
+``successive`` under a key that is not the source, a group also receives, as
+history only, its sources' events held by other groups.
+
+One group per key (``groupBy(key)``) was the first design: a pandas frame and
+a Python call per vehicle, and the fast paths ran per key on run-time event
+objects; grouping many keys per call lets the vectorised fast paths run over
+whole groups (see ``bench/bench_replay.py``).
 
 Leaf space patterns may drop events before the shuffle (:func:`prefilter`),
 but only events that no part of the phrase can use; results are the same
@@ -13,8 +23,12 @@ with and without it.
 """
 from __future__ import annotations
 
+import atexit
 import json
-from dataclasses import dataclass
+import os
+import shutil
+import tempfile
+import uuid
 
 import numpy as np
 import pandas as pd
@@ -23,10 +37,8 @@ import shapely
 
 from spatec.frontend import ast as A
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
-from spatec.automata.machine import HistoryEv
-from spatec.runners.common import (Compiled, attribute_names, choose_crs, event_order, keyed_types,
-                                   needs_source_history,
-                                   output_row, phrase_types, rows_frame, run_partition, to_evs)
+from spatec.runners.common import (Compiled, attribute_names, choose_crs, keyed_types, needs_source_history,
+                                   phrase_rows, phrase_types, rows_frame)
 from spatec.runners.local import ReplayResult
 from spatec.spatial.crs import Projector
 
@@ -78,16 +90,193 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
     frames = {t: df for t, df in frames.items() if t in program.events}
     crs = choose_crs(program, frames, crs)
     final_w = final_watermark(frames)
-    events = {t: spark_events(spark, program, t, df) for t, df in frames.items() if len(df)}
     dtypes = {t: _dtypes(program, t, df) for t, df in frames.items()}
     engine = _engine_name(spark)
+    buckets = bucket_count(spark, sum(len(df) for df in frames.values()))
+    stage = staging_dir(spark) if exchange_mode(spark) == "staged" else None
     out = {}
+    if stage is not None:
+        stager = Stager(program, frames, os.path.join(stage, uuid.uuid4().hex))
+        for plan in compiled.plans:
+            if phrases and plan.name not in phrases:
+                continue
+            out[plan.name] = staged_groups(spark, stager, plan, program, crs, final_w, dtypes, buckets,
+                                           engine if prefilter_leaves else None)
+        return out, crs
+    events = {t: spark_events(spark, program, t, df) for t, df in frames.items() if len(df)}
     for plan in compiled.plans:
         if phrases and plan.name not in phrases:
             continue
-        grouped = phrase_groups(plan, program, events, crs, engine if prefilter_leaves else None)
+        grouped = phrase_groups(plan, program, events, crs, engine if prefilter_leaves else None, buckets)
         out[plan.name] = _run_groups(grouped, plan, compiled, crs, final_w, dtypes, spark)
     return out, crs
+
+
+#: Setting: how a phrase's events reach the Python workers that match them —
+#: ``shuffle`` (Spark DataFrames hashed by the key through Spark's exchange),
+#: ``staged`` (the driver hashes them into Arrow files in the staging
+#: directory, :data:`STAGING_KEY`, and each Spark task reads its group's
+#: files), or ``auto`` (staged when there is a staging directory).
+EXCHANGE_KEY = "spark.spatec.exchange"
+
+
+def exchange_mode(spark) -> str:
+    mode = spark.conf.get(EXCHANGE_KEY, "auto").strip().lower()
+    if mode not in ("auto", "staged", "shuffle"):
+        raise ValueError(f"{EXCHANGE_KEY} must be auto, staged or shuffle, not {mode!r}")
+    if mode == "auto":
+        return "staged" if staging_dir(spark) is not None else "shuffle"
+    return mode
+
+
+# ------------------------------------------------------------------------------- staged exchange
+
+class Stager:
+    """Canonical frames, converted to Arrow once per type, written per phrase as one
+    Arrow file per (group, type) under ``root``: the groups of :func:`phrase_groups`,
+    hashed on the driver (:func:`key_buckets`) instead of by Spark's exchange."""
+
+    def __init__(self, program, frames: dict, root: str):
+        self.program = program
+        self.frames = {t: df for t, df in frames.items() if len(df)}
+        self.root = root
+        self._tables: dict = {}
+        os.makedirs(root, exist_ok=True)
+
+    def table(self, t: str) -> pa.Table:
+        if t not in self._tables:
+            names = attribute_names(self.program, t)
+            table = pa.Table.from_pandas(self.frames[t][list(CANONICAL) + names], preserve_index=False)
+            self._tables[t] = table.cast(pa.schema([_spark_field(f) for f in table.schema]))
+        return self._tables[t]
+
+    def write(self, table: pa.Table, name: str) -> str:
+        path = os.path.join(self.root, name + ".arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+            w.write_table(table)
+        return path
+
+    def stage(self, plan: PhrasePlan, buckets: int) -> dict:
+        """group → {"frames": {type: path}, "history": {type: path}} for the phrase's groups."""
+        program = self.program
+        types = sorted(t for t in phrase_types(plan, program) if t in self.frames)
+        keyed = keyed_types(plan, program, types)
+        tag = _safe(plan.name)
+        groups: dict = {}
+        own: dict = {}
+        for t in types:
+            if t not in keyed:
+                continue
+            df = self.frames[t]
+            b = key_buckets(df, plan.key, buckets)
+            own[t] = b
+            rows = np.flatnonzero(b >= 0)
+            order = rows[np.argsort(b[rows], kind="stable")]
+            bs = b[order]
+            cuts = np.flatnonzero(np.diff(bs)) + 1
+            table = self.table(t)
+            for idx in np.split(order, cuts):
+                if len(idx):
+                    g = int(b[idx[0]])
+                    path = self.write(table.take(pa.array(idx)), f"{tag}-b{g}-{_safe(t)}")
+                    groups.setdefault(g, {"frames": {}, "history": {}})["frames"][t] = path
+        bcast = [t for t in types if t not in keyed]
+        if not groups:
+            if not bcast:
+                return {}
+            groups[0] = {"frames": {}, "history": {}}   # the broadcast types form the one partition
+        for t in bcast:
+            path = self.write(self.table(t), f"{tag}-all-{_safe(t)}")
+            for g in groups.values():
+                g["frames"][t] = path
+        if needs_source_history(plan, program):
+            self._history(plan, keyed, own, groups, tag)
+        return groups
+
+    def _history(self, plan: PhrasePlan, keyed, own: dict, groups: dict, tag: str) -> None:
+        """Each group's sources' events held by other groups (``successive``'s history)."""
+        from spatec.automata.vexpr import source_codes
+
+        for t in sorted(keyed):
+            decl = self.program.events[t]
+            if decl.source is None or tuple(plan.key) == (decl.source.attr,):
+                continue
+            src = source_codes(self.frames[t]["_source"])
+            b = own[t]
+            for g, spec in groups.items():
+                mine = np.unique(src[(b == g) & (src >= 0)])
+                idx = np.flatnonzero(np.isin(src, mine) & (b != g))
+                if len(idx):
+                    spec["history"][t] = self.write(self.table(t).take(pa.array(idx)), f"{tag}-h{g}-{_safe(t)}")
+
+
+def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
+    """Each event's group from its key values (as strings, like :func:`_bucket`);
+    -1 for an event without a key value (it relates to nothing)."""
+    n = len(df)
+    if not key:
+        return np.zeros(n, dtype=np.int64)
+    ok = np.ones(n, dtype=bool)
+    h = np.zeros(n, dtype=np.uint64)
+    for k in key:
+        col = df[k]
+        ok &= col.notna().to_numpy()
+        vals = col.astype(object).where(col.notna(), "").astype(str).to_numpy(object)
+        h = h * np.uint64(1_000_003) ^ pd.util.hash_array(vals)
+    out = (h % np.uint64(buckets)).astype(np.int64)
+    out[~ok] = -1
+    return out
+
+
+def staged_groups(spark, stager: Stager, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
+                  buckets: int, engine: str | None):
+    """The phrase's composites (:data:`RAW_SCHEMA`): one Spark task per staged group."""
+    groups = stager.stage(plan, buckets)
+    if not groups:
+        return spark.createDataFrame([], RAW_SCHEMA)
+    ids = sorted(groups)
+    drop = prefilter_regions(plan, program, crs) if engine else {}
+    fn = staged_fn(plan, program, crs, final_w, dtypes, groups, drop, engine)
+    seeds = spark.sparkContext.parallelize([(g,) for g in ids], len(ids)).toDF("g int")
+    return seeds.mapInPandas(fn, RAW_SCHEMA)
+
+
+def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, drop: dict,
+              engine: str | None):
+    """The function each task runs: its groups' Arrow files → (leaf pre-filter) →
+    :func:`~spatec.runners.common.phrase_rows` → raw output rows."""
+
+    def read(t, path):
+        table = pa.ipc.open_file(pa.memory_map(path)).read_all()
+        if t in drop:
+            table = _prefiltered(table, drop[t], crs, engine)
+        return _restore(table.to_pandas(), dtypes.get(t, {}))
+
+    def run(batches):
+        proj = Projector(crs)
+        for pdf in batches:
+            for g in pdf["g"].tolist():
+                spec = groups[int(g)]
+                frames = {t: read(t, p) for t, p in spec["frames"].items()}
+                history = {t: read(None, p) for t, p in spec["history"].items()}
+                rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history)
+                yield raw_frame(rows)
+
+    return run
+
+
+def _prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Table:
+    """The events of ``table`` that possibly meet one of ``regions`` (:func:`prefilter`, in-task)."""
+    names = sorted(regions)
+    flags = [f"_in_{_safe(n)}" for n in names]
+    fn = flag_fn([(n, regions[n]) for n in names], flags, crs, engine)
+    kept = []
+    for b in fn(table.to_batches()):
+        keep = np.zeros(b.num_rows, dtype=bool)
+        for f in flags:
+            keep |= b.column(b.schema.get_field_index(f)).to_numpy(zero_copy_only=False)
+        kept.append(b.filter(pa.array(keep)).select(table.schema.names))
+    return pa.Table.from_batches(kept, schema=table.schema) if kept else table.slice(0, 0)
 
 
 def final_watermark(frames: dict) -> int:
@@ -104,14 +293,55 @@ def _col(type_name: str, attr: str) -> str:
     return f"{type_name}__{attr}"
 
 
+#: Setting: where canonical events are staged as Parquet for Spark to read —
+#: ``auto`` (a temporary directory, when the executors share this machine's
+#: file system: a ``local`` master or a standalone one on 127.0.0.1/localhost),
+#: ``off`` (send them through ``createDataFrame``), or a directory every
+#: executor can read (a shared mount).
+STAGING_KEY = "spark.spatec.staging"
+
+
 def spark_events(spark, program, type_name: str, df: pd.DataFrame):
-    """One type's canonical rows as a Spark DataFrame (attributes prefixed by the type)."""
+    """One type's canonical rows as a Spark DataFrame (attributes prefixed by the type).
+
+    Staged as Parquet and read by Spark's vectorised reader where the
+    executors can read the staging directory (:data:`STAGING_KEY`): sending
+    a million rows through ``createDataFrame`` costs the JVM a row-by-row
+    conversion many times slower than reading them back from Parquet."""
     names = attribute_names(program, type_name)
     pdf = df[list(CANONICAL) + names].rename(columns={a: _col(type_name, a) for a in names})
     # object columns of Python values: Arrow infers each column's one type
     table = pa.Table.from_pandas(pdf, preserve_index=False)
     table = table.cast(pa.schema([_spark_field(f) for f in table.schema]))
-    return spark.createDataFrame(pdf, schema=_ddl(table.schema))
+    stage = staging_dir(spark)
+    if stage is None:
+        return spark.createDataFrame(pdf, schema=_ddl(table.schema))
+    import pyarrow.parquet as pq
+
+    path = os.path.join(stage, f"{_safe(type_name)}-{uuid.uuid4().hex}.parquet")
+    pq.write_table(table, path, row_group_size=65_536, compression="snappy")
+    return spark.read.schema(_ddl(table.schema)).parquet(path)
+
+
+def staging_dir(spark) -> str | None:
+    """The directory to stage events in (see :data:`STAGING_KEY`), None: do not stage."""
+    setting = spark.conf.get(STAGING_KEY, "auto").strip()
+    if setting.lower() == "off":
+        return None
+    if setting.lower() != "auto":
+        os.makedirs(setting, exist_ok=True)
+        return setting
+    master = spark.sparkContext.master
+    if not (master.startswith("local") or "://127.0.0.1" in master or "://localhost" in master):
+        return None
+    global _STAGE
+    if _STAGE is None or not os.path.isdir(_STAGE):
+        _STAGE = tempfile.mkdtemp(prefix="spatec-stage-")
+        atexit.register(shutil.rmtree, _STAGE, True)
+    return _STAGE
+
+
+_STAGE: str | None = None
 
 
 def _spark_field(f: pa.Field) -> pa.Field:
@@ -134,12 +364,31 @@ def _dtypes(program, type_name: str, df: pd.DataFrame) -> dict:
 
 # ------------------------------------------------------------------------------- groups
 
-def phrase_groups(plan: PhrasePlan, program, events: dict, crs: str, engine: str | None):
-    """The phrase's events with string key columns ``_k0..``: one group per partition.
+#: Setting: about how many events one Spark group (one pandas frame in a Python
+#: worker) holds; the number of groups is a multiple of the default parallelism.
+BUCKET_ROWS_KEY = "spark.spatec.bucketRows"
+BUCKET_ROWS = 400_000
+
+
+def bucket_count(spark, rows: int) -> int:
+    """How many groups a phrase's events are hashed into: enough to keep every
+    core busy, and groups of about :data:`BUCKET_ROWS_KEY` events."""
+    par = max(1, spark.sparkContext.defaultParallelism)
+    per = int(spark.conf.get(BUCKET_ROWS_KEY, str(BUCKET_ROWS)))
+    rounds = max(1, -(-rows // (par * max(1, per))))
+    return par * rounds
+
+
+def phrase_groups(plan: PhrasePlan, program, events: dict, crs: str, engine: str | None, buckets: int):
+    """The phrase's events with a group column ``_b``: each partition (key value)
+    wholly in one group, ``buckets`` groups hashed from the key.
 
     Keyed types carry their key; events without a key value are dropped (they
     relate to nothing, as in :func:`partitions`). Broadcast types are
-    cross-joined with the distinct keys present, so every key sees them.
+    cross-joined with the groups present, so every key sees them. For
+    ``successive`` under a key that is not the source, a group also gets,
+    flagged ``_hist``, the events of its sources that the key sent to other
+    groups (history only).
     """
     from pyspark.sql import functions as F
 
@@ -152,43 +401,55 @@ def phrase_groups(plan: PhrasePlan, program, events: dict, crs: str, engine: str
         if t in drop:
             df = prefilter(df, drop[t], crs, engine)
         dfs[t] = df
-    nkey = len(plan.key) if plan.key and keyed else 1
 
-    def keyed_df(t):
+    def bucketed(t):
         df = dfs[t]
         if not plan.key:
-            return df.withColumn("_k0", F.lit(""))
-        cond = None
-        for i, k in enumerate(plan.key):
-            c = F.col(_col(t, k))
-            ok = c.isNotNull()
-            if dict(df.dtypes)[_col(t, k)] in ("double", "float"):
-                ok = ok & ~F.isnan(c)
-            cond = ok if cond is None else cond & ok
-            df = df.withColumn(f"_k{i}", c.cast("string"))
-        return df.where(cond)
+            return df.withColumn("_b", F.lit(0))
+        return df.where(_has_key(plan, t, df)).withColumn("_b", _bucket(plan, t, buckets))
 
-    parts = [keyed_df(t) for t in types if t in keyed]
+    parts = [bucketed(t) for t in types if t in keyed]
     bcast = [dfs[t] for t in types if t not in keyed]
     if not parts:
         # no keyed type among the inputs: the broadcast types form the one partition
-        parts = [df.withColumn(f"_k{i}", F.lit("")) for df in bcast for i in range(nkey)] if bcast else []
+        parts = [df.withColumn("_b", F.lit(0)) for df in bcast]
         bcast = []
     if not parts:
         return None
     k = _union(parts)
-    kcols = [f"_k{i}" for i in range(nkey)]
     if bcast:
-        keys = k.select(*kcols).distinct()
-        k = _union([k] + [b.crossJoin(F.broadcast(keys)) for b in bcast])
+        present = k.select("_b").distinct()
+        k = _union([k] + [b.crossJoin(F.broadcast(present)) for b in bcast])
     if needs_source_history(plan, program):
-        k = _union([k.withColumn("_hist", F.lit(False))] + _history_rows(plan, program, dfs, keyed, k, kcols))
+        k = _union([k.withColumn("_hist", F.lit(False))] + _history_rows(plan, program, dfs, keyed, k, buckets))
     return k
 
 
-def _history_rows(plan: PhrasePlan, program, dfs: dict, keyed, k, kcols) -> list:
-    """For ``successive`` under a key that is not the source: each partition also gets,
-    flagged ``_hist``, its sources' events that the key sent elsewhere (see
+def _has_key(plan: PhrasePlan, t: str, df):
+    from pyspark.sql import functions as F
+
+    cond = None
+    for k in plan.key:
+        c = F.col(_col(t, k))
+        ok = c.isNotNull()
+        if dict(df.dtypes)[_col(t, k)] in ("double", "float"):
+            ok = ok & ~F.isnan(c)
+        cond = ok if cond is None else cond & ok
+    return cond
+
+
+def _bucket(plan: PhrasePlan, t: str, buckets: int):
+    """The group of an event from its key values (as strings: one key value,
+    whatever the type that carries it, hashes alike)."""
+    from pyspark.sql import functions as F
+
+    h = F.xxhash64(*[F.col(_col(t, k)).cast("string") for k in plan.key])
+    return F.pmod(h, F.lit(buckets)).cast("int")
+
+
+def _history_rows(plan: PhrasePlan, program, dfs: dict, keyed, k, buckets: int) -> list:
+    """For ``successive`` under a key that is not the source: each group also gets,
+    flagged ``_hist``, the events of its sources that are not its own (see
     :func:`spatec.runners.common.partitions`)."""
     from pyspark.sql import functions as F
 
@@ -197,14 +458,13 @@ def _history_rows(plan: PhrasePlan, program, dfs: dict, keyed, k, kcols) -> list
         decl = program.events[t]
         if decl.source is None or tuple(plan.key) == (decl.source.attr,):
             continue
-        pairs = k.where(F.col("_type") == t).select(*kcols, F.col("_source").alias("_hsrc")).distinct()
+        pairs = k.where(F.col("_type") == t).select(F.col("_b").alias("_hb"), F.col("_source").alias("_hsrc")) \
+            .distinct()
         ev = dfs[t].where(F.col("_source").isNotNull())
-        h = ev.join(pairs, ev["_source"] == pairs["_hsrc"]).drop("_hsrc")
-        same = None
-        for i, key in enumerate(plan.key):
-            c = F.col(_col(t, key)).cast("string") == F.col(f"_k{i}")
-            same = c if same is None else same & c
-        h = h.where(~F.coalesce(same, F.lit(False)))
+        ev = ev.withColumn("_own", F.when(_has_key(plan, t, ev), _bucket(plan, t, buckets)))
+        h = ev.join(pairs, ev["_source"] == pairs["_hsrc"]).where(~F.coalesce(F.col("_own") == F.col("_hb"),
+                                                                              F.lit(False)))
+        h = h.drop("_hsrc", "_own").withColumnRenamed("_hb", "_b")
         out.append(h.withColumn("_hist", F.lit(True)))
     return out
 
@@ -219,44 +479,49 @@ def _union(dfs):
 def _run_groups(df, plan: PhrasePlan, compiled: Compiled, crs: str, final_w: int, dtypes: dict, spark):
     if df is None:
         return spark.createDataFrame([], RAW_SCHEMA)
-    from spatec.automata.machine import build
-
-    program = compiled.program
-    proj = Projector(crs)
-    am = build(plan, program, proj)
-    kcols = sorted(c for c in df.columns if c.startswith("_k") and c[2:].isdigit())
-    fn = partition_fn(am, program, proj, final_w, dtypes)
-    return df.groupBy(*kcols).applyInPandas(fn, RAW_SCHEMA)
+    fn = group_fn(plan, compiled.program, crs, final_w, dtypes)
+    return df.groupBy("_b").applyInPandas(fn, RAW_SCHEMA)
 
 
-def partition_fn(am, program, proj, final_w: int, dtypes: dict):
-    """The function each group runs: canonical rows → events → automaton → raw output rows."""
+def group_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict):
+    """The function each group runs: canonical rows of whole partitions → the local
+    runner's :func:`~spatec.runners.common.phrase_rows` → raw output rows."""
 
     def run(pdf: pd.DataFrame) -> pd.DataFrame:
-        evs = []
-        hist = pdf["_hist"].fillna(False).astype(bool) if "_hist" in pdf else None
+        proj = Projector(crs)
+        hist = pdf["_hist"].fillna(False).astype(bool).to_numpy() if "_hist" in pdf else None
+        frames, history = {}, {}
         for t, sub in pdf.groupby("_type", sort=True):
             names = attribute_names(program, t)
-            flags = hist.loc[sub.index].to_numpy() if hist is not None else None
+            flags = hist[sub.index.to_numpy()] if hist is not None else None
             sub = sub[list(CANONICAL) + [_col(t, a) for a in names]]
             sub = sub.rename(columns={_col(t, a): a for a in names})
-            sub = _restore(sub, dtypes.get(t, {}))
-            got_evs = to_evs(sub.reset_index(drop=True), program, proj)
+            sub = _restore(sub.reset_index(drop=True), dtypes.get(t, {}))
             if flags is not None and flags.any():
-                got_evs = [HistoryEv(e.type, e.id, e.source, e.t, e.lo, e.hi, e.loc, e.attrs) if f else e
-                           for e, f in zip(got_evs, flags)]
-            evs.extend(got_evs)
-        evs.sort(key=event_order)
-        got, st = run_partition(am, evs, final_w)
-        rows = []
-        for c in got:
-            r = output_row(am, c, proj, st)
-            emit = {k: v for k, v in r.items() if k not in ("phrase", "id", "lo", "hi", "hull", "events")}
-            rows.append((r["phrase"], r["id"], r["lo"], r["hi"], r["hull"],
-                         json.dumps(r["events"]), json.dumps(emit)))
-        return pd.DataFrame(rows, columns=["phrase", "id", "lo", "hi", "hull", "events", "emit"])
+                history[t] = sub[flags].reset_index(drop=True)
+                sub = sub[~flags].reset_index(drop=True)
+            frames[t] = sub
+        rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history)
+        return raw_frame(rows)
 
     return run
+
+
+def raw_frame(rows: list) -> pd.DataFrame:
+    """Output rows as :data:`RAW_SCHEMA` (``events`` and the emit fields as JSON)."""
+    fixed = ("phrase", "id", "lo", "hi", "hull", "events")
+    out = {"phrase": [], "id": [], "lo": [], "hi": [], "hull": [], "events": [], "emit": []}
+    dumps = json.dumps
+    for r in rows:
+        out["phrase"].append(r["phrase"])
+        out["id"].append(r["id"])
+        out["lo"].append(r["lo"])
+        out["hi"].append(r["hi"])
+        out["hull"].append(r["hull"])
+        out["events"].append(dumps(r["events"]))
+        out["emit"].append(dumps({k: v for k, v in r.items() if k not in fixed}))
+    return pd.DataFrame({c: pd.Series(v, dtype="int64" if c in ("lo", "hi") else object)
+                         for c, v in out.items()})
 
 
 def _restore(df: pd.DataFrame, dtypes: dict) -> pd.DataFrame:

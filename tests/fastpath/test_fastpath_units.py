@@ -234,12 +234,12 @@ class TestSwitch:
         return frames([row("Bus", "v1", 0), row("Bus", "v1", 10), row("Bus", "v1", 40), row("Bus", "v2", 90)])
 
     def test_off_by_argument_and_environment(self, monkeypatch):
-        import spatec.runners.local as local
+        import spatec.runners.common as common
 
         def boom(*a, **k):
             raise AssertionError("fast path taken")
 
-        monkeypatch.setattr(local, "fast_rows", boom)
+        monkeypatch.setattr(common, "fast_rows", boom)
         c = compile_text(self.body)
         assert len(replay_frames(c, self._rows(), crs=CRS, fastpath=False).frames["Ph"]) == 2
         monkeypatch.setenv("SPATEC_FASTPATH", "0")

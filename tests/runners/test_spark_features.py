@@ -15,7 +15,7 @@ import pytest
 from spatec.runners.common import compile_program
 from spatec.runners.local import replay_frames
 from spatec.runners.replay import ingest
-from spatec.runners.spark_batch import prefilter_regions, replay_frames_spark
+from spatec.runners.spark_batch import EXCHANGE_KEY, prefilter_regions, replay_frames_spark
 
 from conftest import REPO, SHARED
 
@@ -44,8 +44,16 @@ def test_prefilter_only_where_no_negation_or_successive(tmp_path):
             assert prefilter_regions(plan, c.program, "EPSG:32631") == {}, plan.name
 
 
+@pytest.fixture(params=["staged", "shuffle"])
+def exchange(request, spark):
+    """Both ways events reach the workers (``spark.spatec.exchange``)."""
+    spark.conf.set(EXCHANGE_KEY, request.param)
+    yield request.param
+    spark.conf.unset(EXCHANGE_KEY)
+
+
 @pytest.mark.slow
-def test_prefilter_gives_the_same_rows(spark, slice20, tmp_path):
+def test_prefilter_gives_the_same_rows(spark, exchange, slice20, tmp_path):
     p = tmp_path / "f.spatec"
     p.write_text(FILTERABLE)
     c = compile_program(p)
@@ -194,7 +202,7 @@ phrase NextOnLine per line =
 '''
 
 
-def test_successive_sees_the_source_across_per_partitions(spark, tmp_path):
+def test_successive_sees_the_source_across_per_partitions(spark, exchange, tmp_path):
     """`per line` while a bus changes line: `successive` still means the bus's next fix
     (SPEC §4: nothing of that type and source between), on both runners."""
     p = tmp_path / "s.spatec"
@@ -211,3 +219,25 @@ def test_successive_sees_the_source_across_per_partitions(spark, tmp_path):
     assert [dict(e) for e in local["events"]] == [{"A": "BusGPS:v1:2019-10-01T08:54:00Z",
                                                    "B": "BusGPS:v1:2019-10-01T08:54:20Z"}]
     pd.testing.assert_frame_equal(remote, local)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", ["silent_and_bunching", "stuck", "wet_weather"])
+def test_both_exchanges_match_local(spark, exchange, slice10, hour_path, program, tmp_path):
+    """Broadcast types (rain), keys inferred from equalities (bunching), successive
+    chains and absences: the staged and the shuffle exchange give the local rows."""
+    extra, bus = [], slice10
+    if program == "wet_weather":
+        bus = hour_path       # its two journeys are in the second half hour
+        path = REPO / "examples" / "wet_weather" / "wet_weather.spatec"
+        extra = [("Rain", str(REPO / "examples" / "wet_weather" / "rain_2019-10-01.csv"))]
+    else:
+        path = SHARED / "spec" / "examples" / f"{program}.spatec"
+    c = compile_program(path)
+    frames, _ = ingest(c, [("BusGPS", str(bus))] + extra, tmp_path)
+    local = replay_frames(c, frames)
+    remote = replay_frames_spark(spark, c, frames)
+    assert set(remote.frames) == set(local.frames)
+    for name, df in local.frames.items():
+        pd.testing.assert_frame_equal(remote.frames[name], df, obj=name)
+    assert sum(len(df) for df in local.frames.values()) > 0
