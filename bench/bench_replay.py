@@ -1,131 +1,215 @@
-"""Replay throughput: the Spark and local runners against hand-written baselines.
+"""Batch replay throughput and scaling: spatec on Spark against hand-written baselines.
 
-The Cambridge hour is replicated to ``24 * fraction`` hours (``--hours``) and
-``--scale`` further time-shifted copies; for each program the runners' wall
-time and fixes/s are printed next to a DuckDB SQL and a PySpark baseline of
-``Silent`` run in the same process (counts asserted equal), with ratios.
+The Cambridge hour is replicated to a bus-day (24 time-shifted copies, as
+``spatec datasets replicate`` does: about 1.3 million fixes) and to ``S`` times
+that (``--scales``, e.g. ``1,4,16``), written once as Parquet under
+``~/.cache/spatec/bench``. For every (scale, program) a child process:
 
-    python bench/bench_replay.py --hours 2 --scale 1,4
+1. starts a SparkSession (local[*], untimed) and warms it with a tiny job;
+2. runs ``spatec replay`` on Spark end to end — ingest (reading, typing,
+   rejects, duplicates), matching, writing the output file — and times each
+   stage (``fixes/s`` is input rows over the whole);
+3. for ``silent``, ``stuck`` and ``hospital_to_station``, runs the
+   hand-written DuckDB SQL and PySpark baselines of :mod:`baselines` on the
+   same canonical events, in the same process, and asserts they produce
+   exactly spatec's composites (their timings start from the canonical frame,
+   so the comparison is with spatec's matching + output time, ``match_s``);
+4. with ``--local`` (scale 1 only), the local runner on the same events.
+
+Peak memory is the largest resident set of the child's whole process tree
+(driver, JVM, Python workers), sampled every 0.1 s from /proc during step 2.
+
+    .venv/bin/python bench/bench_replay.py                      # bus-day, every program
+    .venv/bin/python bench/bench_replay.py --scales 1,4,16 --programs hospital_to_station,stuck
 """
 from __future__ import annotations
 
 import argparse
-import resource
+import json
+import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-import pandas as pd
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-HERE = Path(__file__).resolve().parent
-SHARED = HERE.parents[1] / "shared"
+SHARED = ROOT.parent / "shared"
 HOUR = SHARED / "datasets" / "cambridge" / "sirivm_2019-10-01_0854-1000.csv.gz"
-PROGRAMS = ["silent_and_bunching", "hospital_to_station", "tuesday_to_hospital", "stuck"]
-
-#: Silent: a fix whose vehicle's next fix (local order) has its event time
-#: (hi) more than 5 min after this fix's hi — SPEC: no X with before(A, X) and
-#: X.hi <= A.hi + D; decided when the window ends at or before the last event time
-SILENT_SQL = """
-WITH f AS (
-  SELECT vehicle, lo, hi,
-         LEAD(hi) OVER (PARTITION BY vehicle ORDER BY hi, lo) AS next_hi,
-         MAX(hi) OVER () AS w
-  FROM ev)
-SELECT count(*) FROM f
-WHERE (next_hi IS NULL OR next_hi > hi + 300000000) AND hi + 300000000 <= w
-"""
+EXAMPLES = SHARED / "spec" / "examples"
+PROGRAMS = {  # program → (file, phrase with a baseline or None)
+    "hospital_to_station": (EXAMPLES / "hospital_to_station.spatec", "HospitalToStation"),
+    "stuck": (EXAMPLES / "stuck.spatec", "Stuck"),
+    "silent": (ROOT / "examples" / "silent" / "silent.spatec", "Silent"),
+    "tuesday_to_hospital": (EXAMPLES / "tuesday_to_hospital.spatec", None),
+    "bunching": (ROOT / "examples" / "bunching" / "bunching.spatec", None),
+}
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spatec" / "bench"
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# ------------------------------------------------------------------------------- memory
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and all its descendants (from /proc), MiB."""
+    children: dict = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, ()))
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
 
 
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
+class PeakMemory:
+    """Samples the process tree's RSS in a thread between ``start`` and ``stop``."""
+
+    def __init__(self, every: float = 0.1):
+        self.every, self.peak, self._stop = every, 0.0, threading.Event()
+
+    def __enter__(self):
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_rss_mb(os.getpid()))
+            self._stop.wait(self.every)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
 
 
-def events(compiled, csv: Path, tmp: Path):
-    from spatec.runners.replay import ingest
+# ------------------------------------------------------------------------------- input
 
-    frames, _ = ingest(compiled, [("BusGPS", str(csv))], tmp)
-    return frames
-
-
-def duckdb_silent(frames) -> int:
-    import duckdb
-
-    ev = frames["BusGPS"][["vehicle", "_lo", "_hi"]].rename(columns={"_lo": "lo", "_hi": "hi"})
-    con = duckdb.connect()
-    con.register("ev", ev)
-    return con.execute(SILENT_SQL).fetchone()[0]
-
-
-def pyspark_silent(spark, frames) -> int:
-    from pyspark.sql import Window, functions as F
-
-    ev = spark.createDataFrame(frames["BusGPS"][["vehicle", "_lo", "_hi"]].rename(columns={"_lo": "lo", "_hi": "hi"}))
-    w = ev.agg(F.max("hi")).first()[0]
-    nxt = F.lead("hi").over(Window.partitionBy("vehicle").orderBy("hi", "lo"))
-    f = ev.withColumn("next_hi", nxt)
-    return f.where((F.col("next_hi").isNull() | (F.col("next_hi") > F.col("hi") + 300_000_000))
-                   & (F.col("hi") + 300_000_000 <= w)).count()
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--hours", type=float, default=24, help="hours of trace (the hour replicated; default a bus-day)")
-    ap.add_argument("--scale", default="1", help="comma-separated copy counts, e.g. 1,4,16")
-    ap.add_argument("--programs", default=",".join(PROGRAMS))
-    ap.add_argument("--master", default="local[*]")
-    ap.add_argument("--no-local", action="store_true", help="skip the local runner (slow on big inputs)")
-    args = ap.parse_args(argv)
+def bus_day(scale: int) -> Path:
+    """The hour replicated to ``24 * scale`` hours, as Parquet (made once, cached)."""
+    import pandas as pd
 
     from spatec.io.synth import replicate
-    from spatec.runners.common import compile_program
+
+    path = CACHE / f"cambridge_busday_x{scale}.parquet"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        replicate(pd.read_csv(HOUR), 24 * scale).to_parquet(tmp, index=False)
+        tmp.rename(path)
+    return path
+
+
+# ------------------------------------------------------------------------------- child
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def child(scale: int, program: str, local: bool, baselines: bool) -> dict:
+    import baselines as B
+
+    from spatec.runners.common import choose_crs, compile_program
     from spatec.runners.local import replay_frames
+    from spatec.runners.replay import ingest, write_outputs
     from spatec.runners.spark_batch import replay_frames_spark
     from spatec.runners.spark_session import get_or_create
 
-    spark = get_or_create(args.master, {"spark.ui.enabled": "false"})
-    hour = pd.read_csv(HOUR)
-    rows = []
+    path, phrase = PROGRAMS[program]
+    data = bus_day(scale)
+    spark = get_or_create(None, {"spark.ui.enabled": "false", "spark.driver.memory": "8g"})
+    spark.range(10).count()
+    c = compile_program(path)
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        for scale in [int(s) for s in args.scale.split(",")]:
-            copies = max(1, round(args.hours * scale))
-            if args.hours < 1:
-                t = pd.to_datetime(hour["ts"], unit="s") if hour["ts"].dtype != object else pd.to_datetime(hour["ts"])
-                base = hour[t <= t.min() + pd.Timedelta(hours=args.hours * scale)]
-            else:
-                base = replicate(hour, copies)
-            csv = tmp / f"bus_{scale}.csv"
-            base.to_csv(csv, index=False)
-            for name in args.programs.split(","):
-                c = compile_program(SHARED / "spec" / "examples" / f"{name}.spatec")
-                frames = events(c, csv, tmp)
-                n = len(frames["BusGPS"])
-                sp, t_spark = timed(lambda: replay_frames_spark(spark, c, frames))
-                row = {"scale": scale, "program": name, "fixes": n, "spark_s": t_spark,
-                       "spark_fix_s": n / t_spark, "composites": sum(sp.counts.values())}
-                if not args.no_local:
-                    lo, t_local = timed(lambda: replay_frames(c, frames))
-                    assert lo.counts == sp.counts, (lo.counts, sp.counts)
-                    row.update(local_s=t_local, local_fix_s=n / t_local, spark_vs_local=t_spark / t_local)
-                if name == "silent_and_bunching":
-                    k, t_duck = timed(lambda: duckdb_silent(frames))
-                    k2, t_ps = timed(lambda: pyspark_silent(spark, frames))
-                    assert k == k2 == sp.counts["Silent"], (k, k2, sp.counts["Silent"])
-                    row.update(duckdb_silent_s=t_duck, pyspark_silent_s=t_ps, baseline_silent=k,
-                               spatec_silent=sp.counts["Silent"])
-                row["peak_rss_mb"] = peak_rss_mb()
-                rows.append(row)
-                print(row, file=sys.stderr, flush=True)
+        out = Path(d)
+        with PeakMemory() as mem:
+            t0 = time.perf_counter()
+            (frames, summary), t_ingest = timed(lambda: ingest(c, [("BusGPS", str(data))], out))
+            result, t_match = timed(lambda: replay_frames_spark(spark, c, frames))
+            _, t_write = timed(lambda: write_outputs(c, result.frames, out, "jsonl"))
+            t_total = time.perf_counter() - t0
+        n = summary.read
+        row = {"scale": scale, "program": program, "fixes": n, "composites": sum(result.counts.values()),
+               "spark_s": t_total, "fixes_per_s": n / t_total, "ingest_s": t_ingest, "match_s": t_match,
+               "write_s": t_write, "peak_rss_mb": mem.peak}
+        if local and scale == 1:
+            lo, t_local = timed(lambda: replay_frames(c, frames))
+            assert lo.counts == result.counts, (lo.counts, result.counts)
+            row.update(local_match_s=t_local)
+        if baselines and phrase:
+            crs = choose_crs(c.program, frames)
+            mine = {tuple(e[v] for v in sorted(e)) for e in result.frames[phrase]["events"]}
+            df = frames["BusGPS"]
+            name = {"HospitalToStation": "hospital_to_station", "Stuck": "stuck", "Silent": "silent"}[phrase]
+            args = (df, crs, B.places_of(c.program)) if phrase == "HospitalToStation" else (df, crs)
+            duck, t_duck = timed(lambda: getattr(B, f"duckdb_{name}")(*args))
+            ps, t_ps = timed(lambda: getattr(B, f"pyspark_{name}")(spark, *args))
+            assert duck == mine, (len(duck), len(mine))
+            assert ps == mine, (len(ps), len(mine))
+            row.update(duckdb_s=t_duck, pyspark_s=t_ps, match_vs_pyspark=t_match / t_ps,
+                       match_vs_duckdb=t_match / t_duck)
+    return row
+
+
+# ------------------------------------------------------------------------------- parent
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scales", default="1", help="bus-days, comma-separated (default 1)")
+    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--local", action="store_true", help="also time the local runner (scale 1)")
+    ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument("--child", nargs=2, metavar=("SCALE", "PROGRAM"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        row = child(int(args.child[0]), args.child[1], args.local, not args.no_baselines)
+        print("RESULT " + json.dumps(row), flush=True)
+        return 0
+
+    import pandas as pd
+
+    rows = []
+    for scale in [int(s) for s in args.scales.split(",")]:
+        bus_day(scale)
+        for program in args.programs.split(","):
+            cmd = [sys.executable, __file__, "--child", str(scale), program]
+            cmd += ["--local"] if args.local else []
+            cmd += ["--no-baselines"] if args.no_baselines else []
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            got = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
+            if r.returncode or not got:
+                print(f"{scale}x {program} failed:\n{r.stderr[-3000:]}", file=sys.stderr)
+                continue
+            rows.append(json.loads(got[-1][7:]))
+            print(rows[-1], file=sys.stderr, flush=True)
+    if not rows:
+        return 1
     table = pd.DataFrame(rows)
-    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.2f}".format):
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.float_format", "{:.2f}".format):
         print(table.to_string(index=False))
+    try:
+        load = os.getloadavg()[0]
+        print(f"\nload average (1 min) at the end: {load:.1f} on {os.cpu_count()} cores")
+    except OSError:
+        pass
     return 0
 
 

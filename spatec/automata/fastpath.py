@@ -22,6 +22,14 @@ bindings) over all of a type's events at once:
     ``T -> A ; not T -> X ; T -> B within D`` with one source per partition:
     pairs A before B with no X strictly between them in the source's order.
     X's spatial suffixes and conditions may relate it to A or to B (not both).
+``pair``
+    ``T -> A op T -> B [where ...]`` with ``op`` concurrent (``||``, with any
+    spatial suffix) or any operator under ``within D``: a spatio-temporal join
+    within each partition (Bunching: two buses of a line at once, close).
+    Candidates come from a window on the sorted time stamps — B's ``lo`` within
+    A's stamp widened by the longest stamp, or within ``D`` of A — so the join
+    stays near-linear; each is then tested exactly (relation, space suffix,
+    ``within``, conditions).
 
 Anything else is not a fast path (None): the general automaton runs. The
 evaluators also refuse data they were not proven for (two events of one
@@ -46,7 +54,7 @@ from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, source_co
 from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
 
-SHAPES = ("leaf", "chain", "after", "between")
+SHAPES = ("leaf", "chain", "after", "between", "pair")
 #: Metres. A hull relation whose distance lies this close to the sum of radii
 #: is decided by the exact scalar test instead of the numpy one.
 MARGIN = 1e-6
@@ -98,7 +106,7 @@ def fast_path(plan: PhrasePlan, program=None) -> FastPath | None:
     elif isinstance(root, Join) and root.absence is not None:
         shape = "between" if _between_ok(plan, root, t, nodes) else None
     elif isinstance(root, Join):
-        shape = "chain" if _chain_ok(plan, nodes) else None
+        shape = "chain" if _chain_ok(plan, nodes) else "pair" if _pair_ok(plan, root, nodes) else None
     if shape is None:
         return None
     if shape in ("after", "between") and program is not None:
@@ -131,6 +139,27 @@ def _neg_ok(neg, t) -> bool:
 def _after_ok(plan, root: After, t, nodes) -> bool:
     return isinstance(root.left, Leaf) and _neg_ok(root.absence, t) and _plain(plan, nodes) \
         and root.absence.window is not None
+
+
+def _pair_ok(plan, root: Join, nodes) -> bool:
+    """Two events related by one operator (``A || B``, ``A ; B within D``, ...): candidates
+    come from a window on the time stamps, so the operator must bound it: ``||``
+    (concurrent stamps) or any operator under ``within``."""
+    if not (isinstance(root.left, Leaf) and isinstance(root.right, Leaf)):
+        return False
+    if root.absence is not None or root.filters or not _plain(plan, nodes):
+        return False
+    if root.op != "and" and root.op not in A.ST_OPS:
+        return False
+    return _op_parts(root.op)[0] == "||" or plan.within is not None
+
+
+def _op_parts(op: str) -> tuple:
+    """An operator as (time relation: ``;``, ``||`` or ``""``, space relation: ``=``, ``<>`` or ``""``)."""
+    if op == "and":
+        return "", ""
+    time_rel = op.rstrip("=<>")
+    return time_rel, op[len(time_rel):]
 
 
 def _between_ok(plan, root: Join, t, nodes) -> bool:
@@ -318,6 +347,8 @@ def _fits(fp: FastPath, cols: Columns) -> bool:
     if fp.shape == "leaf" or cols.n == 0:
         return True
     g, t = cols.group, cols.t
+    if fp.shape == "pair":
+        return not ((cols.lo > t) | (t > cols.hi)).any()
     same = g[1:] == g[:-1]
     if (same & (t[1:] <= t[:-1])).any():
         return False
@@ -411,7 +442,7 @@ class Matches:
 def evaluate(fp: FastPath, cols: Columns, final_watermark: int, tz: str, filters: Filters) -> Matches:
     """The composites of ``fp`` over ``cols`` (prepared by :func:`frame_columns` or :func:`event_columns`)."""
     ev = Evaluator(tz)
-    run = {"leaf": _leaf, "chain": _chain, "after": _after, "between": _between}[fp.shape]
+    run = {"leaf": _leaf, "chain": _chain, "after": _after, "between": _between, "pair": _pair}[fp.shape]
     return run(fp, cols, final_watermark, ev, filters)
 
 
@@ -748,6 +779,61 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
         keep = ev.holds(preds, Bound(cols, {la.var: ii, lb.var: jj}))
         ii, jj, lo, hi = ii[keep], jj[keep], lo[keep], hi[keep]
     return Matches(fp, cols, {la.var: ii, lb.var: jj}, lo, hi)
+
+
+# ---------------------------------------------------------------------------- pair
+
+def _pair(fp, cols, final_w, ev, filters) -> Matches:
+    plan = fp.plan
+    node: Join = plan.root
+    la, lb = node.left, node.right
+    w = plan.within
+    time_rel, space = _op_parts(node.op)
+    rows = np.arange(cols.n, dtype=np.int64)
+    ia = rows[_unary(la, cols, rows, ev, filters, la.var)]
+    jb = rows[_unary(lb, cols, rows, ev, filters, lb.var)]
+    if not len(ia) or not len(jb):
+        return _empty(fp, cols)
+    g, lo, hi, t = cols.group, cols.lo, cols.hi, cols.t
+    longest = int((hi - lo).max())
+    # B's candidates, sorted by (partition, lo): lo within a window of A's stamp
+    jb = jb[np.lexsort((lo[jb], g[jb]))]
+    if time_rel == "||":
+        lower, upper = lo[ia] - longest, hi[ia]          # concurrent: lo_B <= hi_A, hi_B >= lo_A
+        if w is not None:
+            lower = np.maximum(lower, hi[ia] - w)
+    else:
+        lower, upper = hi[ia] - w, lo[ia] + w             # the span hi - lo is at most `within`
+    s = group_search(g[jb], lo[jb], g[ia], lower, "left")
+    e = group_search(g[jb], lo[jb], g[ia], upper, "right")
+    cnt = np.maximum(e - s, 0)
+    ii = np.repeat(ia, cnt)
+    jj = jb[_ranges(s, cnt)]
+    keep = ii != jj                                        # distinct variables, distinct events
+    ii, jj = ii[keep], jj[keep]
+    if time_rel:
+        same = (cols.src_code[ii] >= 0) & (cols.src_code[ii] == cols.src_code[jj])
+        # relations.before on two events (composite_before's interval shortcut first)
+        ab = (hi[ii] < lo[jj]) | (same & (t[ii] < t[jj]))
+        if time_rel == ";":
+            keep = ab
+        else:
+            ba = (hi[jj] < lo[ii]) | (same & (t[jj] < t[ii]))
+            keep = ~ab & ~ba
+        ii, jj = ii[keep], jj[keep]
+    plo = np.minimum(lo[ii], lo[jj])
+    phi = np.maximum(hi[ii], hi[jj])
+    keep = _within(plan, plo, phi)
+    ii, jj, plo, phi = ii[keep], jj[keep], plo[keep], phi[keep]
+    if space and len(ii):
+        ov = hull_overlap(cols, [ii], [jj])
+        keep = ov if space == "=" else ~ov
+        ii, jj, plo, phi = ii[keep], jj[keep], plo[keep], phi[keep]
+    preds = _preds(node)
+    if preds and len(ii):
+        keep = ev.holds(preds, Bound(cols, {la.var: ii, lb.var: jj}))
+        ii, jj, plo, phi = ii[keep], jj[keep], plo[keep], phi[keep]
+    return Matches(fp, cols, {la.var: ii, lb.var: jj}, plo, phi)
 
 
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

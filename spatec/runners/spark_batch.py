@@ -56,10 +56,19 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
     from spatec.runners.replay import ingest, write_outputs
     from spatec.runners.spark_session import get_or_create
 
+    starting = None
+    if spark is None:
+        # the JVM starts while the driver reads the input (it takes seconds of its own)
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="spatec-spark-start")
+        starting = pool.submit(get_or_create, master)
+        pool.shutdown(wait=False)
     frames, summary = ingest(compiled, inputs, out, ui)
-    if ui:
-        ui.stage("starting Spark")
-    spark = spark or get_or_create(master)
+    if starting is not None:
+        if ui and not starting.done():
+            ui.stage("starting Spark")
+        spark = starting.result()
     if ui:
         ui.stage("matching on Spark")
     result = replay_frames_spark(spark, compiled, frames, crs=crs, phrases=phrases,

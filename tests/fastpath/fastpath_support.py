@@ -199,6 +199,25 @@ def between_phrases(draw, type_, side=None):
     return phrase(f"{a} {s1} not {neg} {s2} {b}", where, within, " per vehicle", emit(draw, ["A", "B"]))
 
 
+PAIR_OPS = ["||", "||", "||=", "||<>", ";", ";=", ";<>", "=", "<>", "and"]
+
+
+@st.composite
+def pair_phrases(draw, type_):
+    """``A op B`` of one type, relating two sources or one (Bunching's shape):
+    ``||`` bounds itself, the other operators run under ``within``."""
+    op = draw(st.sampled_from(PAIR_OPS))
+    a, b = leaf(draw, type_, "A", 0.4), leaf(draw, type_, "B", 0.4)
+    where = pair_preds(draw, "A", "B") + unary_preds(draw, draw(st.sampled_from("AB")))[:1]
+    if draw(st.booleans()):
+        where.append(draw(st.sampled_from(["A.vehicle < B.vehicle", "A.vehicle != B.vehicle",
+                                           "A.line == B.line", "A.vehicle == B.vehicle"])))
+    within = draw(st.sampled_from(["", " within 2 min"] if op.startswith("||") else
+                                  [" within 40 s", " within 2 min", " within 10 min"]))
+    per = draw(st.sampled_from(["", "", " per line", " per vehicle"]))
+    return phrase(f"{a} {op} {b}", where, within, per, emit(draw, ["A", "B"]))
+
+
 # ------------------------------------------------------------------------------ comparison
 
 def compiled_or_reject(text):

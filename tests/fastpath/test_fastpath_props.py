@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastpath_support import (SETTINGS, after_phrases, between_phrases, cells, chain_phrases, check_same,
-                              leaf_phrases, traces)
+                              leaf_phrases, pair_phrases, traces)
 
 N = int(os.environ.get("FASTPATH_EXAMPLES", 50))
 TYPES = st.sampled_from(["Bus", "Bus", "Tag", "Trip"])
@@ -58,3 +58,10 @@ def test_after(data):
 def test_between(data):
     text, rows = _draw(data, between_phrases)
     check_same(text, rows, "between")
+
+
+@settings(max_examples=2 * N, **SETTINGS)
+@given(st.data())
+def test_pair(data):
+    text, rows = _draw(data, pair_phrases)
+    check_same(text, rows, "pair")

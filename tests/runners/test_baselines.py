@@ -1,0 +1,175 @@
+"""The hand-written benchmark baselines (bench/baselines.py) give spatec's composites.
+
+On the Cambridge hour, and on a small hand-made day that sits on the edges of
+the rules (an X exactly 5 min after A, an absence window ending exactly at the
+end of the data, a journey of exactly 90 min, a Stuck run whose B and C do
+not overlap), every DuckDB and PySpark baseline returns exactly the event-id
+tuples in the ``events`` column of spatec's output for the phrase.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench import baselines as B
+from spatec.runners.common import compile_program
+from spatec.runners.local import replay_frames
+from spatec.runners.replay import ingest
+
+from conftest import SHARED
+
+EXAMPLES = SHARED / "spec" / "examples"
+#: phrase → (program, variables in order, DuckDB baseline, PySpark baseline)
+PHRASES = {
+    "Silent": ("silent_and_bunching.spatec", ("A",), B.duckdb_silent, B.pyspark_silent),
+    "Stuck": ("stuck.spatec", ("A", "B", "C", "D"), B.duckdb_stuck, B.pyspark_stuck),
+    "HospitalToStation": ("hospital_to_station.spatec", ("A", "B"),
+                          B.duckdb_hospital_to_station, B.pyspark_hospital_to_station),
+}
+
+
+def _events(compiled, csv: Path, tmp: Path):
+    frames, summary = ingest(compiled, [("BusGPS", str(csv))], tmp)
+    assert summary.rejected == 0
+    return frames
+
+
+def _spatec(phrase: str, csv: Path, tmp: Path, fastpath=None):
+    """(canonical frame, CRS, places, spatec's composites as event-id tuples)."""
+    program, variables, _, _ = PHRASES[phrase]
+    compiled = compile_program(EXAMPLES / program)
+    frames = _events(compiled, csv, tmp)
+    result = replay_frames(compiled, frames, phrases=[phrase], fastpath=fastpath)
+    got = [tuple(ev[v] for v in variables) for ev in result.frames[phrase]["events"]]
+    assert len(got) == len(set(got))
+    return frames["BusGPS"], result.crs, B.places_of(compiled.program), set(got)
+
+
+def _duckdb(phrase, df, crs, places):
+    f = PHRASES[phrase][2]
+    return f(df, crs, places) if phrase == "HospitalToStation" else f(df, crs)
+
+
+def _pyspark(phrase, spark, df, crs, places):
+    f = PHRASES[phrase][3]
+    return f(spark, df, crs, places) if phrase == "HospitalToStation" else f(spark, df, crs)
+
+
+# --------------------------------------------------------------------------- the Cambridge hour
+
+@pytest.fixture(scope="module")
+def hour_reference(hour_path, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("baselines")
+    return {p: _spatec(p, hour_path, tmp) for p in PHRASES}
+
+
+def test_places_are_bus_spatec():
+    compiled = compile_program(EXAMPLES / "bus.spatec")
+    assert B.places_of(compiled.program) == B.BUS_PLACES
+
+
+@pytest.mark.parametrize("phrase", list(PHRASES))
+def test_duckdb_baseline_matches_spatec_on_the_hour(phrase, hour_reference):
+    df, crs, places, expected = hour_reference[phrase]
+    assert expected, "the hour has composites of every phrase"
+    assert _duckdb(phrase, df, crs, places) == expected
+
+
+@pytest.mark.parametrize("phrase", list(PHRASES))
+def test_pyspark_baseline_matches_spatec_on_the_hour(phrase, hour_reference, spark):
+    df, crs, places, expected = hour_reference[phrase]
+    assert _pyspark(phrase, spark, df, crs, places) == expected
+
+
+# --------------------------------------------------------------------------- the edges of the rules
+
+T0 = 1569916800  # 2019-10-01T08:00:00Z
+HOSPITAL = B.BUS_PLACES["hospital"][:2]
+STATION = B.BUS_PLACES["station"][:2]
+ELSEWHERE = (0.1000, 52.2000)     # > 1 km from every place
+M_LAT = 1 / 111_250               # degrees of latitude per metre, near 52.2°N
+M_LON = M_LAT / math.cos(math.radians(52.2))
+
+
+def _at(place, east_m=0.0, north_m=0.0):
+    return place[0] + east_m * M_LON, place[1] + north_m * M_LAT
+
+
+def edge_rows() -> list:
+    """(vehicle, seconds after T0, (lon, lat)) rows; the data ends at T0 + 6000 s."""
+    rows = [
+        # Silent: X exactly 5 min after A negates A; 301 s later does not
+        ("S1", 0, ELSEWHERE), ("S1", 300, ELSEWHERE), ("S1", 601, ELSEWHERE),
+        # Silent at the end: a window ending exactly at the last event time is
+        # decided (reported); one ending 1 s later is not
+        ("S1", 5700, ELSEWHERE), ("S2", 5701, ELSEWHERE), ("END", 6000, ELSEWHERE),
+        # HospitalToStation: exactly 90 min (B.hi - A.lo = 5370 s + 30 s) is within
+        ("H1", 100, HOSPITAL), ("H1", 200, ELSEWHERE), ("H1", 5470, STATION),
+        # 1 s longer is not
+        ("H2", 100, HOSPITAL), ("H2", 5471, STATION),
+        # A is the last fix at the hospital; 160 m from the 150 m circle's centre
+        # is at the hospital (15 m disc), 170 m is not (so it does not negate)
+        ("H3", 100, HOSPITAL), ("H3", 130, _at(HOSPITAL, north_m=160)),
+        ("H3", 160, _at(HOSPITAL, north_m=-170)), ("H3", 400, _at(STATION, east_m=200)),
+        # Stuck: A B C D overlap AB, AC, AD, BD but not BC (50 m) nor CD (35 m)
+        ("K1", 1000, _at(ELSEWHERE, 0)), ("K1", 1030, _at(ELSEWHERE, 25)),
+        ("K1", 1060, _at(ELSEWHERE, -25)), ("K1", 1090, _at(ELSEWHERE, 10)),
+        ("K1", 1120, _at(ELSEWHERE, 12)), ("K1", 1150, _at(ELSEWHERE, 14)),
+        # ... and a run where A and D are 40 m apart
+        ("K2", 1000, _at(ELSEWHERE, 0, 200)), ("K2", 1030, _at(ELSEWHERE, 10, 200)),
+        ("K2", 1060, _at(ELSEWHERE, 20, 200)), ("K2", 1090, _at(ELSEWHERE, 40, 200)),
+    ]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def edge_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("edges") / "edges.csv"
+    pd.DataFrame([{"vehicle": v, "line": "1", "operator": "X", "lon": p[0], "lat": p[1], "ts": T0 + s}
+                  for v, s, p in edge_rows()]).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def edge_reference(edge_csv, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("edges_out")
+    out = {}
+    for p in PHRASES:
+        df, crs, places, fast = _spatec(p, edge_csv, tmp, fastpath=True)
+        *_, general = _spatec(p, edge_csv, tmp, fastpath=False)
+        assert fast == general, p
+        out[p] = (df, crs, places, fast)
+    return out
+
+
+def _ids(df, *pairs):
+    by = {(v, int(t)): i for v, t, i in zip(df["vehicle"], df["_t"], df["_id"])}
+    return tuple(by[(v, (T0 + s) * 1_000_000)] for v, s in pairs)
+
+
+def test_edge_cases_are_what_the_spec_says(edge_reference):
+    df, _, _, silent = edge_reference["Silent"]
+    assert silent == {_ids(df, ("S1", 300)), _ids(df, ("S1", 601)), _ids(df, ("S1", 5700)),
+                      _ids(df, ("H1", 200)), _ids(df, ("H1", 5470)), _ids(df, ("H2", 100)),
+                      _ids(df, ("H2", 5471)), _ids(df, ("H3", 400)),
+                      _ids(df, ("K1", 1150)), _ids(df, ("K2", 1090))}
+    _, _, _, h2s = edge_reference["HospitalToStation"]
+    assert h2s == {_ids(df, ("H1", 100), ("H1", 5470)), _ids(df, ("H3", 130), ("H3", 400))}
+    _, _, _, stuck = edge_reference["Stuck"]
+    assert _ids(df, ("K1", 1000), ("K1", 1030), ("K1", 1060), ("K1", 1090)) in stuck
+    assert not any(t[0].startswith("BusGPS:K2:") for t in stuck)
+
+
+@pytest.mark.parametrize("phrase", list(PHRASES))
+def test_duckdb_baseline_matches_spatec_on_the_edges(phrase, edge_reference):
+    df, crs, places, expected = edge_reference[phrase]
+    assert _duckdb(phrase, df, crs, places) == expected
+
+
+@pytest.mark.parametrize("phrase", list(PHRASES))
+def test_pyspark_baseline_matches_spatec_on_the_edges(phrase, edge_reference, spark):
+    df, crs, places, expected = edge_reference[phrase]
+    assert _pyspark(phrase, spark, df, crs, places) == expected
