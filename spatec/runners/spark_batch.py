@@ -37,8 +37,8 @@ import shapely
 
 from spatec.frontend import ast as A
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
-from spatec.runners.common import (Compiled, attribute_names, choose_crs, keyed_types, needs_source_history,
-                                   phrase_rows, phrase_types, rows_frame)
+from spatec.runners.common import (Compiled, attribute_names, choose_crs, dedupe, keyed_types,
+                                   needs_source_history, phrase_rows, phrase_types, rows_frame)
 from spatec.runners.local import ReplayResult
 from spatec.spatial.crs import Projector
 
@@ -81,20 +81,29 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
 def replay_frames_spark(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
                         prefilter_leaves: bool = True) -> ReplayResult:
     """Canonical frames (type → pandas) through every phrase on Spark; output rows as pandas."""
-    raw, crs = raw_outputs(spark, compiled, frames, crs, phrases, prefilter_leaves)
+    raw, crs = raw_outputs(spark, compiled, frames, crs, phrases, prefilter_leaves, collect=True)
     result = ReplayResult({}, crs)
     for plan in compiled.plans:
         if plan.name not in raw:
             continue
-        df = decode_rows(plan, raw[plan.name].toPandas())
+        got = raw[plan.name]
+        if isinstance(got, list):       # staged: the rows themselves, read back from the workers' files
+            df = rows_frame(plan, dedupe(got))
+        else:
+            df = decode_rows(plan, got.toPandas())
         result.frames[plan.name] = df
         result.counts[plan.name] = len(df)
     return result
 
 
 def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
-                prefilter_leaves: bool = True):
-    """Per phrase, a lazy Spark DataFrame of composites in :data:`RAW_SCHEMA`; and the CRS used."""
+                prefilter_leaves: bool = True, collect: bool = False):
+    """Per phrase, a lazy Spark DataFrame of composites in :data:`RAW_SCHEMA`; and the CRS used.
+
+    ``collect`` (staged exchange only): run the phrases now and give each one's
+    output rows as a list instead — the workers pickle their rows into the
+    staging directory, which the driver reads back exactly as they were made
+    (no JSON round trip through the JVM: Stuck's bus-day is a gigabyte of hulls)."""
     program = compiled.program
     frames = {t: df for t, df in frames.items() if t in program.events}
     crs = choose_crs(program, frames, crs)
@@ -110,8 +119,13 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
             if phrases and plan.name not in phrases:
                 continue
             out[plan.name] = staged_groups(spark, stager, plan, program, crs, final_w, dtypes, buckets,
-                                           engine if prefilter_leaves else None)
-        return out, crs
+                                           engine if prefilter_leaves else None, collect)
+        if not collect:
+            return out, crs
+        try:
+            return {name: _read_rows(df) for name, df in out.items()}, crs
+        finally:
+            shutil.rmtree(stager.root, ignore_errors=True)
     events = {t: spark_events(spark, program, t, df) for t, df in frames.items() if len(df)}
     for plan in compiled.plans:
         if phrases and plan.name not in phrases:
@@ -237,23 +251,44 @@ def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
     return out
 
 
+#: What a staged task returns when its rows go to a file (``collect``).
+ROWS_SCHEMA = "g int, path string, n long"
+
+
 def staged_groups(spark, stager: Stager, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
-                  buckets: int, engine: str | None):
-    """The phrase's composites (:data:`RAW_SCHEMA`): one Spark task per staged group."""
+                  buckets: int, engine: str | None, collect: bool = False):
+    """The phrase's composites (:data:`RAW_SCHEMA`; with ``collect``, :data:`ROWS_SCHEMA`:
+    where each group pickled its rows): one Spark task per staged group."""
     groups = stager.stage(plan, buckets)
+    schema = ROWS_SCHEMA if collect else RAW_SCHEMA
     if not groups:
-        return spark.createDataFrame([], RAW_SCHEMA)
+        return spark.createDataFrame([], schema)
     ids = sorted(groups)
     drop = prefilter_regions(plan, program, crs) if engine else {}
-    fn = staged_fn(plan, program, crs, final_w, dtypes, groups, drop, engine)
+    rows_dir = os.path.join(stager.root, "rows-" + _safe(plan.name)) if collect else None
+    fn = staged_fn(plan, program, crs, final_w, dtypes, groups, drop, engine, rows_dir)
     seeds = spark.sparkContext.parallelize([(g,) for g in ids], len(ids)).toDF("g int")
-    return seeds.mapInPandas(fn, RAW_SCHEMA)
+    return seeds.mapInPandas(fn, schema)
+
+
+def _read_rows(df) -> list:
+    import pickle
+
+    rows = []
+    for r in sorted(df.collect(), key=lambda r: r.g):
+        with open(r.path, "rb") as f:
+            got = pickle.load(f)
+        if len(got) != r.n:
+            raise RuntimeError(f"{r.path}: {len(got)} rows, the task wrote {r.n}")
+        rows.extend(got)
+    return rows
 
 
 def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, drop: dict,
-              engine: str | None):
+              engine: str | None, rows_dir: str | None = None):
     """The function each task runs: its groups' Arrow files → (leaf pre-filter) →
-    :func:`~spatec.runners.common.phrase_rows` → raw output rows."""
+    :func:`~spatec.runners.common.phrase_rows` → raw output rows (or, with
+    ``rows_dir``, the rows pickled to a file there, and where)."""
 
     def read(t, path):
         table = pa.ipc.open_file(pa.memory_map(path)).read_all()
@@ -269,7 +304,18 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                 frames = {t: read(t, p) for t, p in spec["frames"].items()}
                 history = {t: read(None, p) for t, p in spec["history"].items()}
                 rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history)
-                yield raw_frame(rows)
+                if rows_dir is None:
+                    yield raw_frame(rows)
+                    continue
+                import pickle
+
+                os.makedirs(rows_dir, exist_ok=True)
+                path = os.path.join(rows_dir, f"g{int(g)}.pickle")
+                with open(path + ".tmp", "wb") as f:
+                    pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(path + ".tmp", path)
+                yield pd.DataFrame({"g": pd.Series([int(g)], dtype="int32"), "path": [path],
+                                    "n": pd.Series([len(rows)], dtype="int64")})
 
     return run
 
