@@ -19,6 +19,8 @@ def add_arguments(p) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--runner", choices=("spark", "local"), default="spark")
     p.add_argument("--master", default=None, help="Spark master URL (default: local[*])")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, e.g. spark.spatec.exchange=shuffle (repeatable)")
     p.add_argument("--format", choices=("jsonl", "parquet", "geojson"), default="jsonl")
     p.add_argument("--map", default=None, metavar="FILE.html", help="also draw the composites on a map")
     p.add_argument("--phrase", action="append", default=None, help="only these phrases (repeatable)")
@@ -41,6 +43,16 @@ def parse_events(specs: list[str], program) -> list[tuple[str, str]]:
     return out
 
 
+def parse_conf(specs: list[str]) -> dict:
+    out = {}
+    for s in specs:
+        key, sep, value = s.partition("=")
+        if not sep or not key.strip():
+            raise SpatecError(f"--conf {s!r}: expected KEY=VALUE, e.g. spark.spatec.exchange=shuffle")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def run(args) -> int:
     from spatec.cli.progress import Progress
     from spatec.runners.common import compile_program
@@ -59,7 +71,7 @@ def run(args) -> int:
         from spatec.runners.spark_batch import replay_spark
 
         result = replay_spark(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase,
-                              master=args.master, ui=ui)
+                              master=args.master, ui=ui, conf=parse_conf(args.conf))
     elapsed = time.perf_counter() - t0
     ui.summary(result, elapsed)
     if args.map:

@@ -51,7 +51,7 @@ RAW_SCHEMA = "phrase string, id string, lo long, hi long, hull string, events st
 
 
 def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, phrases=None,
-                 master=None, ui=None, spark=None, prefilter_leaves: bool = True):
+                 master=None, ui=None, spark=None, prefilter_leaves: bool = True, conf: dict | None = None):
     """``spatec replay --runner spark``: ingest, run every phrase on Spark, write one file per phrase."""
     from spatec.runners.replay import ingest, write_outputs
     from spatec.runners.spark_session import get_or_create
@@ -62,7 +62,7 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(1, thread_name_prefix="spatec-spark-start")
-        starting = pool.submit(get_or_create, master)
+        starting = pool.submit(get_or_create, master, conf)
         pool.shutdown(wait=False)
     frames, summary = ingest(compiled, inputs, out, ui)
     if starting is not None:
