@@ -45,6 +45,12 @@ class TestRecognise:
         ("phrase Ph = Bus -> A ; Bus -> B where successive(B, A) within 5 min\n", None),
         ("phrase Ph = Bus -> A ; Bus -> B where not successive(A, B) within 5 min\n", None),
         ("phrase Ph = (Bus -> A ; Bus -> B) and at P where successive(A, B)\n", None),   # a join's patterns
+        ("phrase Ph = Bus -> A || Bus -> B where distance(A, B) < 50 m and A.vehicle < B.vehicle\n", "pair"),
+        ("phrase Ph per line = Bus -> A ;= Bus -> B within 2 min\n", "pair"),
+        ("phrase Ph = (Bus -> A and at P) and (Bus -> B and at Q) within 1 min\n", "pair"),
+        ("phrase Ph = (Bus -> A || Bus -> B) and at P\n", None),                 # a join's patterns
+        ("phrase Ph = Bus -> A || Tag -> B\n", None),                            # two types
+        ("phrase Ph = Bus -> A || Bus -> B || Bus -> C\n", None),                # three events
         ("phrase Ph per vehicle = Bus -> A ; not Bus -> X within 1 min\n", "after"),
         ("phrase Ph per vehicle = (Bus -> A and at P) ;= not (Bus -> X and at Q) within 1 min "
          "where X.x > A.x\n", "after"),
@@ -68,7 +74,7 @@ class TestRecognise:
     def test_examples(self):
         want = {"Stuck": "chain", "StuckOnRoad": "chain", "Silent": "after", "HospitalToStation": "between",
                 "CentreToHospital": "between", "TuesdayToHospital": "between",
-                "OtherWeekdayToHospital": "between", "Bunching": None, "ThroughRoadWorks": None,
+                "OtherWeekdayToHospital": "between", "Bunching": "pair", "ThroughRoadWorks": None,
                 "EntersRoadWorks": None, "RainySlowJourney": None}
         got = {}
         for path in sorted((REPO / "examples").glob("*/*.spatec")):
