@@ -6,7 +6,14 @@ files written, every 0.1 s, into a directory that the live runner reads
 fires as soon as its second event arrives, so what is timed is the runner,
 not a decision waiting for the watermark::
 
-    phrase Standing per vehicle = BusGPS -> A ;= BusGPS -> B within 1 min
+    phrase Standing per vehicle = BusGPS -> A ;= BusGPS -> B within 33 s
+
+A fix is stamped ``[ts - 30 s, ts]``, so ``within 33 s`` pairs each fix of a
+standing bus with the one before it (2 s earlier): one alert per standing
+fix, a third of an alert per position, the same all along the run
+(``--workload pairs`` is the earlier ``within 1 min``: every pair of a
+standing bus's fixes up to 30 s apart, so alerts per position grow from 0
+to 5 over the first 30 s of a run and the work per position with them).
 
 For each rate (positions per second) the bench runs for ``--seconds`` and
 reports the latency percentiles over every alert (landing time of the newer
@@ -17,9 +24,10 @@ start (median of the last third ≤ 2 × the first third + 0.5 s). Checkpoints
 are on, as in production (state saved after every micro-batch).
 
 The baseline printed first is the same pipeline with the runner's work left
-out (write, list and read the files): the ratio shows what detection adds.
+out: files written, listed and read, no phrase; its latency is the landing
+of a file to its being read (what the directory source adds).
 
-    .venv/bin/python bench/bench_live.py [--seconds 12] [--spark] [--profile]
+    .venv/bin/python bench/bench_live.py [--seconds 12] [--rates 100,1000,10000] [--spark] [--profile]
 
 Bounded: under 3 minutes with the defaults (local runner only); ``--spark``
 adds the Spark runner at 100 and 1,000 positions/s (about 2 more minutes).
@@ -45,12 +53,20 @@ PROGRAM = f'''include "{ROOT / "examples" / "bus.spatec"}"
 
 phrase Standing per vehicle =
     BusGPS -> A ;= BusGPS -> B
-  within 1 min
+  within WITHIN
   emit vehicle = A.vehicle, since = A.t
 '''
+WORKLOADS = {"consecutive": "33 s", "pairs": "1 min"}
+WORKLOAD = "consecutive"
+
+
+def program_text() -> str:
+    return PROGRAM.replace("WITHIN", WORKLOADS[WORKLOAD])
+
 PERIOD = 2.0           # s between two fixes of one bus
 TICK = 0.1             # s between two files
 CRS = "EPSG:32631"
+CHECKPOINT_EVERY = 1.0  # s between two checkpoint saves of the local runner (written by a forked child)
 
 
 class Feed:
@@ -63,6 +79,7 @@ class Feed:
 
         self.folder, self.rate, self.seconds = folder, rate, seconds
         self.landed: dict[str, float] = {}
+        self.file_landed: dict[str, float] = {}
         self.proc = multiprocessing.get_context("fork").Process(target=_write_files,
                                                                 args=(folder, rate, seconds), daemon=True)
 
@@ -79,6 +96,7 @@ class Feed:
     def load(self) -> None:
         """After the run: landing times per event id."""
         times = dict(line.split("\t") for line in (self.folder.parent / "landed.txt").read_text().splitlines())
+        self.file_landed = {n: float(t) for n, t in times.items()}
         for p in self.folder.glob("*.csv"):
             if p.name not in times:
                 continue
@@ -170,14 +188,21 @@ def run_local(rate: int, seconds: float, work: Path, detect: bool = True) -> dic
     shutil.rmtree(work, ignore_errors=True)
     (work / "in").mkdir(parents=True)
     prog = work / "bench.spatec"
-    prog.write_text(PROGRAM)
+    prog.write_text(program_text())
     compiled = compile_program(prog)
     src = open_source(parse_source(f"BusGPS=dir://{work / 'in'}"), work / "ck" / "spool",
                       [a.name for a in compiled.program.events["BusGPS"].attrs], settle=0.0)
     clock = Clock()
+    read_at: dict[str, float] = {}
+
+    def on_batch(items, delivered, trig, t_start):
+        for it in items:
+            read_at[it.offset] = it.arrived
+
     runner = LocalLive(compiled, [src], SinkSet([clock], DeliveredLog(work / "ck" / "delivered.jsonl")),
                        work / "ck", work / "ck", lateness=10_000_000, crs=CRS,
-                       phrases=None if detect else ["__none__"])
+                       phrases=None if detect else ["__none__"], on_batch=None if detect else on_batch,
+                       checkpoint_every=CHECKPOINT_EVERY)
     feed = Feed(work / "in", rate, seconds)
     stop = threading.Event()
     done_at = {}
@@ -197,7 +222,8 @@ def run_local(rate: int, seconds: float, work: Path, detect: bool = True) -> dic
     threading.Thread(target=drain, daemon=True).start()
     runner.run(trigger=0.0, stop=stop)
     feed.load()
-    lat = latencies(feed, clock)
+    lat = latencies(feed, clock) if detect else sorted(
+        (t, read_at[n] - t) for n, t in feed.file_landed.items() if n in read_at)
     return _summary(rate, lat, done_at.get("t"), len(src.done) >= feed.files, runner.state.batches,
                     feed.produced / seconds)
 
@@ -208,12 +234,12 @@ def run_spark(spark, rate: int, seconds: float, work: Path) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     (work / "in").mkdir(parents=True)
     prog = work / "bench.spatec"
-    prog.write_text(PROGRAM)
+    prog.write_text(program_text())
     compiled = compile_program(prog)
     clock = Clock()
     sinks = SinkSet([clock], DeliveredLog(work / "ck" / "delivered.jsonl"))
     live = SparkLive(spark, compiled, [f"BusGPS=dir://{work / 'in'}"], sinks, work / "ck", work / "ck",
-                     lateness=10_000_000, trigger=0.0, crs=CRS, max_polls=100000)
+                     lateness=10_000_000, trigger=0.0, crs=CRS, max_polls=100000, settle=0.0)
     # warm up (the first micro-batch starts the Python workers): one file, wait for its batch
     (work / "warm.csv").write_text(f"vehicle,line,operator,lon,lat,ts\nW,1,OP,0.1,52.1,{time.time() - 60:.6f}\n")
     (work / "warm.csv").rename(work / "in" / "00000000-warm.csv")
@@ -233,9 +259,28 @@ def run_spark(spark, rate: int, seconds: float, work: Path) -> dict:
     time.sleep(1.0)
     live.query.processAllAvailable()
     batches = (live.query.lastProgress or {}).get("batchId", 0)
+    progress = [p for p in (live.query.recentProgress or []) if p.get("numInputRows")]
     live.stop()
+    if progress:
+        _print_progress(rate, progress)
     feed.load()
     return _summary(rate, latencies(feed, clock), drained, drained is not None, batches, feed.produced / seconds)
+
+
+def _print_progress(rate, progress) -> None:
+    """Where a micro-batch's time goes (Spark's query progress, medians over the batches with input)."""
+    keys = sorted({k for p in progress for k in p.get("durationMs", {})})
+    med = {k: statistics.median(p["durationMs"].get(k, 0) for p in progress) for k in keys}
+    ops = [op for p in progress for op in p.get("stateOperators", [])]
+    line = ", ".join(f"{k} {v:.0f}" for k, v in sorted(med.items(), key=lambda kv: -kv[1]) if v)
+    rows = statistics.median(p["numInputRows"] for p in progress)
+
+    print(f"  spark {rate:,}/s: {len(progress)} batches with input, median {rows:.0f} rows; durationMs medians: {line}")
+    if ops:
+        for k in ("allUpdatesTimeMs", "commitTimeMs", "numRowsTotal", "numRowsUpdated", "memoryUsedBytes"):
+            vals = [op.get(k) for op in ops if op.get(k) is not None]
+            if vals:
+                print(f"    state operator {k}: median {statistics.median(vals):,.0f}, max {max(vals):,.0f}")
 
 
 def _summary(rate, lat, drained, complete, batches, actual) -> dict:
@@ -262,13 +307,36 @@ class _SkipLocal(Exception):
     pass
 
 
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in __import__("os").getloadavg())
+    except OSError:
+        return "?"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=12.0, help="seconds of input per rate (default 12)")
     ap.add_argument("--spark", action="store_true", help="also the Spark runner (100 and 1,000 positions/s)")
     ap.add_argument("--profile", action="store_true", help="cProfile the 10,000 positions/s run")
     ap.add_argument("--spark-only", action="store_true", help="only the Spark runner")
+    ap.add_argument("--rates", default="100,1000,10000", help="local runner rates, positions/s (default "
+                    "100,1000,10000)")
+    ap.add_argument("--spark-rates", default="100,1000", help="Spark runner rates (default 100,1000)")
+    ap.add_argument("--no-search", action="store_true", help="skip the search for the highest sustained rate")
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the Spark runner's session (repeatable)")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="consecutive",
+                    help="consecutive: one alert per standing fix (default); pairs: every pair of a "
+                         "standing bus's fixes up to 30 s apart (the work grows over the run)")
+    ap.add_argument("--checkpoint-every", type=float, default=1.0,
+                    help="local runner: seconds between checkpoint saves (default 1; 0: every batch)")
     args = ap.parse_args(argv)
+    global WORKLOAD, CHECKPOINT_EVERY
+    WORKLOAD, CHECKPOINT_EVERY = args.workload, args.checkpoint_every
+    rates = [int(x) for x in args.rates.split(",") if x]
+    spark_rates = [int(x) for x in args.spark_rates.split(",") if x]
+    print(f"workload {WORKLOAD} (within {WORKLOADS[WORKLOAD]}), load average {_load()}")
     t0 = time.time()
     work = Path(tempfile.mkdtemp(prefix="spatec-bench-live-"))
     try:
@@ -276,11 +344,12 @@ def main(argv=None) -> int:
             args.spark = True
             raise _SkipLocal
         base = run_local(1000, args.seconds / 2, work / "base", detect=False)
-        print(f"baseline (files written, listed and read; no phrase) at 1,000 positions/s: "
+        print(f"baseline (files written, listed and read; no phrase) at 1,000 positions/s: landing → read "
+              f"p50 {base['p50'] * 1e3:.1f} ms, p99 {base['p99'] * 1e3:.1f} ms; "
               f"drained in {base['drained'] or float('nan'):.2f} s after the input stopped")
         rows = []
-        for rate in (100, 1000, 10000):
-            if args.profile and rate == 10000:
+        for rate in rates:
+            if args.profile and rate == max(rates):
                 import cProfile
                 import pstats
 
@@ -291,7 +360,9 @@ def main(argv=None) -> int:
                 pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
             else:
                 rows.append(run_local(rate, args.seconds, work / f"r{rate}"))
-        table("local runner (checkpoint after every micro-batch)", rows)
+        table(f"local runner (checkpoint saved every {CHECKPOINT_EVERY:g} s)  load average {_load()}", rows)
+        if args.no_search:
+            raise _SkipLocal
         # the highest sustained rate: bisect between the rates tried
         ok = [r["rate"] for r in rows if r["sustained"]]
         bad = [r["rate"] for r in rows if not r["sustained"]]
@@ -321,9 +392,12 @@ def main(argv=None) -> int:
         if args.spark:
             from spatec.runners.spark_session import get_or_create
 
-            spark = get_or_create("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
-            srows = [run_spark(spark, rate, args.seconds, work / f"s{rate}") for rate in (100, 1000)]
-            table("spark runner (trigger 0: a micro-batch as soon as the last ends)", srows)
+            conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.locality.wait": "0s"}
+            conf.update(kv.split("=", 1) for kv in args.spark_conf)
+            spark = get_or_create("local[2]", conf)
+            srows = [run_spark(spark, rate, args.seconds, work / f"s{rate}") for rate in spark_rates]
+            table(f"spark runner (trigger 0: a micro-batch as soon as the last ends)  load average {_load()}",
+                  srows)
             spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)

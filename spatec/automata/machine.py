@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+from json.encoder import encode_basestring as _encode_str
 from dataclasses import dataclass, field
 
 from spatec.automata import relations as R
@@ -105,22 +106,62 @@ class RunState:
                 + len(self.emitted))
 
 
-@dataclass
 class Composite:
-    """A decided composite event: its phrase, bindings and stamps."""
+    """A decided composite event: its phrase, bindings and stamps.
 
-    phrase: str
-    id: str
-    lo: int
-    hi: int
-    loc: object
-    bindings: dict      # variable → Ev (bound, positive variables)
-    events: list        # every constituent Ev
+    ``loc`` may be given as None: the stamp, the hull of the events' stamps in
+    the order of ``events`` (what :attr:`PM.loc` is), is then made when first
+    read (a runner that writes hulls for many composites at once need not make
+    them one by one)."""
+
+    __slots__ = ("phrase", "id", "lo", "hi", "_loc", "bindings", "events")
+
+    def __init__(self, phrase: str, id: str, lo: int, hi: int, loc, bindings: dict, events: list):
+        self.phrase, self.id, self.lo, self.hi, self._loc = phrase, id, lo, hi, loc
+        self.bindings = bindings    # variable → Ev (bound, positive variables)
+        self.events = events        # every constituent Ev
+
+    @property
+    def loc(self):
+        if self._loc is None:
+            evs = self.events
+            self._loc = evs[0].loc if len(evs) == 1 else S.hull([e.loc for e in evs])
+        return self._loc
+
+    @loc.setter
+    def loc(self, value):
+        self._loc = value
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return ((self.phrase, self.id, self.lo, self.hi, self.loc, self.bindings, self.events)
+                == (other.phrase, other.id, other.lo, other.hi, other.loc, other.bindings, other.events))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"Composite(phrase={self.phrase!r}, id={self.id!r}, lo={self.lo!r}, hi={self.hi!r}, "
+                f"loc={self.loc!r}, bindings={self.bindings!r}, events={self.events!r})")
+
+    def __getstate__(self):
+        return (self.phrase, self.id, self.lo, self.hi, self._loc, self.bindings, self.events)
+
+    def __setstate__(self, s):
+        self.phrase, self.id, self.lo, self.hi, self._loc, self.bindings, self.events = s
 
 
 def composite_id(phrase: str, pairs) -> str:
-    """Hash of the phrase name and its sorted (variable, event id) pairs (SPEC §4)."""
-    payload = json.dumps([phrase, sorted([list(p) for p in pairs])], separators=(",", ":"), ensure_ascii=False)
+    """Hash of the phrase name and its sorted (variable, event id) pairs (SPEC §4): the SHA-256
+    of ``json.dumps([phrase, sorted([[var, id], ...])], separators=(",", ":"), ensure_ascii=False)``."""
+    pairs = sorted([list(p) for p in pairs])
+    if type(phrase) is str and all(type(v) is str and type(i) is str for v, i in pairs):
+        # the same text as json.dumps, spelt out (json.dumps encodes each string with
+        # encode_basestring when ensure_ascii is False)
+        enc = _encode_str
+        payload = f"[{enc(phrase)},[" + ",".join(f"[{enc(v)},{enc(i)}]" for v, i in pairs) + "]]"
+    else:
+        payload = json.dumps([phrase, pairs], separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 

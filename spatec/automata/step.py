@@ -133,7 +133,11 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
     other = st.buffers.get((node.id, "R" if side == "L" else "L"), ())
     op = node.op
     mine = pm.events()
+    w = am.plan.within
+    lo, hi = pm.lo, pm.hi
     for q in list(other):
+        if w is not None and (hi if hi > q.hi else q.hi) - (lo if lo < q.lo else q.lo) > w:
+            continue  # already longer than `within`: every composite above this join would be too
         left, right = (pm, q) if side == "L" else (q, pm)
         theirs = q.events()
         if any(a is b for a in mine for b in theirs):
@@ -190,7 +194,9 @@ def _emit(am: Automaton, st: RunState, pm: PM, out) -> None:
         if cid in st.emitted:
             return
         st.emitted[cid] = pm.hi
-    out.append(Composite(am.name, cid, pm.lo, pm.hi, pm.loc, env, pm.events()))
+    # the stamp (the hull of the events) is made when first asked for: pm._loc if a pattern
+    # already needed it, else by the runner that outputs the composite
+    out.append(Composite(am.name, cid, pm.lo, pm.hi, pm._loc, env, pm.events()))
 
 
 def _part(pm: PM, slots) -> list:
@@ -228,6 +234,35 @@ def _ready(am: Automaton, pm: PM, w: int, final: bool) -> bool:
             if w < max(env[v].t for v in chain) + am.G:
                 return False
     return True
+
+
+def decision_time(am: Automaton, pm: PM) -> int:
+    """The smallest watermark at which pending ``pm`` is ready to be decided (before the end of
+    input): ``_ready(am, pm, w, False)`` holds exactly for ``w >= decision_time(am, pm)``.
+    NEG_INF when nothing holds it back. Lets a live runner step a waiting key only once the
+    watermark reaches its first decision, rather than at every move of the watermark."""
+    t = NEG_INF
+    for neg_id in pm.checks:
+        node = am.negs[neg_id][0]
+        if isinstance(node, Join):
+            b = _part(pm, am.slots[node.right.id])
+            t = max(t, max(e.hi for e in b) + am.G)
+        else:
+            a = _part(pm, am.slots[node.left.id])
+            t = max(t, max(e.hi for e in a) + node.absence.window + 1)    # ready when w > end
+    if am.succ_chains:
+        env = _env(am, pm)
+        for chain in am.succ_chains:
+            t = max(t, max(env[v].t for v in chain) + am.G)
+    return t
+
+
+def next_decision(am: Automaton, st: RunState) -> int | None:
+    """The smallest watermark at which some pending composite of ``st`` can be decided; None
+    when nothing is pending. Stepping the key with a lower watermark and no events decides nothing."""
+    if not st.pending:
+        return None
+    return min(decision_time(am, pm) for pm in st.pending)
 
 
 def _holds(am: Automaton, st: RunState, ctx, pm: PM) -> bool:

@@ -55,6 +55,10 @@ def add_arguments(p) -> None:
     p.add_argument("--max-polls", type=int, default=None, metavar="N",
                    help="polls taken from each HTTP feed per micro-batch when several are waiting "
                         "(default: 1 local, lowest latency; 200 spark)")
+    p.add_argument("--checkpoint-every", default="1s", metavar="DURATION",
+                   help="local runner: time between two checkpoint saves (default 1s; 0: after every batch). "
+                        "Saves are written by a forked process; input after the last save is read again "
+                        "after a crash (alerts are still delivered once)")
     p.add_argument("--phrase", action="append", default=None, help="only these phrases (repeatable)")
     p.add_argument("--crs", default=None, help="metric CRS (default: the program's, else the UTM zone of the "
                                                 "first data (local) or of the program's places (spark); "
@@ -103,7 +107,8 @@ def _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, web
 
     status = _Status(args.quiet)
     runner = open_local(compiled, args.source, sinks_urls, ck, out, lateness=lateness, crs=args.crs,
-                        phrases=args.phrase, webhook=webhook, on_batch=status, max_polls=args.max_polls or 1)
+                        phrases=args.phrase, webhook=webhook, on_batch=status, max_polls=args.max_polls or 1,
+                        checkpoint_every=parse_duration(args.checkpoint_every))
     status.runner = runner
     runner.run(trigger=trigger, until_idle=args.until_idle, stop=stop)
     return runner.state.counts

@@ -32,6 +32,7 @@ counts as handled.
 """
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import os
@@ -68,7 +69,10 @@ def _fsync_append(path: Path, lines: Sequence[str]) -> None:
 # ------------------------------------------------------------------------------ delivered ids
 
 class DeliveredLog:
-    """The ``(sink, id)`` pairs delivered so far, with each alert's ``hi`` (µs) for pruning."""
+    """The ``(sink, id)`` pairs delivered so far, with each alert's ``hi`` (µs) for pruning.
+
+    Pruning costs what it drops (a heap by ``hi``), and the file is rewritten
+    only once it holds at least as many dropped entries as live ones."""
 
     def __init__(self, path: Path | None):
         self.path = Path(path) if path is not None else None
@@ -81,14 +85,19 @@ class DeliveredLog:
                         self.hi[(d["sink"], d["id"])] = int(d["hi"])
                     except (ValueError, KeyError, TypeError):
                         continue  # a line cut by a crash
+        self._heap = [(v, s, c) for (s, c), v in self.hi.items()]
+        heapq.heapify(self._heap)
+        self._stale = 0            # entries of the file no longer in self.hi
         self._new: list[str] = []
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         return key in self.hi
 
     def add(self, sink: str, cid: str, hi: int) -> None:
-        self.hi[(sink, cid)] = int(hi)
-        self._new.append(json.dumps({"sink": sink, "id": cid, "hi": int(hi)}) + "\n")
+        hi = int(hi)
+        self.hi[(sink, cid)] = hi
+        heapq.heappush(self._heap, (hi, sink, cid))
+        self._new.append(json.dumps({"sink": sink, "id": cid, "hi": hi}) + "\n")
 
     def flush(self) -> None:
         if self.path is not None and self._new:
@@ -96,14 +105,19 @@ class DeliveredLog:
         self._new = []
 
     def prune(self, before: int) -> int:
-        """Forget alerts with ``hi < before``; rewrite the file. Returns how many were dropped."""
-        old = [k for k, v in self.hi.items() if v < before]
-        if not old:
+        """Forget alerts with ``hi < before``. Returns how many were dropped."""
+        n = 0
+        heap = self._heap
+        while heap and heap[0][0] < before:
+            v, s, c = heapq.heappop(heap)
+            if self.hi.get((s, c)) == v:
+                del self.hi[(s, c)]
+                n += 1
+        if not n:
             return 0
-        for k in old:
-            del self.hi[k]
         self.flush()
-        if self.path is not None:
+        self._stale += n
+        if self.path is not None and self._stale >= len(self.hi):
             tmp = self.path.with_name(f".{self.path.name}.tmp")
             with open(tmp, "w", encoding="utf-8") as f:
                 for (s, c), v in self.hi.items():
@@ -111,7 +125,8 @@ class DeliveredLog:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
-        return len(old)
+            self._stale = 0
+        return n
 
 
 # ------------------------------------------------------------------------------ sinks

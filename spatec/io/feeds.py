@@ -521,8 +521,8 @@ class DirSource:
         """Mark ``items`` used (the offset the next checkpoint saves)."""
         self.done.update(it.offset for it in items if it.source == self.id)
 
-    def release(self) -> None:
-        """After the checkpoint is saved: nothing to delete (the files are the user's)."""
+    def release(self, upto=None) -> None:
+        """After a checkpoint is saved: nothing to delete (the files are the user's)."""
 
 
 class HttpFeedSource:
@@ -636,10 +636,12 @@ class HttpFeedSource:
             if it.source == self.id and it.offset > self.committed:
                 self.committed, self.server_committed = it.offset, it.server
 
-    def release(self) -> None:
-        """After the checkpoint is saved: delete the spooled polls it covers."""
+    def release(self, upto: dict | None = None) -> None:
+        """After a checkpoint is saved: delete the spooled polls it covers (``upto``: the
+        offset it saved, default the last committed)."""
+        last = self.committed if upto is None else int(upto.get("seq", -1))
         for seq, server in self._spooled():
-            if seq <= self.committed:
+            if seq <= last:
                 self._path(seq, server).unlink(missing_ok=True)
 
 

@@ -16,17 +16,33 @@ new complete files of each directory — and:
    seen so far and are kept in a buffer, pruned by the watermark, that a key
    appearing later is given first;
 5. runs :func:`spatec.automata.step.step` with the global watermark on every
-   key that has new events or waits for a decision;
+   key that has new events, and on every key whose first pending decision
+   the watermark has reached (a heap of decision times,
+   :func:`spatec.automata.step.next_decision`: a key waiting for an absence
+   is not stepped at every batch, only when its decision is due);
 6. hands the decided composites, as alerts, to the sinks (each id once per
-   sink, across restarts: see :mod:`spatec.io.alert_sinks`);
-7. saves the checkpoint — every run state, the watermark, the source offsets,
-   the ids seen — atomically (temporary file, then rename), then lets the
-   sources forget what was used.
+   sink, across restarts: see :mod:`spatec.io.alert_sinks`); the hulls of a
+   batch's composites are written as WKT all at once;
+7. checkpoints (see below), then lets the sources forget what the checkpoint
+   covers.
 
-A crash anywhere in that sequence is safe: on restart the state of the last
-completed batch is loaded, HTTP polls fetched since are read again from the
-spool and files not yet marked done are read again; alerts already delivered
-are not delivered again.
+Checkpoints. The state (every run state, the watermark, the source offsets,
+the ids seen) is saved at most every ``checkpoint_every`` seconds (default
+1 s; 0: after every batch), incrementally: ``state.pkl`` plus segments, a
+full snapshot then one delta per save with only the keys changed (or
+dropped) since the save before. With ``background`` (the default where
+``os.fork`` exists) a save is written by a forked child process from a
+copy-on-write image of the state, so the batches go on while it pickles and
+syncs; the sources are released (spooled polls deleted) only once the save
+that covers them has completed. Input between the last completed save and a
+crash is read again after a restart (HTTP polls from the spool, files not
+yet marked done): detection is at least once, delivery exactly once, as the
+sinks skip every id already delivered. Late events and rejects of input read
+twice may be written twice to their outputs.
+
+A crash anywhere is safe: on restart the last completed save is loaded and
+the input after it is read again; alerts already delivered are not
+delivered again.
 
 End of input. With ``until_idle`` the run stops once no input has arrived for
 that many seconds, and treats the input as over: like a batch replay at its
@@ -43,36 +59,46 @@ broadcast events for a key that first shows up after that is not reported
 """
 from __future__ import annotations
 
+import gc
 import hashlib
+import heapq
+import itertools
 import json
 import logging
 import os
 import pickle
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
 import pandas as pd
+import shapely
 
-from spatec.automata.machine import NEG_INF, RunState, build
-from spatec.automata.step import step
+from spatec.automata.machine import NEG_INF, Composite, Ev, RunState, build
+from spatec.automata.step import next_decision, step
 from spatec.io.alert_sinks import SinkSet, alert_json
 from spatec.io.canonical import to_events
 from spatec.io.feeds import HttpFeedSource
 from spatec.io.sources import write_rejects
-from spatec.runners.common import (Compiled, choose_crs, event_order, keyed_types, output_row,
-                                   phrase_types, time_fields, to_evs)
+from spatec.runners.common import (Compiled, _pycol, attribute_names, choose_crs, event_order, keyed_types,
+                                   output_row, phrase_types, time_fields, to_evs)
 from spatec.spatial import stamps as S
 from spatec.spatial.crs import Projector
 
 log = logging.getLogger("spatec.live")
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
 STATE_FILE = "state.pkl"
-HOUSEKEEPING_EVERY = 20        # batches between full prunes of idle keys, seen ids and the delivered log
+HOUSEKEEPING_EVERY = 20        # batches over which every key is pruned once (a slice of the keys per batch)
+FULL_EVERY = 50                # saves between two full snapshots (bounds the number of deltas)
+IDLE_WAIT = 0.002              # s between two looks at sources that had nothing (directories only)
+IDLE_WAIT_HTTP = 0.05          # s between two polls of an HTTP feed that had nothing
+GC_FREEZE_EVERY = 1.0          # s between two freezes of what survived the young collections
+GC_FULL_EVERY = 600.0          # s between two full garbage collections (everything unfrozen)
 
 
 def fingerprint(compiled: Compiled) -> str:
@@ -97,6 +123,7 @@ class LiveState:
     batches: int = 0
     finished: bool = False
     segments: list = field(default_factory=list)   # the checkpoint's segment files, oldest first
+    saves: int = 0                                 # saves so far (names the segments)
     version: int = CHECKPOINT_VERSION
 
 
@@ -106,7 +133,7 @@ def _disc(x, y, r):
 
 class _StatePickler(pickle.Pickler):
     """Discs (every GPS fix's stamp) as three floats, not as a WKB geometry: the state of a
-    live run is mostly discs, and it is pickled after every batch."""
+    live run is mostly discs."""
 
     def reducer_override(self, obj):
         if type(obj) is S.Loc and obj._xy is not None:
@@ -114,17 +141,28 @@ class _StatePickler(pickle.Pickler):
         return NotImplemented
 
 
+try:   # loaded here, not in a forked child
+    import ctypes
+
+    _LIBC = ctypes.CDLL(None)
+except OSError:  # pragma: no cover
+    _LIBC = None
+
+# children (pid) of this process writing a checkpoint, by directory: a runner opened on a
+# directory waits for them before it reads it
+_WRITERS: dict = {}
+
+
 class Checkpoint:
     """A live run's directory: the run state, ``delivered.jsonl``, ``spool/``, ``late/``, ``_rejects/``.
 
     The run state is ``state.pkl`` (watermark, offsets, counters, broadcast
     buffers, the list of segments) plus ``segments/<n>.pkl``: a full snapshot
-    of every key's run state and the ids seen, then one delta per batch with
-    only the keys that batch changed and the ids it added. A save writes its
-    segment, then ``state.pkl`` through a temporary file and a rename: the
-    rename is the commit, and segments no ``state.pkl`` names are left-overs
-    of a crash, deleted. A full snapshot is taken at every housekeeping, which
-    also bounds the number of deltas.
+    of every key's run state and the ids seen, then one delta per save with
+    only the keys changed since the save before, the keys dropped and the ids
+    added. A save writes its segment, then ``state.pkl`` through a temporary
+    file and a rename: the rename is the commit, and segments no
+    ``state.pkl`` names are left-overs of a crash, deleted.
     """
 
     def __init__(self, directory: Path | None):
@@ -138,44 +176,67 @@ class Checkpoint:
 
     def load(self) -> LiveState | None:
         p = self.state_path
-        if p is None or not p.exists():
+        if p is None:
+            return None
+        pid = _WRITERS.pop(str(self.dir.resolve()), None)
+        if pid is not None:
+            _wait_child(pid)
+        if not p.exists():
             return None
         with open(p, "rb") as f:
             st = pickle.load(f)
         if getattr(st, "version", None) != CHECKPOINT_VERSION:
             raise ValueError(f"{p}: checkpoint version {getattr(st, 'version', None)}, "
-                             f"this spatec writes {CHECKPOINT_VERSION}")
+                             f"this spatec writes {CHECKPOINT_VERSION}; use a new checkpoint directory")
         for name in st.segments:
             with open(self.dir / "segments" / name, "rb") as f:
                 seg = pickle.load(f)
             if seg["full"]:
                 st.keys = {ph: {} for ph in seg["phrases"]}
                 st.seen = {}
+            for ph, k in seg.get("dropped", ()):
+                st.keys.get(ph, {}).pop(k, None)
             for (ph, k), rs in seg["keys"].items():
                 st.keys.setdefault(ph, {})[k] = rs
             st.seen.update(seg["seen"])
         self._clean(st.segments)
         return st
 
-    def save(self, st: LiveState, dirty=(), new_seen=None, full: bool = False) -> None:
-        if self.dir is None:
-            return
+    def segment(self, st: LiveState, dirty=(), dropped=(), new_seen=None, full: bool = False) -> dict:
+        """What the next save writes (taken from ``st`` now: in a forked child it is pickled later)."""
         if full or not st.segments:
-            seg = {"full": True, "phrases": list(st.keys),
-                   "keys": {(ph, k): rs for ph, ks in st.keys.items() for k, rs in ks.items()},
-                   "seen": st.seen}
-        else:
-            seg = {"full": False, "keys": {(ph, k): st.keys[ph][k] for ph, k in dirty if k in st.keys[ph]},
-                   "seen": new_seen or {}}
-        name = f"{st.batches:012d}-{len(st.segments)}.pkl"
+            return {"full": True, "phrases": list(st.keys),
+                    "keys": {(ph, k): rs for ph, ks in st.keys.items() for k, rs in ks.items()},
+                    "seen": st.seen}
+        return {"full": False, "keys": {(ph, k): st.keys[ph][k] for ph, k in dirty if k in st.keys.get(ph, {})},
+                "dropped": [(ph, k) for ph, k in dropped if k not in st.keys.get(ph, {})],
+                "seen": new_seen or {}}
+
+    def names(self, st: LiveState, seg: dict) -> tuple[str, list]:
+        """(the segment's file name, the segment list after the save)."""
+        name = f"{st.saves + 1:012d}.pkl"
+        return name, ([name] if seg["full"] else [*st.segments, name])
+
+    def write(self, st: LiveState, seg: dict, name: str, segments: list) -> None:
+        """Write ``seg`` and then ``state.pkl`` naming ``segments`` (the commit)."""
         _atomic_pickle(self.dir / "segments" / name, seg)
-        segments = [name] if seg["full"] else [*st.segments, name]
-        keys, seen, st.keys, st.seen, st.segments = st.keys, st.seen, {}, {}, segments
+        keys, seen, old = st.keys, st.seen, (st.segments, st.saves)
+        st.keys, st.seen, st.segments, st.saves = {}, {}, segments, st.saves + 1
         try:
             _atomic_pickle(self.state_path, st)
         finally:
             st.keys, st.seen = keys, seen
+            st.segments, st.saves = old
         self._clean(segments)
+
+    def save(self, st: LiveState, dirty=(), new_seen=None, full: bool = False, dropped=()) -> None:
+        """A save, in this process."""
+        if self.dir is None:
+            return
+        seg = self.segment(st, dirty, dropped, new_seen, full)
+        name, segments = self.names(st, seg)
+        self.write(st, seg, name, segments)
+        st.segments, st.saves = segments, st.saves + 1
 
     def _clean(self, keep) -> None:
         keep = set(keep)
@@ -191,6 +252,28 @@ def _atomic_pickle(path: Path, obj) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def _wait_child(pid: int, block: bool = True) -> bool | None:
+    """A save's child: True (it committed), False (it failed), None (still running)."""
+    try:
+        got, status = os.waitpid(pid, 0 if block else os.WNOHANG)
+    except ChildProcessError:
+        return False
+    if got == 0:
+        return None
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a save's child: be killed when the runner dies (a SIGKILLed runner must not leave a
+    writer behind while its successor reads the checkpoint)."""
+    try:
+        _LIBC.prctl(1, 9)   # PR_SET_PDEATHSIG, SIGKILL (Linux)
+    except AttributeError:
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 class _Phrase:
@@ -211,7 +294,116 @@ class _Phrase:
         self.horizon = None if span is None else span + am.max_window + 2 * stamp + am.G
         # how far behind the deciding watermark a decided composite's hi can be
         self.retention = (span or 0) + am.max_window + 2 * stamp + am.G
+        # keys waiting for a decision: key → the watermark that decides the first; a heap of them
+        self.due: dict = {}
+        self.heap: list = []
 
+    def schedule(self, k, rs: RunState, counter) -> None:
+        """Note when key ``k`` next has something to decide."""
+        d = next_decision(self.am, rs)
+        if d is None:
+            self.due.pop(k, None)
+        elif self.due.get(k) != d:
+            self.due[k] = d
+            heapq.heappush(self.heap, (d, next(counter), k))
+
+    def pop_due(self, wm: int) -> set:
+        """Keys whose first pending decision the watermark ``wm`` has reached."""
+        out = set()
+        heap, due = self.heap, self.due
+        while heap and heap[0][0] <= wm:
+            d, _, k = heapq.heappop(heap)
+            if due.get(k) == d:
+                del due[k]
+                out.add(k)
+        return out
+
+
+# ------------------------------------------------------------------------------ run-time events
+
+def _fast_evs(df: pd.DataFrame, program, proj: Projector) -> list:
+    """:func:`spatec.runners.common.to_evs` for events that are all discs (GPS fixes): the same
+    events, their points made in one call (the common path of a live run); anything else
+    goes through ``to_evs`` itself."""
+    n = len(df)
+    if n == 0:
+        return []
+    kinds = df["_place"].to_numpy()
+    if not (kinds == "point").all():
+        return to_evs(df, program, proj)
+    xs, ys = proj.forward(df["_lon"].to_numpy(float), df["_lat"].to_numpy(float))
+    xs, ys = np.asarray(xs, float).reshape(-1), np.asarray(ys, float).reshape(-1)
+    rs = df["_r"].to_numpy(float)
+    if not (np.isfinite(xs).all() and np.isfinite(ys).all() and ((rs >= 0) & (rs < np.inf)).all()):
+        return to_evs(df, program, proj)   # UNIVERSE stamps, or the error to_evs raises
+    type_name = df["_type"].iloc[0]
+    names = attribute_names(program, type_name)
+    points = shapely.points(xs, ys).tolist()
+    attr_cols = [_pycol(df[c]) for c in names]
+    ids, srcs = df["_id"].tolist(), df["_source"].tolist()
+    ts, los, his = (df[c].to_numpy(np.int64).tolist() for c in ("_t", "_lo", "_hi"))
+    new, setattr_, Loc = object.__new__, object.__setattr__, S.Loc
+    out = []
+    for i, (x, y, r, g) in enumerate(zip(xs.tolist(), ys.tolist(), rs.tolist(), points)):
+        loc = new(Loc)     # as Loc.disc makes it
+        setattr_(loc, "geom", g)
+        setattr_(loc, "r", r)
+        setattr_(loc, "_xy", (x, y))
+        setattr_(loc, "_memo", None)
+        attrs = {name: col[i] for name, col in zip(names, attr_cols)}
+        src = srcs[i]
+        if src is not None and isinstance(src, float) and src != src:
+            src = None
+        out.append(Ev(type_name, ids[i], src, ts[i], los[i], his[i], loc, attrs))
+    return out
+
+
+# ------------------------------------------------------------------------------ hulls
+
+class _Cols:
+    """Disc centres and radii laid out for :func:`spatec.automata.fastpath.hulls_wkt`."""
+
+    def __init__(self, x, y, r):
+        self.x, self.y, self.r = x, y, r
+        self.disc = np.ones(len(x), dtype=bool)
+
+    def centres(self, rows):
+        return self.x[rows], self.y[rows], self.disc[rows]
+
+
+class _Vars:
+    def __init__(self, k: int):
+        self.vars = tuple(str(i) for i in range(k))
+
+
+def hulls_wkt(composites: Sequence[Composite], proj: Projector) -> list:
+    """:func:`spatec.spatial.stamps.to_lonlat_wkt` of each composite's stamp (the hull of its
+    events' stamps, in the order of ``events``). Composites of equal discs are done together,
+    by the fast path's vectorised hulls; the others one by one."""
+    from spatec.automata.fastpath import Matches, hulls_wkt as vector_hulls
+
+    out: list = [None] * len(composites)
+    groups: dict = {}
+    for i, c in enumerate(composites):
+        evs = c.events
+        locs = [e.loc for e in evs]
+        r = locs[0].r if locs else None
+        if c._loc is not None or not locs or any(l._xy is None or l.r != r for l in locs):
+            out[i] = S.to_lonlat_wkt(c.loc, proj)
+            continue
+        groups.setdefault((len(locs), r), []).append(i)
+    for (k, r), idx in groups.items():
+        n = len(idx)
+        xy = np.array([[composites[i].events[v].loc._xy for i in idx] for v in range(k)], dtype=float)
+        cols = _Cols(xy[:, :, 0].reshape(-1), xy[:, :, 1].reshape(-1), np.full(k * n, r))
+        rows = {str(v): np.arange(v * n, (v + 1) * n, dtype=np.int64) for v in range(k)}
+        z = np.zeros(n, dtype=np.int64)
+        for i, w in zip(idx, vector_hulls(Matches(_Vars(k), cols, rows, z, z), proj)):
+            out[i] = w
+    return out
+
+
+# ------------------------------------------------------------------------------ the runner
 
 class LocalLive:
     """The local live runner (``spatec live --runner local``).
@@ -220,11 +412,15 @@ class LocalLive:
     ``commit``, ``restore``, ``offset``, ``id``, ``spec.type``); ``sinks``: a
     :class:`~spatec.io.alert_sinks.SinkSet`; ``out``: where late events and
     rejects go (the checkpoint directory when there is one).
+    ``checkpoint_every``: seconds between two saves (0: after every batch);
+    ``background``: saves written by a forked child (default: where there is fork);
+    ``freeze_gc``: keep the garbage collector off the run state (see :meth:`_gc`).
     """
 
     def __init__(self, compiled: Compiled, sources: Sequence, sinks: SinkSet, checkpoint: Path | None,
                  out: Path, lateness: int = 0, crs: str | None = None, phrases=None,
-                 seen_retention: int | None = None, on_batch: Callable | None = None, max_polls: int = 1):
+                 seen_retention: int | None = None, on_batch: Callable | None = None, max_polls: int = 1,
+                 checkpoint_every: float = 1.0, background: bool | None = None, freeze_gc: bool = True):
         self.compiled, self.program = compiled, compiled.program
         self.sources, self.sinks = list(sources), sinks
         self.ck = Checkpoint(checkpoint)
@@ -235,10 +431,19 @@ class LocalLive:
         self.seen_retention = seen_retention if seen_retention is not None else max(self.lateness, 600_000_000)
         self.on_batch = on_batch
         self.max_polls = max_polls
+        self.checkpoint_every = float(checkpoint_every)
+        self.background = hasattr(os, "fork") if background is None else bool(background and hasattr(os, "fork"))
         self.phrases: list[_Phrase] = []
         self.proj: Projector | None = None
         self._seen_set: set = set()
-        self._dirty, self._new_seen, self._full = set(), {}, True
+        self._seen_batches: deque = deque()       # (largest hi, ids) per batch, oldest first: pruning seen ids
+        self._dirty, self._dropped, self._new_seen, self._full = set(), set(), {}, True
+        self._saving = None                        # the save being written by a child
+        self._last_save = -float("inf")
+        self._counter = itertools.count()
+        self._hk: list | None = None               # housekeeping: the keys still to prune this round
+        self.freeze_gc = freeze_gc
+        self._last_freeze = self._last_full_gc = time.monotonic()
         self.state = self._restore()
 
     # ------------------------------------------------------------------ state
@@ -257,6 +462,9 @@ class LocalLive:
         for s in self.sources:
             s.restore(st.offsets.get(s.id))
         self._seen_set = set(st.seen)
+        if st.seen:
+            self._seen_batches.append((max(st.seen.values()), list(st.seen)))
+        self._full = not st.segments
         if st.crs or self.crs_override or self.program.crs:
             self._start(st, st.crs or self.crs_override or self.program.crs)
         return st
@@ -266,8 +474,11 @@ class LocalLive:
         self.proj = Projector(crs)
         self.phrases = [_Phrase(p, self.program, self.proj) for p in self.plans]
         for ph in self.phrases:
-            st.keys.setdefault(ph.name, {})
+            states = st.keys.setdefault(ph.name, {})
             st.bcast.setdefault(ph.name, [])
+            for k, rs in states.items():
+                if rs.pending:
+                    ph.schedule(k, rs, self._counter)
 
     @property
     def watermark(self) -> int:
@@ -298,7 +509,6 @@ class LocalLive:
         Returns the alerts delivered (as JSON dicts)."""
         st = self.state
         t_start = time.time()
-        self._dirty, self._new_seen, self._full = set(), {}, False
         frames, arrival = self._ingest(items)
         if self.proj is None:
             if not any(len(df) for df in frames.values()):
@@ -316,29 +526,54 @@ class LocalLive:
                 df = df[~late]
             if not len(df):
                 continue
-            evs = to_evs(df, self.program, self.proj)
-            evs_by_type[t] = evs
+            evs_by_type[t] = _fast_evs(df, self.program, self.proj)
             mx = int(df["_hi"].max())
             if mx > st.max_hi:
                 st.max_hi = mx
         if st.max_hi != NEG_INF:
             st.watermark = max(st.watermark, st.max_hi - self.lateness)
-        alerts, his, trig = [], {}, {}
+        found: list = []
         for ph in self.phrases:
-            self._run_phrase(ph, evs_by_type, wm_prev, alerts, his, trig, arrival)
+            self._run_phrase(ph, evs_by_type, wm_prev, found, arrival)
         st.batches += 1
-        if st.batches % HOUSEKEEPING_EVERY == 0:
-            self._housekeeping(alerts, his, trig)
-        delivered = self._deliver(alerts, his)
+        delivered, trig = self._deliver(found)
+        # after the delivery: pruning idle keys is not on the way of this batch's alerts
+        more: list = []
+        self._housekeeping(more)
+        if more:
+            d2, t2 = self._deliver(more)
+            delivered, trig = delivered + d2, {**trig, **t2}
         self._commit(items)
         if self.on_batch is not None:
             self.on_batch(items, delivered, trig, t_start)
+        self._gc()
         return delivered
+
+    def _gc(self) -> None:
+        """Keep Python's cyclic garbage collector off the run state: once a second, collect the
+        young generations and freeze what survives (the run state is mostly Ev, PM and lists,
+        freed by reference counting when dropped). Otherwise every full collection walks the
+        whole state — hundreds of milliseconds at a million objects, on the way of some batch's
+        alerts. A full collection of everything still runs every GC_FULL_EVERY seconds."""
+        if not self.freeze_gc:
+            return
+        now = time.monotonic()
+        if now - self._last_freeze < GC_FREEZE_EVERY:
+            return
+        self._last_freeze = now
+        if now - self._last_full_gc >= GC_FULL_EVERY:
+            self._last_full_gc = now
+            gc.unfreeze()
+            gc.collect()
+        else:
+            gc.collect(1)
+        gc.freeze()
 
     def _ingest(self, items):
         st = self.state
         frames: dict[str, list] = {}
         arrival: dict[str, float] = {}
+        new_ids, top = [], NEG_INF
         for it in items:
             decl = self.program.events.get(self._type_of(it))
             if decl is None:
@@ -352,9 +587,15 @@ class LocalLive:
                 write_rejects(res.rejects, self.out, append=True)
             if res.used:
                 frames.setdefault(decl.name, []).append(res.events)
-                for i, hi in zip(res.events["_id"].tolist(), res.events["_hi"].tolist()):
-                    arrival[i] = it.arrived
-                    st.seen[i] = self._new_seen[i] = hi
+                ids, his = res.events["_id"].tolist(), res.events["_hi"].tolist()
+                arrival.update(dict.fromkeys(ids, it.arrived))
+                pairs = dict(zip(ids, his))
+                st.seen.update(pairs)
+                self._new_seen.update(pairs)
+                new_ids += ids
+                top = max(top, max(his))
+        if new_ids:
+            self._seen_batches.append((top, new_ids))
         out = {t: (pd.concat(fs, ignore_index=True) if len(fs) > 1 else fs[0]) for t, fs in frames.items()}
         return out, arrival
 
@@ -364,7 +605,7 @@ class LocalLive:
                 return s.spec.type
         raise KeyError(item.source)
 
-    def _run_phrase(self, ph: _Phrase, evs_by_type, wm_prev, alerts, his, trig, arrival) -> None:
+    def _run_phrase(self, ph: _Phrase, evs_by_type, wm_prev, found, arrival) -> None:
         st = self.state
         wm = st.watermark
         states = st.keys[ph.name]
@@ -385,16 +626,18 @@ class LocalLive:
         todo = set(by_key)
         if bnew:
             todo |= set(states)
-        if wm != wm_prev:
-            todo |= {k for k, s in states.items() if s.pending}
+        if wm != wm_prev and ph.heap:
+            todo |= ph.pop_due(wm)
         for k in todo:
             rs = states.get(k)
-            evs = list(by_key.get(k, ()))
+            evs = by_key.get(k, [])
             if rs is None:
                 rs = states[k] = RunState()
                 evs = list(buf) + evs
-            evs += bnew
-            evs.sort(key=event_order)
+            if bnew:
+                evs = evs + bnew
+            if len(evs) > 1:
+                evs.sort(key=event_order)
             npending = len(rs.pending)
             got, late = step(ph.am, rs, evs, watermark=wm)
             if evs or got or len(rs.pending) != npending:
@@ -404,68 +647,157 @@ class LocalLive:
             if late:  # not expected: every key's watermark trails the global one
                 st.counts["late"] += len(late)
                 log.warning("%s: %d event(s) behind a key's watermark dropped", ph.name, len(late))
-            self._collect(ph, rs, got, alerts, his, trig, arrival)
+            if rs.pending or k in ph.due:
+                ph.schedule(k, rs, self._counter)
+            self._collect(ph, rs, got, found, arrival)
         if bnew:
             buf.extend(bnew)
         if buf and ph.horizon is not None:
             cut = wm - ph.horizon
             buf[:] = [e for e in buf if e.hi >= cut]
 
-    def _collect(self, ph: _Phrase, rs: RunState, got, alerts, his, trig, arrival) -> None:
+    def _collect(self, ph: _Phrase, rs: RunState, got, found, arrival) -> None:
+        """Decided composites → output rows now (emit fields read the key's state as it is now),
+        the hull later, for the whole batch at once."""
         for c in got:
-            if c.id in his:
-                continue   # found by two keys (a composite of broadcast events only)
-            row = output_row(ph.am, c, self.proj, rs)
-            alerts.append((ph, row))
-            his[c.id] = int(c.hi)
-            trig[c.id] = max((arrival[e.id] for e in c.events if e.id in arrival), default=None)
+            row = output_row(ph.am, Composite(c.phrase, c.id, c.lo, c.hi, S.UNIVERSE, c.bindings, c.events),
+                             self.proj, rs)
+            t = max((arrival[e.id] for e in c.events if e.id in arrival), default=None)
+            found.append((ph, c, row, t))
 
-    def _housekeeping(self, alerts, his, trig) -> None:
-        """Prune every key (also those without new input), drop empty ones, forget old ids."""
+    def _housekeeping(self, found) -> None:
+        """Prune a slice of the keys (every key once over HOUSEKEEPING_EVERY batches, also those
+        without new input), drop empty ones; after a whole round, forget old ids."""
         st = self.state
         wm = st.watermark
         if wm == NEG_INF:
             return
-        self._full = True
-        for ph in self.phrases:
+        if self._hk is None:
+            self._hk = [(ph, k) for ph in self.phrases for k in st.keys[ph.name]]
+            self._hk_n = max(256, -(-len(self._hk) // HOUSEKEEPING_EVERY))
+        todo, self._hk = self._hk[-self._hk_n:], self._hk[:-self._hk_n]
+        for ph, k in todo:
             states = st.keys[ph.name]
-            for k, rs in list(states.items()):
-                rs.since_prune = 1 << 30   # let step prune this key now
-                got, _ = step(ph.am, rs, [], watermark=wm)
-                self._collect(ph, rs, got, alerts, his, trig, {})
-                if ph.keyed == ph.types and rs.size() == 0:
-                    # a fresh state is the same as an empty one (no broadcast events to give it again)
-                    del states[k]
+            rs = states.get(k)
+            if rs is None:
+                continue
+            rs.since_prune = 1 << 30   # let step prune this key now
+            got, _ = step(ph.am, rs, [], watermark=wm)
+            self._collect(ph, rs, got, found, {})
+            if got:
+                self._dirty.add((ph.name, k))
+            if ph.keyed == ph.types and rs.size() == 0:
+                # a fresh state is the same as an empty one (no broadcast events to give it again)
+                del states[k]
+                ph.due.pop(k, None)
+                self._dirty.discard((ph.name, k))
+                self._dropped.add((ph.name, k))
+        if self._hk:
+            return
+        self._hk = None
         cut = wm - self.seen_retention
-        old = [i for i, hi in st.seen.items() if hi < cut]
-        for i in old:
-            del st.seen[i]
-            self._seen_set.discard(i)
+        while self._seen_batches and self._seen_batches[0][0] < cut:
+            for i in self._seen_batches.popleft()[1]:
+                st.seen.pop(i, None)
+                self._seen_set.discard(i)
         retention = max((ph.retention for ph in self.phrases), default=0) + self.lateness + 600_000_000
         if all(ph.horizon is not None for ph in self.phrases):
             self.sinks.log.prune(wm - retention)
 
-    def _deliver(self, alerts, his) -> list[dict]:
-        if not alerts:
-            return []
-        out = []
+    def _deliver(self, found) -> tuple[list[dict], dict]:
+        if not found:
+            return [], {}
+        hulls = hulls_wkt([c for _, c, _, _ in found], self.proj)
+        out, his, trig = [], {}, {}
         by_phrase: dict = {}
-        for ph, row in alerts:
+        for (ph, c, row, t), h in zip(found, hulls):
+            if c.id in his:
+                continue   # found by two keys (a composite of broadcast events only)
+            row["hull"] = h
+            his[c.id] = int(c.hi)
+            trig[c.id] = t
             by_phrase.setdefault(ph.name, (ph, []))[1].append(row)
         for ph, rows in by_phrase.values():
             out.extend(alert_json(rows, ph.time_fields))
         self.state.counts["alerts"] += len(out)
         self.sinks.deliver(out, his)
-        return out
+        return out, trig
 
-    def _commit(self, items) -> None:
+    # ------------------------------------------------------------------ checkpoints
+    def _commit(self, items, force: bool = False, full: bool = False) -> None:
         st = self.state
         for s in self.sources:
             s.commit(items)
             st.offsets[s.id] = s.offset()
-        self.ck.save(st, self._dirty, self._new_seen, self._full)
+        if self.ck.dir is None:
+            for s in self.sources:
+                s.release()
+            return
+        self._reap(block=force)
+        if force or (self._saving is None and time.monotonic() - self._last_save >= self.checkpoint_every):
+            self._save(background=self.background and not force, full=full)
+
+    def _save(self, background: bool, full: bool = False) -> None:
+        st = self.state
+        full = full or self._full or (st.saves % FULL_EVERY == FULL_EVERY - 1)
+        seg = self.ck.segment(st, self._dirty, self._dropped, self._new_seen, full)
+        name, segments = self.ck.names(st, seg)
+        offsets = {s.id: s.offset() for s in self.sources}
+        undo = (self._dirty, self._dropped, self._new_seen)
+        self._dirty, self._dropped, self._new_seen, self._full = set(), set(), {}, False
+        self._last_save = time.monotonic()
+        if background:
+            parent = os.getpid()
+            pid = os.fork()
+            if pid == 0:   # the child: write, commit, leave
+                code = 1
+                try:
+                    _die_with_parent(parent)
+                    self.ck.write(st, seg, name, segments)
+                    code = 0
+                finally:
+                    os._exit(code)
+            _WRITERS[str(self.ck.dir.resolve())] = pid
+            self._saving = (pid, offsets, undo, st.segments, st.saves)
+            st.segments, st.saves = segments, st.saves + 1
+            return
+        try:
+            self.ck.write(st, seg, name, segments)
+        except BaseException:
+            self._failed(undo)
+            raise
+        st.segments, st.saves = segments, st.saves + 1
         for s in self.sources:
-            s.release()
+            s.release(offsets.get(s.id))
+
+    def _reap(self, block: bool = False) -> None:
+        """Whether the save a child was writing has completed: then release what it covers."""
+        if self._saving is None:
+            return
+        pid, offsets, undo, segments, saves = self._saving
+        ok = _wait_child(pid, block)
+        if ok is None:
+            return
+        self._saving = None
+        _WRITERS.pop(str(self.ck.dir.resolve()), None)
+        if ok:
+            for s in self.sources:
+                s.release(offsets.get(s.id))
+            return
+        log.warning("a checkpoint save failed; the next one is a full snapshot")
+        self.state.segments, self.state.saves = segments, saves
+        self._failed(undo)
+
+    def _failed(self, undo) -> None:
+        dirty, dropped, new_seen = undo
+        self._dirty |= dirty
+        self._dropped |= dropped
+        self._new_seen = {**new_seen, **self._new_seen}
+        self._full = True
+
+    def checkpoint(self) -> None:
+        """Save now, in this process (waiting for a save under way first)."""
+        self._commit([], force=True)
 
     def _write_late(self, type_name: str, df: pd.DataFrame, wm: int) -> None:
         from spatec.io.sinks import _plain
@@ -487,17 +819,19 @@ class LocalLive:
     def finish(self) -> list[dict]:
         """The input is over: decide what the end of input decides (as a replay does at its end)."""
         st = self.state
-        alerts, his, trig = [], {}, {}
+        found: list = []
         if self.proj is not None and st.max_hi != NEG_INF:
             final_w = max(st.max_hi, st.watermark)
             for ph in self.phrases:
                 for k, rs in st.keys[ph.name].items():
                     got, _ = step(ph.am, rs, [], watermark=final_w, final=True)
-                    self._collect(ph, rs, got, alerts, his, trig, {})
+                    self._collect(ph, rs, got, found, {})
+                ph.due.clear()
+                ph.heap.clear()
             st.watermark = final_w
         st.finished = True
-        delivered = self._deliver(alerts, his)
-        self.ck.save(st, full=True)
+        delivered, trig = self._deliver(found)
+        self._commit([], force=True, full=True)
         if self.on_batch is not None:
             self.on_batch([], delivered, trig, time.time())
         return delivered
@@ -512,7 +846,9 @@ class LocalLive:
             log.info("replaying %d spooled poll(s) from before the restart", len(items))
             self.process(items)
         last_input = time.monotonic()
+        idle = IDLE_WAIT_HTTP if any(isinstance(s, HttpFeedSource) for s in self.sources) else IDLE_WAIT
         n = 0
+        finished = False
         while not stop.is_set():
             t0 = time.monotonic()
             items = self.poll()
@@ -524,19 +860,29 @@ class LocalLive:
                     break
             elif until_idle is not None and time.monotonic() - last_input >= until_idle:
                 self.finish()
+                finished = True
                 break
+            else:
+                self._reap()
             wait = trigger - (time.monotonic() - t0)
             if not items:
-                wait = max(wait, min(0.05, until_idle or 0.05))
+                wait = max(wait, min(idle, until_idle or idle))
             if wait > 0:
                 stop.wait(wait)
+        if not finished and self.state.batches:
+            self.checkpoint()       # a clean stop: save what the last batches did
         self.sinks.close()
         return self.state.counts
+
+    def close(self) -> None:
+        """Wait for a save under way (a runner that is dropped without ``run`` ending)."""
+        self._reap(block=True)
 
 
 def open_local(compiled: Compiled, sources: Sequence[str], sinks: Sequence[str], checkpoint: Path | None,
                out: Path | None = None, lateness: int = 0, crs: str | None = None, phrases=None,
-               webhook: dict | None = None, on_batch: Callable | None = None, max_polls: int = 1) -> LocalLive:
+               webhook: dict | None = None, on_batch: Callable | None = None, max_polls: int = 1,
+               checkpoint_every: float = 1.0, background: bool | None = None) -> LocalLive:
     """A :class:`LocalLive` from ``TYPE=URL`` source specs and sink URLs (what the CLI takes)."""
     from spatec.errors import SpatecError
     from spatec.io.alert_sinks import DeliveredLog, open_sink
@@ -557,4 +903,5 @@ def open_local(compiled: Compiled, sources: Sequence[str], sinks: Sequence[str],
     sink_set = SinkSet([open_sink(u, state_dir, **(webhook or {})) for u in sinks],
                        DeliveredLog(Path(checkpoint) / "delivered.jsonl" if checkpoint is not None else None))
     return LocalLive(compiled, srcs, sink_set, checkpoint, out, lateness=lateness, crs=crs, phrases=phrases,
-                     on_batch=on_batch, max_polls=max_polls)
+                     on_batch=on_batch, max_polls=max_polls, checkpoint_every=checkpoint_every,
+                     background=background)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from spatec.errors import UnsupportedError
 from spatec.io.feeds import FeedServer
 from spatec.runners.common import compile_program
 from tests.live.conftest import (CRS, MIN, assert_same_alerts, batch_alerts, feed_events, late_ids, program_of,
@@ -25,20 +24,6 @@ def test_spark_parity_all_examples(tmp_path, polls10, spark):
     want = batch_alerts(compiled, feed_events(compiled, polls10), exclude=late_ids(ck))
     assert sum(map(len, want.values())) > 1000
     assert_same_alerts(sink_alerts(sink, compiled), want)
-
-
-def test_spark_refuses_broadcast_types(tmp_path):
-    from spatec.runners.live_spark import check_streamable
-
-    prog = tmp_path / "rain.spatec"
-    prog.write_text(
-                    'event BusGPS(vehicle: str, lon: float, lat: float, ts: time)\n'
-                    '    source vehicle\n    time ts - 30 s .. ts\n    place point(lon, lat) ± 15 m\n'
-                    'event Rain(cell: str, start: time, end: time, area: geometry)\n'
-                    '    time start .. end\n    place area\n'
-                    'phrase WetBus per vehicle = BusGPS -> A || Rain -> R\n  where overlap(A, R)\n  within 2 h\n')
-    with pytest.raises(UnsupportedError, match="WetBus.*Rain"):
-        check_streamable(compile_program(prog))
 
 
 @pytest.mark.slow

@@ -1,0 +1,73 @@
+"""The local runner's shortcuts give what the general code gives: run-time events made in bulk,
+hulls written in bulk, and the decision times that tell which waiting keys to step."""
+from __future__ import annotations
+
+import random
+
+from spatec.automata.machine import Composite
+from spatec.runners.common import compile_program, partitions, to_evs
+from spatec.spatial import stamps as S
+from spatec.spatial.crs import Projector
+from tests.live.conftest import CRS, feed_events, program_of
+
+
+def test_fast_events_are_to_evs(tmp_path, polls5):
+    from spatec.runners.live_local import _fast_evs
+
+    compiled = compile_program(program_of(tmp_path, "silent"))
+    df = feed_events(compiled, polls5[:40])
+    proj = Projector(CRS)
+    fast, ref = _fast_evs(df, compiled.program, proj), to_evs(df, compiled.program, proj)
+    assert len(fast) == len(ref) > 1000
+    for a, b in zip(fast, ref):
+        assert type(a) is type(b)
+        assert (a.type, a.id, a.source, a.t, a.lo, a.hi, a.attrs) == (b.type, b.id, b.source, b.t, b.lo, b.hi, b.attrs)
+        assert a.loc == b.loc and a.loc._xy == b.loc._xy and a.loc.r == b.loc.r
+
+
+def test_bulk_hulls_are_to_lonlat_wkt(tmp_path, polls5):
+    from spatec.runners.live_local import hulls_wkt
+
+    compiled = compile_program(program_of(tmp_path, "silent"))
+    proj = Projector(CRS)
+    evs = to_evs(feed_events(compiled, polls5[:20]), compiled.program, proj)
+    rng = random.Random(3)
+    comps = []
+    for _ in range(600):
+        k = rng.choice([1, 2, 2, 3, 4])
+        members = rng.sample(evs, k)
+        if rng.random() < 0.1:
+            members = [members[0]] * k          # one place: the hull is a disc
+        comps.append(Composite("P", "x", 0, 0, None, {}, members))
+    # other stamps take the one-by-one path
+    comps.append(Composite("P", "y", 0, 0, None, {}, [evs[0], type(evs[1])(*[getattr(evs[1], f) for f in (
+        "type", "id", "source", "t", "lo", "hi")], S.Loc.disc(*evs[1].loc._xy, 40.0), evs[1].attrs)]))
+    got = hulls_wkt(comps, proj)
+    want = [S.to_lonlat_wkt(S.hull([e.loc for e in c.events]) if len(c.events) > 1 else c.events[0].loc, proj)
+            for c in comps]
+    assert got == want
+
+
+def test_decision_time_is_when_a_pending_composite_is_ready(tmp_path, polls5):
+    from spatec.automata.machine import RunState, build
+    from spatec.automata.step import _ready, decision_time, next_decision, step
+
+    compiled = compile_program(program_of(tmp_path, "silent", "stuck", "hospital"))
+    proj = Projector(CRS)
+    evs = {"BusGPS": to_evs(feed_events(compiled, polls5), compiled.program, proj)}
+    checked = 0
+    for plan in compiled.plans:
+        am = build(plan, compiled.program, proj)
+        for k, part in list(partitions(plan, compiled.program, evs).items())[:60]:
+            st = RunState()
+            cut = part[len(part) // 2].hi if part else 0
+            step(am, st, part, watermark=cut)
+            for pm in st.pending:
+                d = decision_time(am, pm)
+                assert _ready(am, pm, d, False) and not _ready(am, pm, d - 1, False)
+                checked += 1
+            if st.pending:
+                assert next_decision(am, st) == min(decision_time(am, pm) for pm in st.pending)
+                got, _ = step(am, st, [], watermark=next_decision(am, st) - 1)
+                assert not got
+    assert checked > 20
