@@ -773,12 +773,16 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
     lo = np.minimum(cols.lo[ii], cols.lo[jj])
     hi = np.maximum(cols.hi[ii], cols.hi[jj])
     keep = (g[ii] == g[jj]) & (ii < jj) & (hi - lo <= w)
-    ii, jj, lo, hi = ii[keep], jj[keep], lo[keep], hi[keep]
+    return _two(fp, cols, node, ev, ii[keep], jj[keep], lo[keep], hi[keep])
+
+
+def _two(fp, cols, node: Join, ev, ii, jj, lo, hi) -> Matches:
+    """Pairs (A row, B row) of a two-leaf join that also satisfy its conjuncts."""
     preds = _preds(node)
     if preds and len(ii):
-        keep = ev.holds(preds, Bound(cols, {la.var: ii, lb.var: jj}))
+        keep = ev.holds(preds, Bound(cols, {node.left.var: ii, node.right.var: jj}))
         ii, jj, lo, hi = ii[keep], jj[keep], lo[keep], hi[keep]
-    return Matches(fp, cols, {la.var: ii, lb.var: jj}, lo, hi)
+    return Matches(fp, cols, {node.left.var: ii, node.right.var: jj}, lo, hi)
 
 
 # ---------------------------------------------------------------------------- pair
@@ -829,11 +833,7 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
         ov = hull_overlap(cols, [ii], [jj])
         keep = ov if space == "=" else ~ov
         ii, jj, plo, phi = ii[keep], jj[keep], plo[keep], phi[keep]
-    preds = _preds(node)
-    if preds and len(ii):
-        keep = ev.holds(preds, Bound(cols, {la.var: ii, lb.var: jj}))
-        ii, jj, plo, phi = ii[keep], jj[keep], plo[keep], phi[keep]
-    return Matches(fp, cols, {la.var: ii, lb.var: jj}, plo, phi)
+    return _two(fp, cols, node, ev, ii, jj, plo, phi)
 
 
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
