@@ -173,6 +173,18 @@ class Stager:
             self._tables[t] = table.cast(pa.schema([_spark_field(f) for f in table.schema]))
         return self._tables[t]
 
+    def used(self, plan: PhrasePlan, t: str) -> pa.Table:
+        """Type ``t``'s table with the columns the phrase can read: the canonical ones but
+        ``_type`` (one value per file), and the attributes the plan names anywhere (every
+        attribute its expressions read, its key, the source). The worker puts the others
+        back as missing (:func:`staged_fn`)."""
+        decl = self.program.events[t]
+        text = repr(plan)
+        keep = {a for a in attribute_names(self.program, t) if f"'{a}'" in text}
+        keep |= set(plan.key) | ({decl.source.attr} if decl.source is not None else set())
+        table = self.table(t)
+        return table.select([c for c in table.column_names if c != "_type" and (c in CANONICAL or c in keep)])
+
     def write(self, table: pa.Table, name: str) -> str:
         path = os.path.join(self.root, name + ".arrow")
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
@@ -197,7 +209,7 @@ class Stager:
             order = rows[np.argsort(b[rows], kind="stable")]
             bs = b[order]
             cuts = np.flatnonzero(np.diff(bs)) + 1
-            table = self.table(t)
+            table = self.used(plan, t)
             for idx in np.split(order, cuts):
                 if len(idx):
                     g = int(b[idx[0]])
@@ -209,7 +221,7 @@ class Stager:
                 return {}
             groups[0] = {"frames": {}, "history": {}}   # the broadcast types form the one partition
         for t in bcast:
-            path = self.write(self.table(t), f"{tag}-all-{_safe(t)}")
+            path = self.write(self.used(plan, t), f"{tag}-all-{_safe(t)}")
             for g in groups.values():
                 g["frames"][t] = path
         if needs_source_history(plan, program):
@@ -230,7 +242,8 @@ class Stager:
                 mine = np.unique(src[(b == g) & (src >= 0)])
                 idx = np.flatnonzero(np.isin(src, mine) & (b != g))
                 if len(idx):
-                    spec["history"][t] = self.write(self.table(t).take(pa.array(idx)), f"{tag}-h{g}-{_safe(t)}")
+                    spec["history"][t] = self.write(self.used(plan, t).take(pa.array(idx)),
+                                                    f"{tag}-h{g}-{_safe(t)}")
 
 
 def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
@@ -290,11 +303,16 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
     :func:`~spatec.runners.common.phrase_rows` → raw output rows (or, with
     ``rows_dir``, the rows pickled to a file there, and where)."""
 
-    def read(t, path):
+    def read(t, path, prefilter=True):
         table = pa.ipc.open_file(pa.memory_map(path)).read_all()
-        if t in drop:
+        if prefilter and t in drop:
             table = _prefiltered(table, drop[t], crs, engine)
-        return _restore(table.to_pandas(), dtypes.get(t, {}))
+        df = table.to_pandas()
+        df.insert(0, "_type", t)
+        for a in attribute_names(program, t):
+            if a not in df:
+                df[a] = None          # an attribute the phrase never reads (Stager.used)
+        return _restore(df, dtypes.get(t, {}))
 
     def run(batches):
         proj = Projector(crs)
@@ -302,7 +320,7 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
             for g in pdf["g"].tolist():
                 spec = groups[int(g)]
                 frames = {t: read(t, p) for t, p in spec["frames"].items()}
-                history = {t: read(None, p) for t, p in spec["history"].items()}
+                history = {t: read(t, p, prefilter=False) for t, p in spec["history"].items()}
                 rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history)
                 if rows_dir is None:
                     yield raw_frame(rows)
