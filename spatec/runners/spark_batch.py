@@ -62,7 +62,7 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(1, thread_name_prefix="spatec-spark-start")
-        starting = pool.submit(get_or_create, master, conf)
+        starting = pool.submit(_start, master, conf)
         pool.shutdown(wait=False)
     frames, summary = ingest(compiled, inputs, out, ui)
     if starting is not None:
@@ -76,6 +76,28 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
     result.ingest = summary
     result.paths = write_outputs(compiled, result.frames, out, fmt)
     return result
+
+
+def _start(master, conf):
+    from spatec.runners.spark_session import get_or_create
+
+    spark = get_or_create(master, conf)
+    warm_workers(spark)
+    return spark
+
+
+def _warm(batches):
+    """In a Python worker: what every spatec task needs first (modules, the PROJ database)."""
+    Projector("EPSG:32631").forward(np.array([0.1]), np.array([52.2]))
+    for b in batches:
+        yield b
+
+
+def warm_workers(spark) -> None:
+    """Start the session's Python workers and load spatec in them (a second or two of a
+    first job), so the first replay does not wait for it: run while the driver ingests."""
+    par = max(1, spark.sparkContext.defaultParallelism)
+    spark.range(par, numPartitions=par).mapInPandas(_warm, "id long").count()
 
 
 def replay_frames_spark(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
