@@ -144,12 +144,16 @@ def _project_places(places: dict, crs: str, names=("hospital", "station")) -> di
 
 # ------------------------------------------------------------------------- DuckDB
 
-def _duck(pdf: pd.DataFrame):
+def _duck_rows(df: pd.DataFrame, crs: str, sql: str, params: dict | None = None) -> set:
+    """Every row of ``sql`` over the prepared events (registered as ``ev``), as a set of tuples."""
     import duckdb
 
     con = duckdb.connect()
-    con.register("ev", pdf)
-    return con
+    try:
+        con.register("ev", prepare(df, crs))
+        return set(con.execute(sql, params).fetchall() if params else con.execute(sql).fetchall())
+    finally:
+        con.close()
 
 
 def _ov_sql(a: str, b: str) -> str:
@@ -170,11 +174,7 @@ WHERE (next_hi IS NULL OR next_hi > hi + {SILENT_WINDOW})
 
 def duckdb_silent(df: pd.DataFrame, crs: str) -> set:
     """``Silent`` in DuckDB: {(A,)}."""
-    con = _duck(prepare(df, crs))
-    try:
-        return set(con.execute(DUCKDB_SILENT).fetchall())
-    finally:
-        con.close()
+    return _duck_rows(df, crs, DUCKDB_SILENT)
 
 
 DUCKDB_STUCK = f"""
@@ -194,11 +194,7 @@ WHERE d_id IS NOT NULL
 
 def duckdb_stuck(df: pd.DataFrame, crs: str) -> set:
     """``Stuck`` in DuckDB: {(A, B, C, D)}."""
-    con = _duck(prepare(df, crs))
-    try:
-        return set(con.execute(DUCKDB_STUCK).fetchall())
-    finally:
-        con.close()
+    return _duck_rows(df, crs, DUCKDB_STUCK)
 
 
 def _at_sql(p: str) -> str:
@@ -228,11 +224,7 @@ def duckdb_hospital_to_station(df: pd.DataFrame, crs: str, places: dict = BUS_PL
     pl = _project_places(places, crs)
     params = {f"{k}_{c}": v for k, n in (("h", "hospital"), ("s", "station"))
               for c, v in zip("xyr", pl[n])}
-    con = _duck(prepare(df, crs))
-    try:
-        return set(con.execute(DUCKDB_H2S, params).fetchall())
-    finally:
-        con.close()
+    return _duck_rows(df, crs, DUCKDB_H2S, params)
 
 
 # ------------------------------------------------------------------------- PySpark

@@ -25,7 +25,6 @@ import json
 from json.encoder import encode_basestring as _encode_str
 from dataclasses import dataclass, field
 
-from spatec.automata import relations as R
 from spatec.automata.exprs import compile_condition, compile_expr
 from spatec.automata.patterns import PatternCompiler
 from spatec.frontend import ast as A

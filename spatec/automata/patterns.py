@@ -19,7 +19,7 @@ import functools
 import zoneinfo
 
 import shapely
-from shapely.geometry import Point, Polygon
+from shapely.geometry import Polygon
 from shapely import wkt as shp_wkt
 
 from spatec.frontend import ast as A

@@ -21,7 +21,7 @@ import bisect
 
 from spatec.automata import relations as R
 from spatec.automata.machine import NEG_INF, PM, Automaton, Composite, HistoryEv, RunState, _Ctx, composite_id
-from spatec.plan.nodes import After, Join, Leaf, Or
+from spatec.plan.nodes import After, Join
 from spatec.spatial import stamps as S
 
 
@@ -270,11 +270,11 @@ def _holds(am: Automaton, st: RunState, ctx, pm: PM) -> bool:
     for neg_id in pm.checks:
         node, neg, cond, _ = am.negs[neg_id]
         a = _part(pm, am.slots[node.left.id])
-        a_lo, a_hi = min(e.lo for e in a), max(e.hi for e in a)
+        a_hi = max(e.hi for e in a)
         a_loc = None
         if isinstance(node, Join):
             b = _part(pm, am.slots[node.right.id])
-            b_lo, b_hi = min(e.lo for e in b), max(e.hi for e in b)
+            b_lo = min(e.lo for e in b)
             b_loc = None
         members = pm.events()
         for x in st.xbuf.get(neg_id, ()):

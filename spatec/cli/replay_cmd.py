@@ -1,7 +1,6 @@
 """`spatec replay`: run a program over recorded events, in batch."""
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 

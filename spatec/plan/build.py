@@ -20,7 +20,6 @@ from itertools import count
 
 from spatec.errors import PlanError
 from spatec.frontend import ast as A
-from spatec.frontend.bounds import stamp_length
 from spatec.frontend.check import PhraseInfo, Program
 from spatec.plan.nodes import After, Join, Leaf, Negation, Or, PhrasePlan, definite_vars, walk_nodes
 

@@ -18,7 +18,6 @@ from shapely import wkt as shp_wkt
 
 from spatec.automata.machine import Automaton, RunState, _Ctx, build
 from spatec.automata.step import step
-from spatec.errors import DataError
 from spatec.frontend.check import Program, check_file
 from spatec.plan.build import plan_program
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
@@ -247,6 +246,12 @@ def _add_source_history(plan: PhrasePlan, program: Program, parts: dict, evs_by_
             extra = [HistoryEv(e.type, e.id, e.source, e.t, e.lo, e.hi, e.loc, e.attrs)
                      for s in sources for e in by_source[s] if id(e) not in mine]
             evs.extend(extra)
+
+
+def final_watermark(frames: dict) -> int:
+    """The batch's final watermark: the latest event time (``_hi``) over every input event."""
+    his = [int(df["_hi"].max()) for df in frames.values() if len(df)]
+    return max(his) if his else 0
 
 
 def event_order(ev):

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pandas as pd
-
-from spatec.runners.common import Compiled, choose_crs, phrase_rows, rows_frame, to_evs
+from spatec.runners.common import Compiled, choose_crs, final_watermark, phrase_rows, rows_frame, to_evs
 from spatec.spatial.crs import Projector
 
 
@@ -33,7 +31,7 @@ def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phra
     crs = choose_crs(program, frames, crs)
     proj = Projector(crs)
     frames = {t: df for t, df in frames.items() if t in program.events}
-    final_w = max((int(df["_hi"].max()) for df in frames.values() if len(df)), default=0)
+    final_w = final_watermark(frames)
     evs_cache: dict = {}
 
     def evs_by_type():

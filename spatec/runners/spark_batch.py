@@ -37,7 +37,7 @@ import shapely
 
 from spatec.frontend import ast as A
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
-from spatec.runners.common import (Compiled, attribute_names, choose_crs, dedupe, keyed_types,
+from spatec.runners.common import (Compiled, attribute_names, choose_crs, dedupe, final_watermark, keyed_types,
                                    needs_source_history, phrase_rows, phrase_types, rows_frame)
 from spatec.runners.local import ReplayResult
 from spatec.spatial.crs import Projector
@@ -54,7 +54,6 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
                  master=None, ui=None, spark=None, prefilter_leaves: bool = True, conf: dict | None = None):
     """``spatec replay --runner spark``: ingest, run every phrase on Spark, write one file per phrase."""
     from spatec.runners.replay import ingest, write_outputs
-    from spatec.runners.spark_session import get_or_create
 
     starting = None
     if spark is None:
@@ -190,9 +189,7 @@ class Stager:
 
     def table(self, t: str) -> pa.Table:
         if t not in self._tables:
-            names = attribute_names(self.program, t)
-            table = pa.Table.from_pandas(self.frames[t][list(CANONICAL) + names], preserve_index=False)
-            self._tables[t] = table.cast(pa.schema([_spark_field(f) for f in table.schema]))
+            self._tables[t] = canonical_table(self.program, t, self.frames[t])
         return self._tables[t]
 
     def used(self, plan: PhrasePlan, t: str) -> pa.Table:
@@ -374,12 +371,6 @@ def _prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Ta
     return pa.Table.from_batches(kept, schema=table.schema) if kept else table.slice(0, 0)
 
 
-def final_watermark(frames: dict) -> int:
-    """The batch's final watermark: the latest event time (``_hi``) over every input event."""
-    his = [int(df["_hi"].max()) for df in frames.values() if len(df)]
-    return max(his) if his else 0
-
-
 # ------------------------------------------------------------------------------- events
 
 def _col(type_name: str, attr: str) -> str:
@@ -403,19 +394,26 @@ def spark_events(spark, program, type_name: str, df: pd.DataFrame):
     executors can read the staging directory (:data:`STAGING_KEY`): sending
     a million rows through ``createDataFrame`` costs the JVM a row-by-row
     conversion many times slower than reading them back from Parquet."""
-    names = attribute_names(program, type_name)
-    pdf = df[list(CANONICAL) + names].rename(columns={a: _col(type_name, a) for a in names})
-    # object columns of Python values: Arrow infers each column's one type
-    table = pa.Table.from_pandas(pdf, preserve_index=False)
-    table = table.cast(pa.schema([_spark_field(f) for f in table.schema]))
+    names = set(attribute_names(program, type_name))
+    table = canonical_table(program, type_name, df)
+    table = table.rename_columns([_col(type_name, c) if c in names else c for c in table.column_names])
     stage = staging_dir(spark)
     if stage is None:
-        return spark.createDataFrame(pdf, schema=_ddl(table.schema))
+        return spark.createDataFrame(table.to_pandas(), schema=_ddl(table.schema))
     import pyarrow.parquet as pq
 
     path = os.path.join(stage, f"{_safe(type_name)}-{uuid.uuid4().hex}.parquet")
     pq.write_table(table, path, row_group_size=65_536, compression="snappy")
     return spark.read.schema(_ddl(table.schema)).parquet(path)
+
+
+def canonical_table(program, type_name: str, df: pd.DataFrame) -> pa.Table:
+    """One type's canonical rows (canonical columns, then its attributes) as Arrow, with
+    the types Spark can hold (a column of nothing but missing values is a string column)."""
+    names = attribute_names(program, type_name)
+    # object columns of Python values: Arrow infers each column's one type
+    table = pa.Table.from_pandas(df[list(CANONICAL) + names], preserve_index=False)
+    return table.cast(pa.schema([_spark_field(f) for f in table.schema]))
 
 
 def staging_dir(spark) -> str | None:

@@ -7,10 +7,10 @@ import pickle
 
 import pytest
 
-from automata_support import CRS, US, compile_text, frames, oracle_rows, row, sut_rows
+from automata_support import CRS, compile_text, frames, oracle_rows, row, sut_rows
 from spatec.automata.machine import RunState, build
 from spatec.automata.step import step
-from spatec.runners.common import partitions, run_partition, to_evs
+from spatec.runners.common import run_partition, to_evs
 from spatec.spatial.crs import Projector
 
 

@@ -107,18 +107,3 @@ def assert_same_alerts(got: dict, want: dict) -> None:
         extra = set(ids) - {r["id"] for r in w}
         assert not missing and not extra, f"{phrase}: {len(missing)} missing, {len(extra)} extra"
         assert g == w, f"{phrase}: same ids, different rows"
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from spatec.runners.spark_session import get_or_create
-
-    s = get_or_create("local[2]", {
-        "spark.sql.shuffle.partitions": "2",
-        "spark.default.parallelism": "2",
-        "spark.ui.enabled": "false",
-        "spark.driver.memory": "1g",
-        "spark.sql.adaptive.enabled": "false",
-    }, app_name="spatec-live-tests")
-    yield s
-    s.stop()

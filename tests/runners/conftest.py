@@ -1,4 +1,4 @@
-"""One SparkSession for every Spark test (local[2], few shuffle partitions, no UI)."""
+"""Fixtures of the Spark runner tests: the Cambridge hour and slices of it (the SparkSession is tests/conftest.py's)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,22 +8,6 @@ import pytest
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 HOUR = SHARED / "datasets" / "cambridge" / "sirivm_2019-10-01_0854-1000.csv.gz"
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from spatec.runners.spark_session import get_or_create
-
-    s = get_or_create("local[2]", {
-        "spark.sql.shuffle.partitions": "4",
-        "spark.default.parallelism": "2",
-        "spark.ui.enabled": "false",
-        "spark.driver.memory": "1g",
-        "spark.sql.adaptive.enabled": "false",
-    }, app_name="spatec-tests")
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="session")
