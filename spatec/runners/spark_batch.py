@@ -33,6 +33,7 @@ import uuid
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import shapely
 
 from spatec.frontend import ast as A
@@ -135,18 +136,12 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
     stage = staging_dir(spark) if exchange_mode(spark) == "staged" else None
     out = {}
     if stage is not None:
-        stager = Stager(program, frames, os.path.join(stage, uuid.uuid4().hex))
-        for plan in compiled.plans:
-            if phrases and plan.name not in phrases:
-                continue
-            out[plan.name] = staged_groups(spark, stager, plan, program, crs, final_w, dtypes, buckets,
-                                           engine if prefilter_leaves else None, collect)
-        if not collect:
-            return out, crs
-        try:
-            return {name: _read_rows(df) for name, df in out.items()}, crs
-        finally:
-            shutil.rmtree(stager.root, ignore_errors=True)
+        root = os.path.join(stage, uuid.uuid4().hex)
+        stager = Stager(program, frames, root)
+        plans = [p for p in compiled.plans if not phrases or p.name in phrases]
+        staged = {p.name: merge_stages([(0, stager.stage(p, buckets))]) for p in plans}
+        return run_staged(spark, plans, program, staged, crs, final_w, dtypes,
+                          engine if prefilter_leaves else None, root, collect), crs
     events = {t: spark_events(spark, program, t, df) for t, df in frames.items() if len(df)}
     for plan in compiled.plans:
         if phrases and plan.name not in phrases:
@@ -154,6 +149,25 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
         grouped = phrase_groups(plan, program, events, crs, engine if prefilter_leaves else None, buckets)
         out[plan.name] = _run_groups(grouped, plan, compiled, crs, final_w, dtypes, spark)
     return out, crs
+
+
+def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
+               root: str, collect: bool, drop: dict | None = None) -> dict:
+    """Every phrase over its staged groups (``staged``: phrase → :func:`merge_stages`):
+    per phrase, a lazy DataFrame of :data:`RAW_SCHEMA`, or with ``collect`` its rows,
+    run now and read back from the files the tasks pickled them to (then the staging
+    directory ``root`` is removed)."""
+    out = {}
+    for plan in plans:
+        rows_dir = os.path.join(root, "rows-" + _safe(plan.name)) if collect else None
+        out[plan.name] = staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
+                                       rows_dir, drop)
+    if not collect:
+        return out
+    try:
+        return {name: _read_rows(df) for name, df in out.items()}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 #: Setting: how a phrase's events reach the Python workers that match them —
@@ -176,14 +190,18 @@ def exchange_mode(spark) -> str:
 # ------------------------------------------------------------------------------- staged exchange
 
 class Stager:
-    """Canonical frames, converted to Arrow once per type, written per phrase as one
-    Arrow file per (group, type) under ``root``: the groups of :func:`phrase_groups`,
-    hashed on the driver (:func:`key_buckets`) instead of by Spark's exchange."""
+    """One chunk of canonical frames (type → pandas), written per phrase as Arrow IPC
+    files under ``root``: the groups of :func:`phrase_groups`, hashed here
+    (:func:`key_buckets`) instead of by Spark's exchange. A replay's events are
+    one chunk (ingested on the driver) or many (ingested in Spark tasks,
+    :mod:`spatec.runners.spark_ingest`); :func:`merge_stages` puts the chunks'
+    files together, in input order, for the tasks that match them."""
 
-    def __init__(self, program, frames: dict, root: str):
+    def __init__(self, program, frames: dict, root: str, tag: str = "d"):
         self.program = program
         self.frames = {t: df for t, df in frames.items() if len(df)}
         self.root = root
+        self.tag = tag
         self._tables: dict = {}
         os.makedirs(root, exist_ok=True)
 
@@ -205,25 +223,30 @@ class Stager:
         return table.select([c for c in table.column_names if c != "_type" and (c in CANONICAL or c in keep)])
 
     def write(self, table: pa.Table, name: str) -> str:
-        path = os.path.join(self.root, name + ".arrow")
+        path = os.path.join(self.root, f"{self.tag}-{name}.arrow")
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
             w.write_table(table)
         return path
 
     def stage(self, plan: PhrasePlan, buckets: int) -> dict:
-        """group → {"frames": {type: path}, "history": {type: path}} for the phrase's groups."""
+        """This chunk's files for the phrase: ``{"groups": {group: {type: path}},
+        "all": {type: path}, "src": {type: path}}`` — the keyed types' events by
+        group; the broadcast types' (every group reads them); and, for
+        ``successive`` under a key that is not the source, every keyed event of
+        the sourced types with its group (``_g``), from which a group takes its
+        sources' events held by other groups as history (:func:`source_history`)."""
         program = self.program
         types = sorted(t for t in phrase_types(plan, program) if t in self.frames)
         keyed = keyed_types(plan, program, types)
         tag = _safe(plan.name)
-        groups: dict = {}
-        own: dict = {}
+        out: dict = {"groups": {}, "all": {}, "src": {}}
+        history = needs_source_history(plan, program)
         for t in types:
             if t not in keyed:
+                out["all"][t] = self.write(self.used(plan, t), f"{tag}-all-{_safe(t)}")
                 continue
             df = self.frames[t]
             b = key_buckets(df, plan.key, buckets)
-            own[t] = b
             rows = np.flatnonzero(b >= 0)
             order = rows[np.argsort(b[rows], kind="stable")]
             bs = b[order]
@@ -232,37 +255,39 @@ class Stager:
             for idx in np.split(order, cuts):
                 if len(idx):
                     g = int(b[idx[0]])
-                    path = self.write(table.take(pa.array(idx)), f"{tag}-b{g}-{_safe(t)}")
-                    groups.setdefault(g, {"frames": {}, "history": {}})["frames"][t] = path
-        bcast = [t for t in types if t not in keyed]
-        if not groups:
-            if not bcast:
-                return {}
-            groups[0] = {"frames": {}, "history": {}}   # the broadcast types form the one partition
-        for t in bcast:
-            path = self.write(self.used(plan, t), f"{tag}-all-{_safe(t)}")
-            for g in groups.values():
-                g["frames"][t] = path
-        if needs_source_history(plan, program):
-            self._history(plan, keyed, own, groups, tag)
-        return groups
+                    out["groups"].setdefault(g, {})[t] = self.write(table.take(pa.array(idx)),
+                                                                    f"{tag}-b{g}-{_safe(t)}")
+            decl = program.events[t]
+            if history and decl.source is not None and tuple(plan.key) != (decl.source.attr,):
+                out["src"][t] = self.write(table.append_column("_g", pa.array(b.astype(np.int32))),
+                                           f"{tag}-src-{_safe(t)}")
+        return out
 
-    def _history(self, plan: PhrasePlan, keyed, own: dict, groups: dict, tag: str) -> None:
-        """Each group's sources' events held by other groups (``successive``'s history)."""
-        from spatec.automata.vexpr import source_codes
 
-        for t in sorted(keyed):
-            decl = self.program.events[t]
-            if decl.source is None or tuple(plan.key) == (decl.source.attr,):
-                continue
-            src = source_codes(self.frames[t]["_source"])
-            b = own[t]
-            for g, spec in groups.items():
-                mine = np.unique(src[(b == g) & (src >= 0)])
-                idx = np.flatnonzero(np.isin(src, mine) & (b != g))
-                if len(idx):
-                    spec["history"][t] = self.write(self.used(plan, t).take(pa.array(idx)),
-                                                    f"{tag}-h{g}-{_safe(t)}")
+def merge_stages(chunks: list) -> dict:
+    """The chunks' :meth:`Stager.stage` outputs for one phrase, in input order → each
+    group's files: ``{group: {"frames": {type: [(chunk, path)]}, "history": {type: [(chunk, path)]}}}``.
+    With no keyed events but broadcast ones, the broadcast types form the one group 0."""
+    groups: dict = {}
+    every: dict = {}
+    src: dict = {}
+    for c, st in chunks:
+        for g, files in st["groups"].items():
+            spec = groups.setdefault(g, {"frames": {}, "history": {}})
+            for t, path in files.items():
+                spec["frames"].setdefault(t, []).append((c, path))
+        for t, path in st["all"].items():
+            every.setdefault(t, []).append((c, path))
+        for t, path in st["src"].items():
+            src.setdefault(t, []).append((c, path))
+    if not groups and every:
+        groups[0] = {"frames": {}, "history": {}}
+    for spec in groups.values():
+        for t, paths in every.items():
+            spec["frames"][t] = list(paths)
+        for t, paths in src.items():
+            spec["history"][t] = list(paths)
+    return {g: groups[g] for g in sorted(groups)}
 
 
 def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
@@ -287,18 +312,17 @@ def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
 ROWS_SCHEMA = "g int, path string, n long"
 
 
-def staged_groups(spark, stager: Stager, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
-                  buckets: int, engine: str | None, collect: bool = False):
-    """The phrase's composites (:data:`RAW_SCHEMA`; with ``collect``, :data:`ROWS_SCHEMA`:
-    where each group pickled its rows): one Spark task per staged group."""
-    groups = stager.stage(plan, buckets)
-    schema = ROWS_SCHEMA if collect else RAW_SCHEMA
+def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
+                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None):
+    """The phrase's composites (:data:`RAW_SCHEMA`; with ``rows_dir``, :data:`ROWS_SCHEMA`:
+    where each group pickled its rows): one Spark task per group of :func:`merge_stages`.
+    ``drop``: chunk → ids of its events found again in an earlier chunk (dropped)."""
+    schema = ROWS_SCHEMA if rows_dir else RAW_SCHEMA
     if not groups:
         return spark.createDataFrame([], schema)
     ids = sorted(groups)
-    drop = prefilter_regions(plan, program, crs) if engine else {}
-    rows_dir = os.path.join(stager.root, "rows-" + _safe(plan.name)) if collect else None
-    fn = staged_fn(plan, program, crs, final_w, dtypes, groups, drop, engine, rows_dir)
+    regions = prefilter_regions(plan, program, crs) if engine else {}
+    fn = staged_fn(plan, program, crs, final_w, dtypes, groups, regions, engine, rows_dir, drop or {})
     seeds = spark.sparkContext.parallelize([(g,) for g in ids], len(ids)).toDF("g int")
     return seeds.mapInPandas(fn, schema)
 
@@ -316,16 +340,42 @@ def _read_rows(df) -> list:
     return rows
 
 
-def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, drop: dict,
-              engine: str | None, rows_dir: str | None = None):
-    """The function each task runs: its groups' Arrow files → (leaf pre-filter) →
+def load_staged(files: list, drop: dict) -> pa.Table:
+    """Staged files ``[(chunk, path)]`` as one table, in order; the events each
+    chunk's ``drop`` names (copies of earlier chunks' events) left out."""
+    tables = []
+    for c, path in files:
+        table = pa.ipc.open_file(pa.memory_map(path)).read_all()
+        gone = drop.get(c)
+        if gone:
+            keep = pc.invert(pc.is_in(table.column("_id"), value_set=pa.array(sorted(gone), pa.string())))
+            table = table.filter(keep)
+        tables.append(table)
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def source_history(table: pa.Table, g: int) -> pa.Table:
+    """From a type's ``src`` table (every keyed event with its group ``_g``): the
+    events of group ``g``'s sources that other groups hold (``successive``'s history)."""
+    gs = table.column("_g")
+    src = table.column("_source")
+    mine = pc.unique(pc.filter(src, pc.and_(pc.equal(gs, g), pc.is_valid(src))))
+    keep = pc.and_(pc.is_in(src, value_set=mine), pc.not_equal(gs, g))
+    return table.filter(pc.fill_null(keep, False)).drop_columns(["_g"])
+
+
+def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, regions: dict,
+              engine: str | None, rows_dir: str | None = None, drop: dict | None = None):
+    """The function each task runs: its group's Arrow files → (leaf pre-filter) →
     :func:`~spatec.runners.common.phrase_rows` → raw output rows (or, with
     ``rows_dir``, the rows pickled to a file there, and where)."""
+    drop = drop or {}
 
-    def read(t, path, prefilter=True):
-        table = pa.ipc.open_file(pa.memory_map(path)).read_all()
-        if prefilter and t in drop:
-            table = _prefiltered(table, drop[t], crs, engine)
+    def frame(t, table, prefilter=True):
+        if prefilter and t in regions:
+            table = _prefiltered(table, regions[t], crs, engine)
         df = table.to_pandas()
         df.insert(0, "_type", t)
         for a in attribute_names(program, t):
@@ -338,8 +388,9 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
         for pdf in batches:
             for g in pdf["g"].tolist():
                 spec = groups[int(g)]
-                frames = {t: read(t, p) for t, p in spec["frames"].items()}
-                history = {t: read(t, p, prefilter=False) for t, p in spec["history"].items()}
+                frames = {t: frame(t, load_staged(fs, drop)) for t, fs in spec["frames"].items()}
+                history = {t: frame(t, source_history(load_staged(fs, drop), int(g)), prefilter=False)
+                           for t, fs in spec["history"].items()}
                 rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history)
                 if rows_dir is None:
                     yield raw_frame(rows)
@@ -412,7 +463,7 @@ def canonical_table(program, type_name: str, df: pd.DataFrame) -> pa.Table:
     the types Spark can hold (a column of nothing but missing values is a string column)."""
     names = attribute_names(program, type_name)
     # object columns of Python values: Arrow infers each column's one type
-    table = pa.Table.from_pandas(df[list(CANONICAL) + names], preserve_index=False)
+    table = pa.Table.from_pandas(df, columns=list(CANONICAL) + names, preserve_index=False)
     return table.cast(pa.schema([_spark_field(f) for f in table.schema]))
 
 
