@@ -149,7 +149,7 @@ def read_csv(path: str, columns: Collection[str] | None = None) -> RawBatch:
     if not subset and table.num_columns != len(header):
         return _read_csv_slowly(path)
     rows = np.arange(1, table.num_rows + 1, dtype=np.int64)
-    fetch = (lambda idx: _csv_records(path, header, [int(rows[i]) for i in idx])) if subset else None
+    fetch = slice_fetch("csv" if subset else None, path, header, rows)
     return RawBatch.of(path, table, rows=rows, present=header, fetch=fetch)
 
 
@@ -204,6 +204,40 @@ def read_parquet(path: str, columns: Collection[str] | None = None) -> RawBatch:
         raise DataError(f"{path}: cannot read as Parquet: {e}") from None
     fetch = (lambda idx: _parquet_records(path, idx)) if len(load) < len(present) else None
     return RawBatch.of(path, table, present=present, fetch=fetch)
+
+
+def parquet_slices(path: str, columns: Collection[str] | None = None, rows: int = 250_000):
+    """:func:`read_parquet` in slices of at most ``rows`` rows, read one at a time (the
+    file is never whole in memory); records are numbered as in the whole file."""
+    try:
+        f = pq.ParquetFile(path)
+        present = f.schema_arrow.names
+        load = [c for c in present if columns is None or c in set(columns)]
+        partial = len(load) < len(present)
+        start, any_ = 0, False
+        for b in f.iter_batches(batch_size=max(1, rows), columns=load):
+            table = pa.Table.from_batches([b])
+            numbers = np.arange(start + 1, start + 1 + table.num_rows, dtype=np.int64)
+            start += table.num_rows
+            any_ = True
+            yield RawBatch.of(path, table, rows=numbers, present=present,
+                              fetch=slice_fetch("parquet" if partial else None, path, present, numbers))
+        if not any_:
+            yield RawBatch.of(path, f.schema_arrow.empty_table().select(load), present=present)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DataError(f"{path}: cannot read as Parquet: {e}") from None
+
+
+def slice_fetch(kind: str | None, path: str, header, rows: np.ndarray):
+    """The ``fetch`` of a batch of a CSV or Parquet file whose loaded columns are a
+    subset (``kind``: ``csv`` or ``parquet``; None: records come from the table),
+    its records numbered ``rows`` in the file: the whole records, read again."""
+    if kind == "csv":
+        header = list(header)
+        return lambda idx: _csv_records(path, header, [int(rows[i]) for i in idx])
+    if kind == "parquet":
+        return lambda idx: _parquet_records(path, [int(rows[i]) - 1 for i in idx])
+    return None
 
 
 def _parquet_records(path: str, indices) -> list[str]:

@@ -49,14 +49,17 @@ def compile_program(path, text: str | None = None) -> Compiled:
 
 # ------------------------------------------------------------------------------- CRS
 
-def choose_crs(program: Program, frames: dict, override: str | None = None) -> str:
+def choose_crs(program: Program, frames: dict, override: str | None = None, bounds=()) -> str:
     """The metric CRS: ``override``, the program's ``crs``, else the UTM zone of the
-    centre of the bounding box of every event's location (SPEC §1)."""
+    centre of the bounding box of every event's location (SPEC §1). ``bounds``:
+    more events' extents, as ``(lon min, lon max, lat min, lat max)`` (chunks of
+    events ingested elsewhere)."""
     if override:
         return override
     if program.crs:
         return program.crs
-    lons, lats = [], []
+    lons = [np.array([b[0], b[1]]) for b in bounds]
+    lats = [np.array([b[2], b[3]]) for b in bounds]
     for df in frames.values():
         if len(df) == 0:
             continue

@@ -18,6 +18,7 @@ class ReplayResult:
     crs: str
     counts: dict = field(default_factory=dict)   # phrase → composites
     state_sizes: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)  # stage → wall time (ingest, match), where timed
 
 
 def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phrases=None,

@@ -56,31 +56,30 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
     """``spatec replay --runner spark``: ingest, run every phrase on Spark, write one file per phrase."""
     from spatec.runners.replay import ingest, write_outputs
 
-    starting = None
     if spark is None:
-        # the JVM starts while the driver reads the input (it takes seconds of its own)
-        from concurrent.futures import ThreadPoolExecutor
+        spark = _start(master, conf, ui)
+    if exchange_mode(spark) == "staged":
+        # the events are typed and staged in Spark tasks: the driver never holds them
+        from spatec.runners.spark_ingest import replay_inputs_spark
 
-        pool = ThreadPoolExecutor(1, thread_name_prefix="spatec-spark-start")
-        starting = pool.submit(_start, master, conf)
-        pool.shutdown(wait=False)
-    frames, summary = ingest(compiled, inputs, out, ui)
-    if starting is not None:
-        if ui and not starting.done():
-            ui.stage("starting Spark")
-        spark = starting.result()
-    if ui:
-        ui.stage("matching on Spark")
-    result = replay_frames_spark(spark, compiled, frames, crs=crs, phrases=phrases,
-                                 prefilter_leaves=prefilter_leaves)
-    result.ingest = summary
+        result = replay_inputs_spark(spark, compiled, inputs, out, crs=crs, phrases=phrases, ui=ui,
+                                     prefilter_leaves=prefilter_leaves)
+    else:
+        frames, summary = ingest(compiled, inputs, out, ui)
+        if ui:
+            ui.stage("matching on Spark")
+        result = replay_frames_spark(spark, compiled, frames, crs=crs, phrases=phrases,
+                                     prefilter_leaves=prefilter_leaves)
+        result.ingest = summary
     result.paths = write_outputs(compiled, result.frames, out, fmt)
     return result
 
 
-def _start(master, conf):
+def _start(master, conf, ui=None):
     from spatec.runners.spark_session import get_or_create
 
+    if ui:
+        ui.stage("starting Spark")
     spark = get_or_create(master, conf)
     warm_workers(spark)
     return spark
@@ -309,7 +308,7 @@ def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
 
 
 #: What a staged task returns when its rows go to a file (``collect``).
-ROWS_SCHEMA = "g int, path string, n long"
+ROWS_SCHEMA = "g long, path string, n long"
 
 
 def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
@@ -322,9 +321,17 @@ def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, fina
         return spark.createDataFrame([], schema)
     ids = sorted(groups)
     regions = prefilter_regions(plan, program, crs) if engine else {}
-    fn = staged_fn(plan, program, crs, final_w, dtypes, groups, regions, engine, rows_dir, drop or {})
-    seeds = spark.sparkContext.parallelize([(g,) for g in ids], len(ids)).toDF("g int")
-    return seeds.mapInPandas(fn, schema)
+    fn = staged_fn(plan, program, crs, final_w, dtypes, {i: groups[g] for i, g in enumerate(ids)}, regions,
+                   engine, rows_dir, drop or {})
+    return task_seeds(spark, len(ids)).mapInPandas(fn, schema)
+
+
+def task_seeds(spark, n: int):
+    """Numbers 0..n-1 (column ``g``) as a DataFrame of one partition per core at most, each
+    a run of numbers: a Python task costs a tenth of a second or more to start, so a task
+    works through several groups (or chunks) rather than one each."""
+    par = max(1, spark.sparkContext.defaultParallelism)
+    return spark.range(n, numPartitions=max(1, min(n, par))).withColumnRenamed("id", "g")
 
 
 def _read_rows(df) -> list:
@@ -402,7 +409,7 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                 with open(path + ".tmp", "wb") as f:
                     pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
                 os.replace(path + ".tmp", path)
-                yield pd.DataFrame({"g": pd.Series([int(g)], dtype="int32"), "path": [path],
+                yield pd.DataFrame({"g": pd.Series([int(g)], dtype="int64"), "path": [path],
                                     "n": pd.Series([len(rows)], dtype="int64")})
 
     return run

@@ -1,0 +1,148 @@
+"""Ingest in Spark tasks (staged exchange): inputs cut into many chunks give exactly
+what one whole-input read on the driver gives — rows, rejects (their order too),
+counts, CRS — whatever the chunk boundaries, duplicates across chunks included."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from spatec.runners.common import compile_program
+from spatec.runners.replay import replay_local
+from spatec.runners.spark_batch import replay_spark
+from spatec.runners.spark_ingest import INGEST_ROWS_KEY
+
+from conftest import REPO, SHARED
+
+BUS = REPO / "examples" / "bus.spatec"
+RAIN = REPO / "examples" / "wet_weather" / "rain_2019-10-01.csv"
+
+
+@pytest.fixture
+def chunk_rows(spark):
+    """Set the rows per ingest chunk for one test (restored after)."""
+    old = spark.conf.get(INGEST_ROWS_KEY, None)
+
+    def set_(n: int):
+        spark.conf.set(INGEST_ROWS_KEY, str(n))
+
+    yield set_
+    if old is None:
+        spark.conf.unset(INGEST_ROWS_KEY)
+    else:
+        spark.conf.set(INGEST_ROWS_KEY, old)
+
+
+def _outputs(out: Path) -> dict:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.jsonl"))}
+
+
+def assert_same(spark, program: Path, inputs, tmp_path: Path):
+    """``replay_spark`` (chunked ingest) and the local runner: the same output files,
+    byte for byte, the same rejects file, the same counts per input and CRS."""
+    c = compile_program(program)
+    local = replay_local(c, inputs, tmp_path / "local")
+    remote = replay_spark(c, inputs, tmp_path / "spark", spark=spark)
+    assert remote.crs == local.crs
+    assert remote.ingest.rows == local.ingest.rows
+    a, b = _outputs(tmp_path / "local"), _outputs(tmp_path / "spark")
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name] == b[name], name
+    return local, remote
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", ["hospital_to_station", "stuck", "wet_weather"])
+def test_many_chunks_match_one_read(spark, chunk_rows, hour_path, program, tmp_path):
+    """The Cambridge hour as 9 chunks: every example's rows as the local runner's."""
+    chunk_rows(7_000)
+    if program == "wet_weather":
+        path, inputs = REPO / "examples" / "wet_weather" / "wet_weather.spatec", [("Rain", str(RAIN))]
+    else:
+        path, inputs = SHARED / "spec" / "examples" / f"{program}.spatec", []
+    local, _ = assert_same(spark, path, [("BusGPS", str(hour_path))] + inputs, tmp_path)
+    assert sum(local.counts.values()) > 0
+
+
+def _bus_rows(hour_path: Path, n: int) -> pd.DataFrame:
+    return pd.read_csv(hour_path, dtype=str, keep_default_na=False).head(n)
+
+
+def test_duplicates_and_rejects_across_chunks(spark, chunk_rows, hour_path, tmp_path):
+    """Copies of an event in a later chunk of the same file are rejects (``duplicate
+    of``) in file order among the other rejects; copies in a later input are dropped;
+    bad rows are rejects; used + rejected = read for every input."""
+    chunk_rows(400)
+    df = _bus_rows(hour_path, 2_000)
+    copies = df.iloc[[10, 11, 450, 900]].copy()
+    copies.loc[copies.index[0], "lon"] = "0.2"          # a copy: same source and time, other values
+    bad = df.iloc[[20, 21]].copy()
+    bad.loc[bad.index[0], "lon"] = "400"                # out of range
+    bad.loc[bad.index[1], "ts"] = "not a time"
+    whole = pd.concat([df.iloc[:1_000], copies, bad, df.iloc[1_000:], copies.iloc[[2]]], ignore_index=True)
+    first = tmp_path / "bus.csv"
+    whole.to_csv(first, index=False)
+    second = tmp_path / "bus_again.csv"
+    pd.concat([df.iloc[[5, 1_500]], df.iloc[[1_999]]]).to_csv(second, index=False)
+    inputs = [("BusGPS", str(first)), ("BusGPS", str(second))]
+    program = SHARED / "spec" / "examples" / "stuck.spatec"
+    local, remote = assert_same(spark, program, inputs, tmp_path)
+    rows = {r[1]: r[2:] for r in remote.ingest.rows}
+    read, used, rejected = rows[str(first)]
+    assert read == len(whole) and used + rejected == read
+    lines = [json.loads(l) for l in (tmp_path / "spark" / "_rejects" / "BusGPS.jsonl").read_text().splitlines()]
+    dup = [l for l in lines if l["reason"].startswith("duplicate of ")]
+    # the 4 copies after row 1,000 and the last row (a second copy of row 450)
+    assert len(dup) == 5 and rejected >= 5 + 2
+    assert [l["row"] for l in lines] == sorted(l["row"] for l in lines)
+
+
+def test_events_without_a_source_deduplicate_across_chunks(spark, chunk_rows, tmp_path):
+    """A type without a source is identified by its record: a copy in a later chunk is
+    a reject, an equal record of another input is dropped."""
+    chunk_rows(3)
+    p = tmp_path / "p.spatec"
+    p.write_text('''
+event Reading(station: str, level: float, at: time, lon: float, lat: float)
+    time at
+    place point(lon, lat)
+phrase High = Reading -> A where A.level > 2.0 emit station = A.station
+''')
+    recs = [("s1", 1.0, "2019-10-01T08:00:00Z"), ("s1", 3.0, "2019-10-01T08:05:00Z"),
+            ("s2", 2.5, "2019-10-01T08:05:00Z"), ("s1", 3.0, "2019-10-01T08:05:00Z"),
+            ("s3", 4.0, "2019-10-01T08:10:00Z"), ("s2", 2.5, "2019-10-01T08:05:00Z"),
+            ("s4", 5.0, "2019-10-01T08:20:00Z")]
+    rows = [{"station": s, "level": v, "at": t, "lon": 0.12, "lat": 52.2} for s, v, t in recs]
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    pd.DataFrame(rows).to_csv(a, index=False)
+    pd.DataFrame(rows[4:5] + [rows[6]]).to_csv(b, index=False)
+    local, remote = assert_same(spark, p, [("Reading", str(a)), ("Reading", str(b))], tmp_path)
+    assert remote.ingest.rows[0][2:] == (7, 5, 2)
+    assert remote.counts["High"] == 4
+
+
+def test_parquet_and_jsonl_inputs(spark, chunk_rows, hour_path, tmp_path):
+    """Parquet is read in slices on the driver; JSONL on the driver whole (one chunk):
+    together they give the local rows."""
+    chunk_rows(1_500)
+    df = _bus_rows(hour_path, 6_000)
+    pq_path, js_path = tmp_path / "a.parquet", tmp_path / "b.jsonl"
+    df.iloc[:4_000].to_parquet(pq_path, index=False)
+    df.iloc[3_900:].to_json(js_path, orient="records", lines=True)
+    program = SHARED / "spec" / "examples" / "stuck.spatec"
+    local, remote = assert_same(spark, program, [("BusGPS", str(pq_path)), ("BusGPS", str(js_path))], tmp_path)
+    assert [r[2] for r in remote.ingest.rows] == [4_000, 2_100]
+    assert sum(local.counts.values()) > 0
+
+
+def test_a_missing_column_fails_before_any_task(spark, tmp_path):
+    from spatec.errors import DataError
+
+    c = compile_program(SHARED / "spec" / "examples" / "stuck.spatec")
+    bad = tmp_path / "bus.csv"
+    pd.DataFrame({"vehicle": ["v"], "lon": [0.1]}).to_csv(bad, index=False)
+    with pytest.raises(DataError, match="bus.csv"):
+        replay_spark(c, [("BusGPS", str(bad))], tmp_path / "out", spark=spark)
