@@ -1,7 +1,9 @@
 """Batch replay on Spark: the local runner's semantics over groups of whole partitions.
 
-Events are ingested on the driver (the same readers, rejects and duplicate
-rules as every runner) and become Spark DataFrames of canonical rows. Each
+Events are ingested with the same readers, rejects and duplicate rules as
+every runner: in Spark tasks, chunk by chunk, on the staged exchange
+(:mod:`spatec.runners.spark_ingest`); on the driver for the shuffle exchange,
+where they become Spark DataFrames of canonical rows. Each
 phrase's events are hashed by the phrase's key into a few groups (a multiple
 of the cores, each about :data:`BUCKET_ROWS` events: setting
 ``spark.spatec.bucketRows``), so that every partition of

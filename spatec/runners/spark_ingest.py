@@ -149,7 +149,9 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
     out["max_hi"] = int(hi.max())
     x0, x1, y0, y1 = _extents(ev)
     out["bounds"] = _bounds(x0, x1, y0, y1)
-    keys = {"row": ev["_row"].to_numpy(np.int64), "hi": hi, "x0": x0, "x1": x1, "y0": y0, "y1": y1}
+    keys = {"row": ev["_row"].to_numpy(np.int64), "hi": hi, "x0": x0, "y0": y0}
+    if not (np.array_equal(x0, x1, equal_nan=True) and np.array_equal(y0, y1, equal_nan=True)):
+        keys.update(x1=x1, y1=y1)          # geometries: their extents (points: x0, y0 alone)
     if program.events[t].source is not None:
         codes, uniques = pd.factorize(ev["_source"], use_na_sentinel=True)
         tt = ev["_t"].to_numpy(np.int64)
@@ -344,7 +346,8 @@ def cross_chunk_duplicates(results: list, chunks: dict):
             k = np.load(r["keys"])
             keep = np.ones(len(k["row"]), bool)
             keep[sub["j"].to_numpy()] = False
-            r["bounds"] = _bounds(*(k[a][keep] for a in ("x0", "x1", "y0", "y1")))
+            ext = [k[a if a in k.files else a[0] + "0"][keep] for a in ("x0", "x1", "y0", "y1")]
+            r["bounds"] = _bounds(*ext)
             r["max_hi"] = int(k["hi"][keep].max()) if keep.any() else None
             r["used"] -= int(rej.sum())
             if rej.any():
