@@ -3,8 +3,8 @@
 The query::
 
     spatec_feed source (one per --source)          offsets = poll sequence numbers
-      └─ fan-out (mapInPandas): canonical events → run-time events, one row per
-         (phrase, bucket, event), the event pickled
+      └─ fan-out (in the source's read): canonical events → run-time events, one
+         row per (phrase, bucket, event), the event pickled
           └─ withWatermark(event time = hi, allowed lateness)
               └─ groupBy(phrase, bucket).transformWithStateInPandas(LiveProcessor,
                  EventTime; a ListState per bucket: key → pickled RunState, the
@@ -106,7 +106,6 @@ SOURCE_NAME = "spatec_feed"
 END_BASE = 4_102_444_800_000_000      # µs, 2100-01-01: end markers carry END_BASE + last event time
 END_FLAG = "_end"
 CURSOR = "_cursor.pkl"
-ROWS_SCHEMA = "seq long, arrived double, events binary, last_hi long"
 FANOUT_SCHEMA = "phrase string, bucket int, key string, id string, hi long, arrived double, ev binary"
 OUT_SCHEMA = "kind string, phrase string, id string, hi long, arrived double, payload string"
 STATE_SCHEMA = "state binary"
@@ -179,9 +178,10 @@ def _reader_class():
             self.src.restore(source_offset)
             self.ended = False
 
-        # Spark pickles a reader for the tasks that run `read`: they need only the spool
+        # Spark pickles a reader for the tasks that run `read`: they need the spool, and the
+        # program and options for the fan-out
         def __getstate__(self):
-            return {"dir": self.dir}
+            return {"dir": self.dir, "opts": self.opts, "compiled": self.compiled}
 
         def __setstate__(self, state):
             self.__dict__.update(state)
@@ -291,6 +291,20 @@ def _reader_class():
             return [_range(a, b)] if b >= a else []
 
         def read(self, partition):
+            """The partition's spooled polls fanned out (:func:`_fanout`): one row per
+            (phrase, bucket, event), made here rather than in a ``mapInPandas`` after the
+            source, which would cost every micro-batch one more Python worker hop."""
+            names = [n for n in self.opts.get("phrases", "").split(",") if n]
+            fan = _fanout(self.compiled, self.opts["crs"], names, int(self.opts["buckets"]))
+            cols = ("seq", "arrived", "events", "last_hi")
+            rows = list(self._polls(partition))
+            if not rows:
+                return
+            pdf = pd.DataFrame(rows, columns=list(cols))
+            for out in fan([pdf]):
+                yield from out.itertuples(index=False, name=None)
+
+        def _polls(self, partition):
             first, last = partition.value
             for seq in range(first, last + 1):
                 table, meta = self._read(seq)
@@ -390,7 +404,7 @@ def _data_source_class():
             return SOURCE_NAME
 
         def schema(self):
-            return ROWS_SCHEMA
+            return FANOUT_SCHEMA
 
         def streamReader(self, schema):
             return _reader_class()(self.options)
@@ -716,12 +730,12 @@ class SparkLive:
                            .option("source", s).option("spool", str(self.ck / "spool"))
                            .option("out", str(self.out)).option("lateness", str(self.lateness))
                            .option("maxPolls", str(max_polls))
-                           .option("settle", str(2.0 if settle is None else settle)).load())
-        raw = streams[0]
+                           .option("settle", str(2.0 if settle is None else settle))
+                           .option("crs", self.crs).option("buckets", str(self.buckets))
+                           .option("phrases", ",".join(p.name for p in self.plans)).load())
+        events = streams[0]
         for s in streams[1:]:
-            raw = raw.unionByName(s)
-        names = [p.name for p in self.plans]
-        events = raw.mapInPandas(_fanout(compiled, self.crs, names, self.buckets), FANOUT_SCHEMA)
+            events = events.unionByName(s)
         # the watermark on hi; hi_ts is dropped again so that Spark does not drop late rows
         # itself before the processor can report them
         events = (events.withColumn("hi_ts", F.timestamp_micros("hi"))
