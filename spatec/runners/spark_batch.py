@@ -300,10 +300,10 @@ def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
     ok = np.ones(n, dtype=bool)
     h = np.zeros(n, dtype=np.uint64)
     for k in key:
-        col = df[k]
-        ok &= col.notna().to_numpy()
-        vals = col.astype(object).where(col.notna(), "").astype(str).to_numpy(object)
-        h = h * np.uint64(1_000_003) ^ pd.util.hash_array(vals)
+        codes, uniques = pd.factorize(df[k], use_na_sentinel=True)      # hash each value once
+        ok &= codes >= 0
+        hu = pd.util.hash_array(np.array([str(u) for u in uniques] + [""], dtype=object))
+        h = h * np.uint64(1_000_003) ^ hu[codes]                        # -1 (missing): the ""
     out = (h % np.uint64(buckets)).astype(np.int64)
     out[~ok] = -1
     return out
