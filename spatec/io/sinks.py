@@ -96,8 +96,20 @@ def _columns(df: pd.DataFrame, time_fields: Collection[str]) -> dict[str, list]:
         elif c == "events":
             out[c] = [_events_dict(v) for v in df[c]]
         else:
-            out[c] = [_plain(v) for v in df[c].tolist()]
+            out[c] = _plain_column(df[c])
     return out
+
+
+def _plain_column(s: pd.Series) -> list:
+    """:func:`_plain` of every value; whole columns of text or of finite floats as they are."""
+    if s.dtype == np.float64:
+        a = s.to_numpy()
+        if np.isfinite(a).all():
+            return a.tolist()
+    values = s.tolist()
+    if s.dtype == object and all(type(v) is str for v in values):
+        return values
+    return [_plain(v) for v in values]
 
 
 def _rows(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[dict[str, Any]]:
