@@ -89,6 +89,9 @@ def _start(master, conf, ui=None):
 
 def _warm(batches):
     """In a Python worker: what every spatec task needs first (modules, the PROJ database)."""
+    import spatec.automata.fastpath  # noqa: F401
+    import spatec.runners.spark_ingest  # noqa: F401
+
     Projector("EPSG:32631").forward(np.array([0.1]), np.array([52.2]))
     for b in batches:
         yield b
