@@ -153,6 +153,55 @@ def read_csv(path: str, columns: Collection[str] | None = None) -> RawBatch:
     return RawBatch.of(path, table, rows=rows, present=header, fetch=fetch)
 
 
+class StreamFailed(Exception):
+    """A CSV file Arrow's streaming reader could not read to the end (read it whole)."""
+
+
+def csv_slices(path: str, columns: Collection[str], rows: int = 250_000):
+    """:func:`read_csv` in slices of about ``rows`` records, streamed (the file is never
+    whole in memory); records are numbered as in the whole file. Raises
+    :class:`StreamFailed` — possibly after some slices — where Arrow cannot parse a
+    record: then the file must be read by :func:`read_csv`, whose Python path numbers
+    malformed records exactly."""
+    with open_text(path) as f:
+        header = next(csv.reader(f), None)
+    if header is None:
+        raise DataError(f"{path}: empty file, no header row")
+    if len(set(header)) != len(header):
+        raise StreamFailed(path)
+    include = [h for h in header if h in set(columns)]
+    stream = pa.input_stream(path, compression="gzip" if _is_gzip(path) else None)
+    start, pending, held = 0, [], 0
+    try:
+        reader = pacsv.open_csv(
+            stream,
+            read_options=pacsv.ReadOptions(block_size=max(1 << 16, min(1 << 24, rows * 128))),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(column_types={h: pa.string() for h in header},
+                                                 include_columns=include, strings_can_be_null=False))
+
+        def cut(batches):
+            nonlocal start
+            table = pa.Table.from_batches(batches, schema=reader.schema)
+            numbers = np.arange(start + 1, start + 1 + table.num_rows, dtype=np.int64)
+            start += table.num_rows
+            return RawBatch.of(path, table, rows=numbers, present=header,
+                               fetch=slice_fetch("csv", path, header, numbers))
+
+        for b in reader:
+            pending.append(b)
+            held += b.num_rows
+            if held >= rows:
+                yield cut(pending)
+                pending, held = [], 0
+        if pending or start == 0:
+            yield cut(pending)
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        raise StreamFailed(path) from None
+    finally:
+        stream.close()
+
+
 def _read_csv_slowly(path: str) -> RawBatch:
     with open_text(path) as f:
         reader = csv.reader(f)

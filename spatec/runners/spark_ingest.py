@@ -52,6 +52,10 @@ INGEST_ROWS = 250_000
 #: Formats read in slices by the driver and typed in Spark tasks.
 SLICED = ("csv", "parquet")
 
+#: CSV files larger than this (bytes on disk) are streamed slice by slice; smaller ones
+#: are parsed whole, by Arrow's multi-threaded reader (faster), then cut.
+STREAM_CSV_BYTES = 64 << 20
+
 
 @dataclass
 class Chunk:
@@ -85,7 +89,7 @@ def slice_inputs(program, inputs, root: str, rows: int):
     """Chunks of the CSV and Parquet inputs (written under ``root``) and the inputs of
     other formats, as ``(chunks, {input: (type, path)})``. Rows of every slice are
     checked against the declaration here, so a missing column fails before any task."""
-    from spatec.io.formats import expand, parquet_slices, read_csv
+    from spatec.io.formats import StreamFailed, csv_slices, expand, parquet_slices, read_csv
     from spatec.io.sources import _wanted
 
     chunks: list = []
@@ -99,12 +103,24 @@ def slice_inputs(program, inputs, root: str, rows: int):
         for k, (file, fmt) in enumerate(files):
             if fmt == "parquet":
                 parts = parquet_slices(file, _wanted(decl), rows)
+            elif os.path.getsize(file) > STREAM_CSV_BYTES:
+                parts = csv_slices(file, _wanted(decl), rows)
             else:
-                whole = read_csv(file, _wanted(decl))
-                parts = _slices(whole, rows)
-            for b in parts:
-                check_columns(b, decl)
-                chunks.append(_write_chunk(b, len(chunks), i, t, k, fmt, root))
+                parts = _slices(read_csv(file, _wanted(decl)), rows)
+            mark = len(chunks)
+            try:
+                for b in parts:
+                    check_columns(b, decl)
+                    chunks.append(_write_chunk(b, len(chunks), i, t, k, fmt, root))
+            except StreamFailed:
+                # a record Arrow cannot parse: the whole file again, by the reader that
+                # numbers malformed records exactly
+                for ch in chunks[mark:]:
+                    os.unlink(ch.raw)
+                del chunks[mark:]
+                for b in _slices(read_csv(file, _wanted(decl)), rows):
+                    check_columns(b, decl)
+                    chunks.append(_write_chunk(b, len(chunks), i, t, k, fmt, root))
     return chunks, elsewhere
 
 
