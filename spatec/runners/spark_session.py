@@ -20,6 +20,8 @@ DEFAULTS = {
     "spark.driver.memory": "2g",
     "spark.executor.memory": "1g",
     "spark.ui.showConsoleProgress": "false",
+    # pyspark's daemon without Spark's copies of pyspark on the workers' path (see the module)
+    "spark.python.daemon.module": "spatec.spark_daemon",
 }
 
 

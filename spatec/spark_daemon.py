@@ -1,0 +1,63 @@
+"""The Python worker daemon of spatec's Spark sessions (``spark.python.daemon.module``).
+
+Spark puts its own archives first on its Python workers' path: ``pyspark.zip``
+and py4j's zip from ``$SPARK_HOME/python/lib``, and Spark's core jar. Where
+pyspark is an installed package (pip, as in spatec's environment) they are
+copies of it, and on Python 3.11 they cost every task:
+
+- each task's ``importlib.invalidate_caches()`` (pyspark's
+  ``setup_spark_files``) re-reads the directory of every zip on the path — the
+  3 MB pyspark.zip and the jar's thousands of entries;
+- a module imported from a zip has no bytecode cache, so every new worker
+  compiles what it imports from source.
+
+Profiled with py-spy on a live micro-batch: about a fifth of the Python
+workers' time. A trivial Spark task costs about 0.3 s with them on the path,
+0.1 s without (``bench/bench_replay.py``, issue 4's note).
+
+This daemon removes those entries when the same packages import from the
+environment, then runs pyspark's own daemon unchanged. An archive that is not
+a copy of an installed package (``--py-files``, a cluster's own layout) is
+left alone.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _spark_archive(entry: str) -> bool:
+    name = os.path.basename(entry)
+    return (name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith(".zip"))
+            or (name.startswith("spark-core") and name.endswith(".jar")))
+
+
+def clean_path(path: list) -> list:
+    """``path`` without Spark's archives, if pyspark and py4j import without them."""
+    kept = [p for p in path if not _spark_archive(p)]
+    if len(kept) == len(path):
+        return path
+    import importlib.machinery
+
+    for pkg in ("pyspark", "py4j"):
+        if importlib.machinery.PathFinder.find_spec(pkg, kept) is None:
+            return path
+    return kept
+
+
+def main() -> None:
+    kept = clean_path(sys.path)
+    if kept is not sys.path:
+        for p in set(sys.path) - set(kept):
+            sys.path_importer_cache.pop(p, None)
+        sys.path[:] = kept
+        if os.environ.get("PYTHONPATH"):
+            os.environ["PYTHONPATH"] = os.pathsep.join(
+                p for p in os.environ["PYTHONPATH"].split(os.pathsep) if not _spark_archive(p))
+    from pyspark import daemon
+
+    daemon.manager()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""spatec's Python worker daemon: Spark's copies of pyspark leave the workers' path
+only when the installed packages can take their place."""
+from __future__ import annotations
+
+import os
+
+import pyspark
+
+from spatec.spark_daemon import clean_path
+
+
+def test_spark_archives_leave_the_path_when_pyspark_is_installed():
+    site = os.path.dirname(os.path.dirname(pyspark.__file__))
+    lib = os.path.join(os.path.dirname(pyspark.__file__), "python", "lib")
+    path = [os.path.join(lib, "pyspark.zip"), os.path.join(lib, "py4j-0.10.9.9-src.zip"),
+            "/opt/spark/jars/spark-core_2.13-4.0.1.jar", "/work/extra.zip", site]
+    assert clean_path(path) == ["/work/extra.zip", site]
+
+
+def test_nothing_leaves_without_an_installed_pyspark(tmp_path):
+    path = [str(tmp_path / "pyspark.zip"), str(tmp_path / "py4j-0.10.9.9-src.zip"), str(tmp_path)]
+    assert clean_path(path) is path
+
+
+def test_workers_run_the_daemon_without_the_archives(spark):
+    """In a task: no Spark archive on the path, and pyspark imported from the package."""
+    def probe(batches):
+        import sys
+
+        import pandas as pd
+        import pyspark as p
+
+        from spatec.spark_daemon import _spark_archive
+
+        for _ in batches:
+            yield pd.DataFrame({"zips": [sum(_spark_archive(e) for e in sys.path)],
+                                "pyspark": [p.__file__]})
+
+    got = spark.range(1, numPartitions=1).mapInPandas(probe, "zips long, pyspark string").collect()[0]
+    assert spark.conf.get("spark.python.daemon.module") == "spatec.spark_daemon"
+    assert got.zips == 0
+    assert got.pyspark == pyspark.__file__
