@@ -76,21 +76,35 @@ def _insert(am: Automaton, st: RunState, ctx, ev, out) -> None:
                 h.insert(i, ev.t)
     if ev.__class__ is HistoryEv:
         return
-    for key in (ev.type, None):
-        for neg_id, leaf in am.neg_leaves_by_type.get(key, ()):
-            f = am.negs[neg_id][3][leaf.id]
+    for negs, leaves in _routes(am, ev.type):
+        for neg_id, f in negs:
             if f is None or f(ev.lo, ev.hi, ev.loc):
                 st.xbuf.setdefault(neg_id, []).append(ev)
-        for leaf in am.leaves_by_type.get(key, ()):
-            f = am.filters[leaf.id]
+        for leaf, f, p, slot in leaves:
             if f is not None and not f(ev.lo, ev.hi, ev.loc):
                 continue
-            p = am.preds[leaf.id]
             if p is not None and not p({leaf.var: ev}, ctx):
                 continue
             slots = [None] * am.nleaves
-            slots[leaf.slot] = ev
+            slots[slot] = ev
             _up(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi), out)
+
+
+def _routes(am: Automaton, type_name) -> tuple:
+    """Where an event of ``type_name`` goes, in the order :func:`_insert` visits it: for its
+    type, then for leaves of any type (None), the negated leaves ``(neg id, filter)`` and
+    the leaves ``(leaf, filter, predicate, slot)``. Derived from the automaton once per type."""
+    cache = am.__dict__.get("_routes")
+    if cache is None:
+        cache = am._routes = {}
+    r = cache.get(type_name)
+    if r is None:
+        r = cache[type_name] = tuple(
+            (tuple((neg_id, am.negs[neg_id][3][leaf.id]) for neg_id, leaf in am.neg_leaves_by_type.get(key, ())),
+             tuple((leaf, am.filters[leaf.id], am.preds[leaf.id], leaf.slot)
+                   for leaf in am.leaves_by_type.get(key, ())))
+            for key in (type_name, None))
+    return r
 
 
 def _env(am: Automaton, pm: PM, extra=None) -> dict:
@@ -130,40 +144,59 @@ def _accept(am: Automaton, node, pm: PM, ctx) -> bool:
 
 
 def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) -> None:
-    other = st.buffers.get((node.id, "R" if side == "L" else "L"), ())
-    op = node.op
-    mine = pm.events()
-    w = am.plan.within
-    lo, hi = pm.lo, pm.hi
-    for q in list(other):
-        if w is not None and (hi if hi > q.hi else q.hi) - (lo if lo < q.lo else q.lo) > w:
-            continue  # already longer than `within`: every composite above this join would be too
-        left, right = (pm, q) if side == "L" else (q, pm)
-        theirs = q.events()
-        if any(a is b for a in mine for b in theirs):
-            continue  # distinct variables, distinct events
-        le, re_ = (mine, theirs) if side == "L" else (theirs, mine)
-        if not _relation(op, left, le, right, re_):
-            continue
-        ev = tuple(a if a is not None else b for a, b in zip(left.ev, right.ev))
-        checks = left.checks + right.checks
-        if node.absence is not None:
-            checks = checks + (node.absence.id,)
-        c = PM(ev, min(left.lo, right.lo), max(left.hi, right.hi), checks)
-        if _accept(am, node, c, ctx):
-            _up(am, st, ctx, node, c, out)
-    rules = am.rules[(node.id, side)]
-    if rules.get("seq_right") and _seq_right_dead(pm, st.watermark, am.G):
+    other = st.buffers.get((node.id, "R" if side == "L" else "L"))
+    if other:
+        op = node.op
+        w = am.plan.within
+        lo, hi = pm.lo, pm.hi
+        mine = mine_ids = None
+        absence = node.absence
+        for q in list(other):
+            if w is not None and (hi if hi > q.hi else q.hi) - (lo if lo < q.lo else q.lo) > w:
+                continue  # already longer than `within`: every composite above this join would be too
+            if mine is None:
+                mine = pm.events()
+                mine_ids = {id(a) for a in mine}
+            theirs = q.events()
+            if not mine_ids.isdisjoint([id(b) for b in theirs]):
+                continue  # distinct variables, distinct events
+            if side == "L":
+                left, right, le, re_ = pm, q, mine, theirs
+            else:
+                left, right, le, re_ = q, pm, theirs, mine
+            if not _relation(op, left, le, right, re_):
+                continue
+            ev = tuple(a if a is not None else b for a, b in zip(left.ev, right.ev))
+            checks = left.checks + right.checks
+            if absence is not None:
+                checks = checks + (absence.id,)
+            c = PM(ev, left.lo if left.lo < right.lo else right.lo, left.hi if left.hi > right.hi else right.hi,
+                   checks)
+            if _accept(am, node, c, ctx):
+                _up(am, st, ctx, node, c, out)
+    if side == "R" and am.rules[(node.id, side)].get("seq_right") and _seq_right_dead(pm, st.watermark, am.G):
         return
     st.buffers.setdefault((node.id, side), []).append(pm)
+
+
+_OPS: dict = {}
+
+
+def _op_parts(op: str) -> tuple:
+    """``(time relation, space suffix)`` of a join operator (``";="`` → ``(";", "=")``)."""
+    r = _OPS.get(op)
+    if r is None:
+        t = op.rstrip("=<>")
+        r = _OPS[op] = (t, op[len(t):])
+    return r
 
 
 def _relation(op: str, left: PM, le, right: PM, re_) -> bool:
     if op == "and":
         return True
-    time_rel, space = op.rstrip("=<>"), op[len(op.rstrip("=<>")):]
+    time_rel, space = _op_parts(op)
     if time_rel == ";":
-        if not R.composite_before(le, left.hi, re_, right.lo):
+        if not (left.hi < right.lo or R.before(le, re_)):
             return False
     elif time_rel == "||":
         if not R.composite_concurrent(le, left.lo, left.hi, re_, right.lo, right.hi):

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Collection, Sequence
 from urllib.parse import urlparse
 
+import numpy as np
 import pandas as pd
 
 from spatec.errors import DataError
@@ -55,7 +56,46 @@ def alert_json(rows: Sequence[dict], time_fields: Collection[str] = ()) -> list[
     """Output rows (``output_row``: times as int µs) → alerts as JSON-ready dicts."""
     if not rows:
         return []
+    fast = _plain_alerts(rows, time_fields)
+    if fast is not None:
+        return fast
     return list(json_rows(pd.DataFrame(list(rows)), time_fields))
+
+
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _plain_alerts(rows: Sequence[dict], time_fields: Collection[str]) -> list[dict] | None:
+    """:func:`alert_json` without the pandas frame, for rows whose columns pandas would keep as
+    they are: every row with the same keys in the same order, each column all text (or None),
+    all ints, all floats or all bools, times all ints. The same dicts the frame gives; None
+    for anything else (the frame decides then)."""
+    from spatec.io.sinks import FIXED, _events_dict, _plain
+    from spatec.io.timefmt import format_times
+
+    keys = tuple(rows[0])
+    if any(tuple(r) != keys for r in rows) or not set(FIXED) <= set(keys):
+        return None
+    cols = {}
+    for c in keys:
+        vals = [r[c] for r in rows]
+        if c in ("lo", "hi") or c in time_fields:
+            if not all(type(v) is int and _I64[0] <= v <= _I64[1] for v in vals):
+                return None
+            cols[c] = format_times(np.array(vals, dtype=np.int64)).tolist()
+        elif c == "events":
+            if not all(type(v) is dict for v in vals):
+                return None
+            cols[c] = [_events_dict(v) for v in vals]
+        elif all(v is None or type(v) is str for v in vals):
+            cols[c] = vals
+        elif all(type(v) is int and _I64[0] <= v <= _I64[1] for v in vals) \
+                or all(type(v) is float for v in vals) or all(type(v) is bool for v in vals):
+            cols[c] = [_plain(v) for v in vals]
+        else:
+            return None
+    names = [*FIXED, *(c for c in keys if c not in FIXED)]
+    return [dict(zip(names, values)) for values in zip(*(cols[n] for n in names))]
 
 
 def _fsync_append(path: Path, lines: Sequence[str]) -> None:

@@ -496,10 +496,16 @@ class DirSource:
         if not self.path.is_dir():
             return []
         out = []
-        for p in sorted(self.path.iterdir()):
-            n = p.name
-            if n in self.done or n.startswith((".", "_")) or n.lower().endswith(self.IGNORE_SUFFIXES):
-                continue
+        # names first (no path object, no stat for a file already done: a directory that keeps
+        # every file is listed every few milliseconds)
+        done, ignore = self.done, self.IGNORE_SUFFIXES
+        try:
+            names = [n for n in os.listdir(self.path)
+                     if n not in done and not n.startswith((".", "_")) and not n.lower().endswith(ignore)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        for n in sorted(names):
+            p = self.path / n
             if not p.is_file() or not self._complete(p):
                 continue
             fmt = detect_format(str(p))

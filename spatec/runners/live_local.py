@@ -93,7 +93,9 @@ log = logging.getLogger("spatec.live")
 
 CHECKPOINT_VERSION = 2
 STATE_FILE = "state.pkl"
-HOUSEKEEPING_EVERY = 20        # batches over which every key is pruned once (a slice of the keys per batch)
+HOUSEKEEPING_ROUND = 2.0       # s over which every key is pruned once (a slice of the keys per batch) ...
+HOUSEKEEPING_SLICES = 20       # ... and in no fewer batches than this (no batch prunes more than 1/20)
+HOUSEKEEPING_MIN = 64          # keys pruned per batch at least (while a round has keys left)
 FULL_EVERY = 50                # saves between two full snapshots (bounds the number of deltas)
 IDLE_WAIT = 0.002              # s between two looks at sources that had nothing (directories only)
 IDLE_WAIT_HTTP = 0.05          # s between two polls of an HTTP feed that had nothing
@@ -339,23 +341,38 @@ def _fast_evs(df: pd.DataFrame, program, proj: Projector) -> list:
     type_name = df["_type"].iloc[0]
     names = attribute_names(program, type_name)
     points = shapely.points(xs, ys).tolist()
-    attr_cols = [_pycol(df[c]) for c in names]
-    ids, srcs = df["_id"].tolist(), df["_source"].tolist()
+    attr_cols = [_pylist(df[c]) for c in names]
+    ids = df["_id"].tolist()
+    srcs = df["_source"].tolist()
+    if any(isinstance(v, float) for v in srcs):
+        srcs = [None if isinstance(v, float) and v != v else v for v in srcs]
     ts, los, his = (df[c].to_numpy(np.int64).tolist() for c in ("_t", "_lo", "_hi"))
     new, setattr_, Loc = object.__new__, object.__setattr__, S.Loc
+    rows = zip(*attr_cols) if names else itertools.repeat((), n)
     out = []
-    for i, (x, y, r, g) in enumerate(zip(xs.tolist(), ys.tolist(), rs.tolist(), points)):
+    append = out.append
+    for x, y, r, g, vals, i, src, t, lo, hi in zip(xs.tolist(), ys.tolist(), rs.tolist(), points, rows, ids, srcs,
+                                                   ts, los, his):
         loc = new(Loc)     # as Loc.disc makes it
         setattr_(loc, "geom", g)
         setattr_(loc, "r", r)
         setattr_(loc, "_xy", (x, y))
         setattr_(loc, "_memo", None)
-        attrs = {name: col[i] for name, col in zip(names, attr_cols)}
-        src = srcs[i]
-        if src is not None and isinstance(src, float) and src != src:
-            src = None
-        out.append(Ev(type_name, ids[i], src, ts[i], los[i], his[i], loc, attrs))
+        append(Ev(type_name, i, src, t, lo, hi, loc, dict(zip(names, vals))))
     return out
+
+
+def _pylist(s: pd.Series) -> list:
+    """:func:`spatec.runners.common._pycol` (Python values, None for missing), without the
+    copies for the dtypes of a live batch (text, float)."""
+    if s.dtype == object or s.dtype == np.float64:
+        vals = s.tolist()
+        miss = pd.isna(s.to_numpy())
+        if miss.any():
+            for i in np.flatnonzero(miss).tolist():
+                vals[i] = None
+        return vals
+    return _pycol(s)
 
 
 # ------------------------------------------------------------------------------ hulls
@@ -442,6 +459,8 @@ class LocalLive:
         self._last_save = -float("inf")
         self._counter = itertools.count()
         self._hk: list | None = None               # housekeeping: the keys still to prune this round
+        self._hk_total = 0                         # keys in this round
+        self._hk_last = time.monotonic()           # when the last slice was pruned
         self.freeze_gc = freeze_gc
         self._last_freeze = self._last_full_gc = time.monotonic()
         self.state = self._restore()
@@ -611,17 +630,33 @@ class LocalLive:
         states = st.keys[ph.name]
         by_key: dict = {}
         bnew = []
+        key = ph.key
         for t in ph.types:
-            for ev in evs_by_type.get(t, ()):
-                if not ph.key:
-                    by_key.setdefault((), []).append(ev)
-                elif t in ph.keyed:
-                    k = tuple(ev.attrs.get(a) for a in ph.key)
-                    if any(v is None for v in k):
+            evs_t = evs_by_type.get(t, ())
+            if not evs_t:
+                continue
+            if not key:
+                by_key.setdefault((), []).extend(evs_t)
+            elif t not in ph.keyed:
+                bnew.extend(evs_t)
+            elif len(key) == 1:
+                a = key[0]
+                for ev in evs_t:
+                    v = ev.attrs.get(a)
+                    if v is None:
                         continue   # no key value: relates to no other event (as in a replay)
+                    k = (v,)
+                    got = by_key.get(k)
+                    if got is None:
+                        by_key[k] = [ev]
+                    else:
+                        got.append(ev)
+            else:
+                for ev in evs_t:
+                    k = tuple(ev.attrs.get(a) for a in key)
+                    if any(v is None for v in k):
+                        continue
                     by_key.setdefault(k, []).append(ev)
-                else:
-                    bnew.append(ev)
         buf = st.bcast[ph.name]
         todo = set(by_key)
         if bnew:
@@ -649,7 +684,8 @@ class LocalLive:
                 log.warning("%s: %d event(s) behind a key's watermark dropped", ph.name, len(late))
             if rs.pending or k in ph.due:
                 ph.schedule(k, rs, self._counter)
-            self._collect(ph, rs, got, found, arrival)
+            if got:
+                self._collect(ph, rs, got, found, arrival)
         if bnew:
             buf.extend(bnew)
         if buf and ph.horizon is not None:
@@ -666,16 +702,23 @@ class LocalLive:
             found.append((ph, c, row, t))
 
     def _housekeeping(self, found) -> None:
-        """Prune a slice of the keys (every key once over HOUSEKEEPING_EVERY batches, also those
-        without new input), drop empty ones; after a whole round, forget old ids."""
+        """Prune a slice of the keys (every key once a round: HOUSEKEEPING_ROUND seconds, or
+        HOUSEKEEPING_SLICES batches if they are further apart; also keys without new input),
+        drop empty ones; after a whole round, forget old ids."""
         st = self.state
         wm = st.watermark
         if wm == NEG_INF:
             return
+        now = time.monotonic()
         if self._hk is None:
             self._hk = [(ph, k) for ph in self.phrases for k in st.keys[ph.name]]
-            self._hk_n = max(256, -(-len(self._hk) // HOUSEKEEPING_EVERY))
-        todo, self._hk = self._hk[-self._hk_n:], self._hk[:-self._hk_n]
+            self._hk_total = len(self._hk)
+        # the round's share for the time since the last slice (a round takes HOUSEKEEPING_ROUND
+        # seconds, however many batches come in that time), at most 1/HOUSEKEEPING_SLICES of it
+        share = self._hk_total * (now - self._hk_last) / HOUSEKEEPING_ROUND
+        self._hk_last = now
+        n = max(HOUSEKEEPING_MIN, min(int(share) + 1, -(-self._hk_total // HOUSEKEEPING_SLICES)))
+        todo, self._hk = self._hk[-n:], self._hk[:-n]
         for ph, k in todo:
             states = st.keys[ph.name]
             rs = states.get(k)

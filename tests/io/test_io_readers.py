@@ -360,3 +360,13 @@ class TestOddInputs:
         ev.loc[0, "vehicle"] = "changed"
         ev.loc[0, "lon"] = 1.0
         assert ev.loc[0, "_source"] == "WP-101" and ev.loc[0, "_lon"] == -0.1845219
+
+
+def test_empty_rejects_are_fresh_frames():
+    from spatec.io.canonical import REJECT_COLUMNS, empty_rejects
+
+    a, b = empty_rejects(), empty_rejects()
+    assert a is not b and list(a.columns) == list(REJECT_COLUMNS) and len(a) == 0
+    assert str(a["row"].dtype) == "int64" and a["reason"].dtype == object
+    a["extra"] = []                     # changing one leaves the next alone
+    assert "extra" not in empty_rejects().columns

@@ -112,3 +112,35 @@ def test_delivered_log_prunes_by_watermark(tmp_path):
     assert log.prune(50) == 1
     again = DeliveredLog(tmp_path / "d.jsonl")
     assert ("s", "new") in again and ("s", "old") not in again
+
+
+def test_alert_json_without_pandas_is_the_frame_path():
+    """alert_json's frame-free path gives exactly what the pandas frame gives, and leaves
+    columns pandas would change (ints with None become floats) to the frame."""
+    import pandas as pd
+
+    from spatec.io.alert_sinks import _plain_alerts, alert_json
+    from spatec.io.sinks import _rows
+
+    def row(i, **extra):
+        return {"phrase": "P", "id": f"id{i}", "lo": 1569916778_000000 + i, "hi": 1569916800_500000 + i,
+                "hull": None if i % 2 else "POINT (0 52)", "events": {"B": f"e{i}b", "A": f"e{i}a"}, **extra}
+
+    cases = [
+        ([row(i, vehicle=f"V{i}", since=1569916778_000000 + i * 7, n=i, x=i / 3, ok=bool(i % 2)) for i in range(5)],
+         ("since",)),
+        ([row(i, vehicle=None if i == 2 else "V", x=float("nan") if i == 1 else 2.5) for i in range(4)], ()),
+        ([row(i, n=None if i == 1 else i) for i in range(3)], ()),            # pandas: 1.0, NaN, 2.0 → frame
+        ([row(i, since=None if i == 0 else 5) for i in range(3)], ("since",)),  # a missing time → frame
+        ([row(0, a=1), {**row(1), "b": 2}], ()),                              # different keys → frame
+    ]
+    fast_taken = []
+    for rows, tf in cases:
+        want = list(_rows(pd.DataFrame(rows), tf))
+        assert alert_json(rows, tf) == want
+        assert [list(a) for a in alert_json(rows, tf)] == [list(a) for a in want]   # key order too
+        fast_taken.append(_plain_alerts(rows, tf) is not None)
+    assert fast_taken == [True, True, False, False, False]
+    first = alert_json(cases[0][0], ("since",))[1]
+    assert first["n"] == 1 and type(first["n"]) is int and first["since"] == "2019-10-01T07:59:38.000007Z"
+    assert first["events"] == {"A": "e1a", "B": "e1b"} and list(first["events"]) == ["A", "B"]

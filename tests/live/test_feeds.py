@@ -134,3 +134,25 @@ def test_feed_serve_command_stops_cleanly_on_sigterm(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
+
+
+def test_directory_source_lists_new_files_in_name_order(tmp_path):
+    """Files done, hidden (. or _) and partial (.tmp, .part) are passed over; the rest are read
+    once each, in name order, whenever they land."""
+    from spatec.io.feeds import DirSource, parse_source
+
+    d = tmp_path / "in"
+    d.mkdir()
+    header = "vehicle,line,operator,lon,lat,ts\n"
+    for name in ("b.csv", "a.csv", ".c.csv", "_d.csv", "e.csv.tmp", "f.csv.part"):
+        (d / name).write_text(header + "V1,1,OP,0.1,52.1,1569916778\n")
+    src = DirSource(parse_source(f"BusGPS=dir://{d}"), settle=0.0)
+    got = src.poll()
+    assert [it.offset for it in got] == ["a.csv", "b.csv"]
+    assert all(it.batches[0].table.num_rows == 1 for it in got)
+    src.commit(got)
+    assert src.poll() == []
+    (d / "0.csv").write_text(header)
+    (d / "c.csv").write_text(header)
+    assert [it.offset for it in src.poll()] == ["0.csv", "c.csv"]
+    assert DirSource(parse_source(f"BusGPS=dir://{tmp_path / 'nowhere'}")).poll() == []

@@ -71,3 +71,58 @@ def test_decision_time_is_when_a_pending_composite_is_ready(tmp_path, polls5):
                 got, _ = step(am, st, [], watermark=next_decision(am, st) - 1)
                 assert not got
     assert checked > 20
+
+
+def test_fast_events_with_missing_values_are_to_evs(tmp_path, polls5):
+    """Missing attribute values (None, NaN) and a float-NaN source come out as to_evs makes them."""
+    import numpy as np
+
+    from spatec.runners.live_local import _fast_evs
+
+    compiled = compile_program(program_of(tmp_path, "silent"))
+    df = feed_events(compiled, polls5[:3]).head(50).copy()
+    df["line"] = df["line"].astype(object)
+    df.loc[df.index[::3], "line"] = None
+    df.loc[df.index[1::4], "operator"] = np.nan
+    proj = Projector(CRS)
+    fast, ref = _fast_evs(df, compiled.program, proj), to_evs(df, compiled.program, proj)
+    assert len(fast) == len(ref) == 50
+    assert sum(e.attrs["line"] is None for e in fast) == 17
+    assert sum(e.attrs["operator"] is None for e in fast) >= 12
+    for a, b in zip(fast, ref):
+        assert (a.type, a.id, a.source, a.t, a.lo, a.hi, a.attrs) == (b.type, b.id, b.source, b.t, b.lo, b.hi, b.attrs)
+        assert a.loc == b.loc
+
+
+def test_housekeeping_slices_follow_time_not_batches(tmp_path):
+    """A round prunes every key once in HOUSEKEEPING_ROUND seconds whatever the cadence of the
+    batches: a batch right after the last prunes HOUSEKEEPING_MIN keys, one 0.05 s later its
+    time's share, one long after at most 1/HOUSEKEEPING_SLICES of the round."""
+    from spatec.automata.machine import RunState
+    from spatec.io.alert_sinks import DeliveredLog, SinkSet
+    from spatec.runners import live_local as L
+
+    compiled = compile_program(program_of(tmp_path, "silent"))
+    runner = L.LocalLive(compiled, [], SinkSet([], DeliveredLog(None)), None, tmp_path, crs=CRS)
+    ph = runner.phrases[0]
+    runner.state.keys[ph.name] = {(f"V{i}",): RunState() for i in range(10_000)}
+    runner.state.watermark = 10 ** 15
+    pruned = []
+    real = L.step
+
+    def counting(am, rs, evs, **kw):
+        pruned.append(rs)
+        return real(am, rs, evs, **kw)
+
+    L.step = counting
+    sizes = []
+    try:
+        for ago in (0.0, 0.05, 10.0):
+            runner._hk_last = L.time.monotonic() - ago
+            runner._housekeeping([])
+            sizes.append(len(pruned) - sum(sizes))
+    finally:
+        L.step = real
+    assert sizes[0] == L.HOUSEKEEPING_MIN
+    assert 250 <= sizes[1] <= 300                        # 10,000 keys × 0.05 s / 2 s
+    assert sizes[2] == 10_000 // L.HOUSEKEEPING_SLICES
