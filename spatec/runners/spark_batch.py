@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import shapely
 
+from spatec.errors import SpatecError
 from spatec.frontend import ast as A
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
 from spatec.runners.common import (Compiled, attribute_names, choose_crs, dedupe, final_watermark, keyed_types,
@@ -185,9 +186,12 @@ EXCHANGE_KEY = "spark.spatec.exchange"
 def exchange_mode(spark) -> str:
     mode = spark.conf.get(EXCHANGE_KEY, "auto").strip().lower()
     if mode not in ("auto", "staged", "shuffle"):
-        raise ValueError(f"{EXCHANGE_KEY} must be auto, staged or shuffle, not {mode!r}")
+        raise SpatecError(f"{EXCHANGE_KEY} must be auto, staged or shuffle, not {mode!r}")
     if mode == "auto":
         return "staged" if staging_dir(spark) is not None else "shuffle"
+    if mode == "staged" and staging_dir(spark) is None:
+        raise SpatecError(f"{EXCHANGE_KEY}=staged needs a staging directory every executor can read: "
+                         f"set {STAGING_KEY} to one (it is off, or the master is not on this machine)")
     return mode
 
 

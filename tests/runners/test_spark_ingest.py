@@ -192,3 +192,18 @@ def test_streamed_csv_matches_local_with_a_malformed_record(spark, chunk_rows, h
     local, remote = assert_same(spark, program, [("BusGPS", str(good)), ("BusGPS", str(bad))], tmp_path)
     assert remote.ingest.rows[1][4] >= 1
     assert sum(local.counts.values()) > 0
+
+
+def test_staged_exchange_without_a_staging_directory_is_a_clear_error(spark, tmp_path):
+    from spatec.errors import SpatecError
+    from spatec.runners.spark_batch import EXCHANGE_KEY, STAGING_KEY
+
+    c = compile_program(SHARED / "spec" / "examples" / "stuck.spatec")
+    spark.conf.set(EXCHANGE_KEY, "staged")
+    spark.conf.set(STAGING_KEY, "off")
+    try:
+        with pytest.raises(SpatecError, match="needs a staging directory"):
+            replay_spark(c, [("BusGPS", str(tmp_path / "none.csv"))], tmp_path / "out", spark=spark)
+    finally:
+        spark.conf.unset(EXCHANGE_KEY)
+        spark.conf.unset(STAGING_KEY)
