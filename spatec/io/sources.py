@@ -44,16 +44,18 @@ def iter_batches(path: PathLike, fmt: str | None = None,
         yield from READERS[f](file, columns)
 
 
-def read_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | None = None) -> IngestResult:
+def read_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | None = None,
+                seen: set[str] | None = None) -> IngestResult:
     """Events of type ``decl`` from a file, a directory or a glob.
 
     ``fmt`` is one of ``csv``, ``parquet``, ``jsonl``, ``sirivm``; by default
     it comes from the file names (see :mod:`spatec.io.formats`). ``tz`` is the
     program's time zone, for times written without an offset. A declared
     attribute with no column in a file is a :class:`~spatec.errors.DataError`;
-    bad records are rejects.
+    bad records are rejects. ``seen`` (updated in place): ids of events already read
+    from other inputs of the type — a copy of one of those is a duplicate here too.
     """
-    return to_events(list(iter_batches(path, fmt, _wanted(decl))), decl, tz)
+    return to_events(list(iter_batches(path, fmt, _wanted(decl))), decl, tz, seen)
 
 
 def iter_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | None = None,

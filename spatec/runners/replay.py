@@ -37,27 +37,24 @@ def ingest(compiled: Compiled, inputs, out: Path, ui=None):
     frames: dict = {}
     summary = IngestSummary()
     rejects = []
+    # a type read from several inputs: a copy of an event of an earlier input is a duplicate
+    # (a reject, "duplicate of <id>"), as a copy within one input is
+    several = {t for t, _ in inputs if sum(1 for u, _ in inputs if u == t) > 1}
+    seen: dict = {t: set() for t in several}
     for type_name, path in inputs:
         if ui:
             ui.stage(f"reading {type_name} from {path}")
-        res = read_events(path, program.events[type_name], tz=program.timezone)
+        res = read_events(path, program.events[type_name], tz=program.timezone, seen=seen.get(type_name))
         summary.rows.append((type_name, path, res.read, res.used, res.rejected))
         frames.setdefault(type_name, []).append(res.events)
         if res.rejected:
             rejects.append(res.rejects)
         if ui:
             ui.ingested(type_name, path, res.read, res.used, res.rejected)
-    frames = {t: _concat_dedupe(fs) for t, fs in frames.items()}
+    frames = {t: pd.concat(fs, ignore_index=True) if len(fs) > 1 else fs[0] for t, fs in frames.items()}
     if rejects:
         write_rejects(pd.concat(rejects, ignore_index=True), out)
     return frames, summary
-
-
-def _concat_dedupe(fs):
-    df = pd.concat(fs, ignore_index=True) if len(fs) > 1 else fs[0]
-    if len(fs) > 1:
-        df = df.drop_duplicates("_id", keep="first").reset_index(drop=True)
-    return df
 
 
 def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str) -> dict:

@@ -13,17 +13,17 @@ bounding box and latest time, and per source the span of its times.
 From those the driver makes exactly the decisions a whole-input ingest makes:
 
 - **duplicates across chunks**: an event whose source and time (or, for a
-  type without a source, whose record) an earlier chunk of the same input
-  already had is a reject (``duplicate of <id>``), as a whole-input read
-  would make it; a copy of an event of an earlier *input* of the type is
-  dropped, as :func:`spatec.runners.replay.ingest` drops it. Only sources whose
+  type without a source, whose record) an earlier chunk already had — of the
+  same input or an earlier input of the type — is a reject (``duplicate of
+  <id>``), as :func:`spatec.runners.replay.ingest` makes it. Only sources whose
   time spans overlap in two chunks are examined, from the per-chunk key
   files; the tasks that match then leave the copies out;
 - the metric CRS (the centre of the bounding box) and the final watermark;
 - the rejects file, in input order, and the read/used/rejected counts.
 
 Other formats (JSONL, SIRI-VM polls) are read on the driver as before and
-staged there as one chunk each: the same files, the same merge.
+staged there as one chunk each: the same files, the same merge. A type with
+an input of such a format has all its inputs read there.
 
 Peak memory: the driver holds one raw slice at a time and the per-chunk
 summaries; a task holds one chunk, or one group (``spark.spatec.bucketRows``).
@@ -94,10 +94,13 @@ def slice_inputs(program, inputs, root: str, rows: int):
 
     chunks: list = []
     elsewhere: dict = {}
-    for i, (t, path) in enumerate(inputs):
+    files_of = [expand(os.fspath(path)) for _, path in inputs]
+    # a type with any input of another format is read on the driver, every input of it (so
+    # that copies across its inputs are found where the records are)
+    driver = {t for (t, _), files in zip(inputs, files_of) if any(f not in SLICED for _, f in files)}
+    for i, ((t, path), files) in enumerate(zip(inputs, files_of)):
         decl = program.events[t]
-        files = expand(os.fspath(path))
-        if any(f not in SLICED for _, f in files):
+        if t in driver:
             elsewhere[i] = (t, path)
             continue
         for k, (file, fmt) in enumerate(files):
@@ -252,10 +255,11 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             ui.stage("reading the inputs")
         chunks, elsewhere = slice_inputs(program, inputs, root, rows)
         read_here = {}
+        seen: dict = {}
         for i, (t, path) in elsewhere.items():
             if ui:
                 ui.stage(f"reading {t} from {path}")
-            read_here[i] = read_events(path, program.events[t], tz=program.timezone)
+            read_here[i] = read_events(path, program.events[t], tz=program.timezone, seen=seen.setdefault(t, set()))
         buckets = bucket_count(spark, sum(ch.rows for ch in chunks)
                                + sum(len(res.events) for res in read_here.values()))
         results: dict = {}
@@ -310,9 +314,8 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
 
 def cross_chunk_duplicates(results: list, chunks: dict):
     """Copies of an event in a later chunk than its first: ``drop`` (chunk → ids to
-    leave out) and, for copies within one input, the rejects they are
-    (:class:`pandas.DataFrame` per chunk, with the chunk's bounds and latest time
-    recomputed without them)."""
+    leave out) and the rejects they are (:class:`pandas.DataFrame` per chunk; the
+    chunk's counts, bounds and latest time recomputed without them)."""
     from spatec.io.timefmt import format_time
 
     drop: dict = {}
@@ -345,11 +348,8 @@ def cross_chunk_duplicates(results: list, chunks: dict):
         if not frames:
             continue
         df = pd.concat(frames, ignore_index=True)     # in input order: results are
-        again = df.duplicated(["i", "k1", "k2"], keep="first").to_numpy()
-        firsts = df[~again]
-        silent = np.zeros(len(df), bool)
-        silent[np.flatnonzero(~again)[firsts.duplicated(["k1", "k2"], keep="first").to_numpy()]] = True
-        gone = df[again | silent]
+        again = df.duplicated(["k1", "k2"], keep="first").to_numpy()
+        gone = df[again]
         if not len(gone):
             continue
         by_index = {r["index"]: r for r in results}
@@ -358,7 +358,9 @@ def cross_chunk_duplicates(results: list, chunks: dict):
             ids = [(f"{t}:{s}:{format_time(int(tt))}" if r["sources"] is not None else f"{t}:#{int(s):016x}")
                    for s, tt in zip(sub["k1"], sub["k2"])]
             drop[int(c)] = set(ids)
-            rej = again[sub.index.to_numpy()]
+            if int(c) not in chunks:
+                raise RuntimeError(f"copies across inputs read on the driver were not rejected there ({t})")
+            rej = np.ones(len(sub), bool)
             k = np.load(r["keys"])
             keep = np.ones(len(k["row"]), bool)
             keep[sub["j"].to_numpy()] = False

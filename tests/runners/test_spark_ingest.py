@@ -72,9 +72,9 @@ def _bus_rows(hour_path: Path, n: int) -> pd.DataFrame:
 
 
 def test_duplicates_and_rejects_across_chunks(spark, chunk_rows, hour_path, tmp_path):
-    """Copies of an event in a later chunk of the same file are rejects (``duplicate
-    of``) in file order among the other rejects; copies in a later input are dropped;
-    bad rows are rejects; used + rejected = read for every input."""
+    """Copies of an event in a later chunk of the same file, or in a later input, are
+    rejects (``duplicate of``) in file order among the other rejects; bad rows are
+    rejects; used + rejected = read for every input (SPEC: a copy is dropped and counted)."""
     chunk_rows(400)
     df = _bus_rows(hour_path, 2_000)
     copies = df.iloc[[10, 11, 450, 900]].copy()
@@ -94,15 +94,18 @@ def test_duplicates_and_rejects_across_chunks(spark, chunk_rows, hour_path, tmp_
     read, used, rejected = rows[str(first)]
     assert read == len(whole) and used + rejected == read
     lines = [json.loads(l) for l in (tmp_path / "spark" / "_rejects" / "BusGPS.jsonl").read_text().splitlines()]
-    dup = [l for l in lines if l["reason"].startswith("duplicate of ")]
+    dup = [l for l in lines if l["reason"].startswith("duplicate of ") and l["file"] == str(first)]
     # the 4 copies after row 1,000 and the last row (a second copy of row 450)
     assert len(dup) == 5 and rejected >= 5 + 2
-    assert [l["row"] for l in lines] == sorted(l["row"] for l in lines)
+    assert [l["row"] for l in lines if l["file"] == str(first)] == sorted(l["row"] for l in lines
+                                                                          if l["file"] == str(first))
+    assert rows[str(second)] == (3, 0, 3)
+    assert [l["reason"].startswith("duplicate of ") for l in lines if l["file"] == str(second)] == [True] * 3
 
 
 def test_events_without_a_source_deduplicate_across_chunks(spark, chunk_rows, tmp_path):
-    """A type without a source is identified by its record: a copy in a later chunk is
-    a reject, an equal record of another input is dropped."""
+    """A type without a source is identified by its record: a copy in a later chunk, or
+    in a later input, is a reject."""
     chunk_rows(3)
     p = tmp_path / "p.spatec"
     p.write_text('''
@@ -121,6 +124,7 @@ phrase High = Reading -> A where A.level > 2.0 emit station = A.station
     pd.DataFrame(rows[4:5] + [rows[6]]).to_csv(b, index=False)
     local, remote = assert_same(spark, p, [("Reading", str(a)), ("Reading", str(b))], tmp_path)
     assert remote.ingest.rows[0][2:] == (7, 5, 2)
+    assert remote.ingest.rows[1][2:] == (2, 0, 2)
     assert remote.counts["High"] == 4
 
 
