@@ -239,7 +239,6 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
 
     from spatec.runners.common import dedupe, rows_frame
     from spatec.runners.local import ReplayResult
-    from spatec.runners.replay import IngestSummary
     from spatec.runners.spark_batch import (_engine_name, bucket_count, merge_stages, run_staged,
                                             staging_dir, task_seeds)
     from spatec.io.sources import read_events, write_rejects
@@ -338,12 +337,12 @@ def cross_chunk_duplicates(results: list, chunks: dict):
                 src = k["src"]
                 mine = np.flatnonzero(np.isin(src, [i for i, s in enumerate(r["sources"]) if s in suspects]))
                 if len(mine):
-                    frames.append(pd.DataFrame({"c": r["index"], "i": r["input"], "j": mine,
+                    frames.append(pd.DataFrame({"c": r["index"], "j": mine,
                                                 "k1": names[src[mine]], "k2": k["t"][mine]}))
         else:
             for r in rs:
                 h = np.load(r["keys"])["h"]
-                frames.append(pd.DataFrame({"c": r["index"], "i": r["input"], "j": np.arange(len(h)),
+                frames.append(pd.DataFrame({"c": r["index"], "j": np.arange(len(h)),
                                             "k1": h, "k2": 0}))
         if not frames:
             continue
@@ -360,18 +359,16 @@ def cross_chunk_duplicates(results: list, chunks: dict):
             drop[int(c)] = set(ids)
             if int(c) not in chunks:
                 raise RuntimeError(f"copies across inputs read on the driver were not rejected there ({t})")
-            rej = np.ones(len(sub), bool)
             k = np.load(r["keys"])
+            j = sub["j"].to_numpy()
             keep = np.ones(len(k["row"]), bool)
-            keep[sub["j"].to_numpy()] = False
+            keep[j] = False
             ext = [k[a if a in k.files else a[0] + "0"][keep] for a in ("x0", "x1", "y0", "y1")]
             r["bounds"] = _bounds(*ext)
             r["max_hi"] = int(k["hi"][keep].max()) if keep.any() else None
-            r["used"] -= int(rej.sum())
-            if rej.any():
-                r["rejected"] += int(rej.sum())
-                rows = k["row"][sub["j"].to_numpy()[rej]]
-                extra[int(c)] = _duplicate_rejects(chunks[int(c)], t, rows, np.asarray(ids, dtype=object)[rej])
+            r["used"] -= len(j)
+            r["rejected"] += len(j)
+            extra[int(c)] = _duplicate_rejects(chunks[int(c)], t, k["row"][j], ids)
     return drop, extra
 
 
