@@ -779,10 +779,41 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
 def _two(fp, cols, node: Join, ev, ii, jj, lo, hi) -> Matches:
     """Pairs (A row, B row) of a two-leaf join that also satisfy its conjuncts."""
     preds = _preds(node)
+    near = _near(preds, node.left.var, node.right.var)
+    if near is not None and len(ii):
+        # a conjunct distance(A, B) < D: first drop the pairs of discs whose centres are
+        # clearly too far apart (a necessary condition, with room for rounding; the
+        # conjuncts below decide exactly) — bunching's time windows give ~150 candidates
+        # per composite
+        xa, ya, da = cols.centres(ii)
+        xb, yb, db = cols.centres(jj)
+        reach = near + cols.r[ii] + cols.r[jj]
+        with np.errstate(invalid="ignore"):
+            far = da & db & ((xa - xb) ** 2 + (ya - yb) ** 2 > (reach * (1 + 1e-9) + 1e-6) ** 2)
+        keep = ~far
+        ii, jj, lo, hi = ii[keep], jj[keep], lo[keep], hi[keep]
     if preds and len(ii):
         keep = ev.holds(preds, Bound(cols, {node.left.var: ii, node.right.var: jj}))
         ii, jj, lo, hi = ii[keep], jj[keep], lo[keep], hi[keep]
     return Matches(fp, cols, {node.left.var: ii, node.right.var: jj}, lo, hi)
+
+
+def _near(preds, a: str, b: str) -> float | None:
+    """D (metres) when a conjunct is ``distance(a, b) < D`` or ``<= D`` (either argument
+    order, or written ``D > distance(a, b)``), D a length; None otherwise."""
+    flip = {">": "<", ">=": "<="}
+    for c in preds:
+        if not isinstance(c, A.BinOp) or c.op not in ("<", "<=", ">", ">="):
+            continue
+        call, bound, op = c.left, c.right, c.op
+        if op in flip:
+            call, bound, op = c.right, c.left, flip[op]
+        if not (isinstance(call, A.Call) and call.func == "distance" and len(call.args) == 2
+                and isinstance(bound, A.Quantity) and bound.unit in A.DIST_UNITS):
+            continue
+        if {getattr(x, "name", None) for x in call.args} == {a, b} and all(isinstance(x, A.Var) for x in call.args):
+            return bound.metres()
+    return None
 
 
 # ---------------------------------------------------------------------------- pair

@@ -272,3 +272,37 @@ class TestIds:
             rows = {v: np.array([(i + j) % 5 for j in range(5)]) for i, v in enumerate(vs)}
             m = F.Matches(fp, cols, rows, np.zeros(5), np.zeros(5))
             assert m.ids() == [composite_id(fp.phrase, [(v, cols.ids[rows[v][j]]) for v in vs]) for j in range(5)]
+
+
+# ------------------------------------------------------------------------------ distance pre-filter
+
+@pytest.mark.parametrize("cond, want", [
+    ("distance(A, B) < 100 m", 100.0), ("distance(B, A) <= 0.2 km", 200.0), ("40 m > distance(A, B)", 40.0),
+    ("distance(A, B) > 100 m", None), ("distance(A, B) / 1 m < 100", None), ("A.x < 3", None),
+])
+def test_near_reads_only_an_upper_bound_on_the_pair_distance(cond, want):
+    c = compile_text(f"phrase Ph = Bus -> A || Bus -> B where {cond} and A.vehicle < B.vehicle\n")
+    node = c.plan("Ph").root
+    assert F._near(F._preds(node), "A", "B") == want
+
+
+def test_pairs_at_the_distance_bound_are_kept():
+    """Discs whose gap is just under D (centres D + r_A + r_B apart, less a millimetre,
+    in the metric CRS) still pair; just over, they do not: the pre-filter drops only
+    what the exact test drops, and the fast path agrees with the automaton."""
+    text = "phrase Ph = Bus -> A || Bus -> B where distance(A, B) < 50 m and A.vehicle < B.vehicle\n"
+    c = compile_text(text)
+    proj = Projector(CRS)
+    a = row("Bus", "a", 0)
+    x0, y0 = proj.forward(np.array([a["lon"]]), np.array([a["lat"]]))
+    out = {}
+    for gap, name in ((50.0 - 1e-3, "in"), (50.0 + 1e-3, "out")):
+        b = row("Bus", "b", 0)
+        lon, lat = proj.inverse(np.array([x0[0] + gap + 2 * a["r"]]), np.array([y0[0]]))
+        b["lon"], b["lat"] = float(lon[0]), float(lat[0])
+        b["attrs"].update(lon=b["lon"], lat=b["lat"])
+        fast = replay_frames(c, frames([a, b]), crs=CRS).frames["Ph"]
+        slow = replay_frames(c, frames([a, b]), crs=CRS, fastpath=False).frames["Ph"]
+        assert list(fast["id"]) == list(slow["id"]), name
+        out[name] = len(fast)
+    assert out == {"in": 1, "out": 0}
