@@ -254,11 +254,13 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             ui.stage("reading the inputs")
         chunks, elsewhere = slice_inputs(program, inputs, root, rows)
         read_here = {}
-        seen: dict = {}
+        # as replay.ingest: a type read from several inputs shares the ids seen across them
+        several = {t for t, _ in elsewhere.values() if sum(1 for u, _ in elsewhere.values() if u == t) > 1}
+        seen: dict = {t: set() for t in several}
         for i, (t, path) in elsewhere.items():
             if ui:
                 ui.stage(f"reading {t} from {path}")
-            read_here[i] = read_events(path, program.events[t], tz=program.timezone, seen=seen.setdefault(t, set()))
+            read_here[i] = read_events(path, program.events[t], tz=program.timezone, seen=seen.get(t))
         buckets = bucket_count(spark, sum(ch.rows for ch in chunks)
                                + sum(len(res.events) for res in read_here.values()))
         results: dict = {}
