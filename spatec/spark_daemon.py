@@ -12,8 +12,8 @@ copies of it, and on Python 3.11 they cost every task:
   compiles what it imports from source.
 
 Profiled with py-spy on a live micro-batch: about a fifth of the Python
-workers' time. A trivial Spark task costs about 0.3 s with them on the path,
-0.1 s without (``bench/bench_replay.py``, issue 4's note).
+workers' time. Six trivial ``mapInPandas`` tasks on two cores took 1.2–1.4 s
+with them on the path, 0.4–0.5 s without (issue 4's note).
 
 This daemon removes those entries when the same packages import from the
 environment, then runs pyspark's own daemon unchanged. An archive that is not

@@ -121,6 +121,15 @@ def expand(path: str, fmt: str | None = None) -> list[tuple[str, str]]:
 
 # --------------------------------------------------------------------------- readers
 
+_CSV_PARSE = pacsv.ParseOptions(newlines_in_values=True)
+
+
+def _csv_convert(header: list, include: list | None) -> pacsv.ConvertOptions:
+    """Every column as text (none missing: an empty field is an empty string)."""
+    return pacsv.ConvertOptions(column_types={h: pa.string() for h in header}, include_columns=include,
+                                strings_can_be_null=False)
+
+
 def read_csv(path: str, columns: Collection[str] | None = None) -> RawBatch:
     """Every column as text; Arrow's reader, or Python's when a record is malformed
     (then each malformed record is a reject and the numbering stays exact).
@@ -136,12 +145,8 @@ def read_csv(path: str, columns: Collection[str] | None = None) -> RawBatch:
     include = [h for h in header if h in set(columns)] if subset else []
     stream = pa.input_stream(path, compression="gzip" if _is_gzip(path) else None)
     try:
-        table = pacsv.read_csv(
-            stream,
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            convert_options=pacsv.ConvertOptions(column_types={h: pa.string() for h in header},
-                                                 include_columns=include if subset else None,
-                                                 strings_can_be_null=False))
+        table = pacsv.read_csv(stream, parse_options=_CSV_PARSE,
+                               convert_options=_csv_convert(header, include if subset else None))
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return _read_csv_slowly(path)
     finally:
@@ -174,11 +179,8 @@ def csv_slices(path: str, columns: Collection[str], rows: int = 250_000):
     start, pending, held = 0, [], 0
     try:
         reader = pacsv.open_csv(
-            stream,
-            read_options=pacsv.ReadOptions(block_size=max(1 << 16, min(1 << 24, rows * 128))),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            convert_options=pacsv.ConvertOptions(column_types={h: pa.string() for h in header},
-                                                 include_columns=include, strings_can_be_null=False))
+            stream, read_options=pacsv.ReadOptions(block_size=max(1 << 16, min(1 << 24, rows * 128))),
+            parse_options=_CSV_PARSE, convert_options=_csv_convert(header, include))
 
         def cut(batches):
             nonlocal start

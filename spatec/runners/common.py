@@ -7,6 +7,7 @@ state); the semantics is here and in :mod:`spatec.automata`.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import dataclass
@@ -103,13 +104,33 @@ def to_evs(df: pd.DataFrame, program: Program, projector: Projector) -> list:
         return []
     type_name = df["_type"].iloc[0]
     names = attribute_names(program, type_name)
+    attr_cols = [_pycol(df[c]) for c in names]
+    ids = df["_id"].tolist()
+    srcs = df["_source"].tolist()
+    if any(type(v) is float for v in srcs):
+        srcs = [None if _missing(v) else v for v in srcs]
+    ts, los, his = (df[c].to_numpy(np.int64).tolist() for c in ("_t", "_lo", "_hi"))
+    rows = zip(*attr_cols) if names else itertools.repeat((), n)
+    return [Ev(type_name, i, src, t, lo, hi, loc, dict(zip(names, vals)))
+            for i, src, t, lo, hi, loc, vals in zip(ids, srcs, ts, los, his, _locs(df, projector), rows)]
+
+
+def _locs(df: pd.DataFrame, projector: Projector) -> list:
+    """Each row's location stamp: a disc for a point (all at once when every row is a
+    point with finite coordinates: GPS fixes), a grown geometry, or UNIVERSE."""
+    n = len(df)
     kinds = df["_place"].to_numpy()
+    rs = df["_r"].to_numpy(float)
     xs = np.full(n, np.nan)
     ys = np.full(n, np.nan)
     pts = kinds == "point"
     if pts.any():
         x, y = projector.forward(df["_lon"].to_numpy(float)[pts], df["_lat"].to_numpy(float)[pts])
         xs[pts], ys[pts] = x, y
+        if pts.all():
+            locs = S.Loc.discs(xs, ys, rs)
+            if locs is not None:
+                return locs
     geoms = [None] * n
     geo = np.flatnonzero(kinds == "geom")
     if len(geo):
@@ -117,22 +138,15 @@ def to_evs(df: pd.DataFrame, program: Program, projector: Projector) -> list:
         gs = shapely.transform(gs, lambda c: np.column_stack(projector.forward(c[:, 0], c[:, 1])))
         for i, g in zip(geo, gs):
             geoms[i] = g
-    rs = df["_r"].to_numpy(float)
-    attr_cols = [_pycol(df[c]) for c in names]
-    ids, srcs = df["_id"].tolist(), df["_source"].tolist()
-    ts, los, his = (df[c].to_numpy(np.int64).tolist() for c in ("_t", "_lo", "_hi"))
     out = []
     for i in range(n):
         k = kinds[i]
         if k == "point":
-            loc = S.Loc.disc(float(xs[i]), float(ys[i]), float(rs[i]))
+            out.append(S.Loc.disc(float(xs[i]), float(ys[i]), float(rs[i])))
         elif k == "geom":
-            loc = S.Loc.of(geoms[i], float(rs[i]))
+            out.append(S.Loc.of(geoms[i], float(rs[i])))
         else:
-            loc = S.UNIVERSE
-        attrs = {name: col[i] for name, col in zip(names, attr_cols)}
-        src = srcs[i]
-        out.append(Ev(type_name, ids[i], None if _missing(src) else src, ts[i], los[i], his[i], loc, attrs))
+            out.append(S.UNIVERSE)
     return out
 
 
@@ -142,11 +156,15 @@ def _missing(v) -> bool:
 
 def _pycol(s: pd.Series) -> list:
     """A column as Python values with None for missing (NaN, NA)."""
-    vals = s.astype(object).where(s.notna(), None).tolist()
-    return vals
+    if s.dtype == object or s.dtype == np.float64:
+        vals = s.tolist()
+        miss = pd.isna(s.to_numpy())
+        if miss.any():
+            for i in np.flatnonzero(miss).tolist():
+                vals[i] = None
+        return vals
+    return s.astype(object).where(s.notna(), None).tolist()
 
-
-# ------------------------------------------------------------------------------- partitions
 
 def phrase_types(plan: PhrasePlan, program: Program) -> set:
     """Event types a phrase reads (None among leaves: every type)."""

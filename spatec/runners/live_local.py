@@ -76,16 +76,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-import shapely
 
-from spatec.automata.machine import NEG_INF, Composite, Ev, RunState, build
+from spatec.automata.machine import NEG_INF, Composite, RunState, build
 from spatec.automata.step import next_decision, step
 from spatec.io.alert_sinks import SinkSet, alert_json
 from spatec.io.canonical import to_events
 from spatec.io.feeds import HttpFeedSource
 from spatec.io.sources import write_rejects
-from spatec.runners.common import (Compiled, _pycol, attribute_names, choose_crs, event_order, keyed_types,
-                                   output_row, phrase_types, time_fields, to_evs)
+from spatec.runners.common import (Compiled, choose_crs, event_order, keyed_types, output_row, phrase_types,
+                                   time_fields, to_evs)
 from spatec.spatial import stamps as S
 from spatec.spatial.crs import Projector
 
@@ -323,58 +322,6 @@ class _Phrase:
 
 # ------------------------------------------------------------------------------ run-time events
 
-def _fast_evs(df: pd.DataFrame, program, proj: Projector) -> list:
-    """:func:`spatec.runners.common.to_evs` for events that are all discs (GPS fixes): the same
-    events, their points made in one call (the common path of a live run); anything else
-    goes through ``to_evs`` itself."""
-    n = len(df)
-    if n == 0:
-        return []
-    kinds = df["_place"].to_numpy()
-    if not (kinds == "point").all():
-        return to_evs(df, program, proj)
-    xs, ys = proj.forward(df["_lon"].to_numpy(float), df["_lat"].to_numpy(float))
-    xs, ys = np.asarray(xs, float).reshape(-1), np.asarray(ys, float).reshape(-1)
-    rs = df["_r"].to_numpy(float)
-    if not (np.isfinite(xs).all() and np.isfinite(ys).all() and ((rs >= 0) & (rs < np.inf)).all()):
-        return to_evs(df, program, proj)   # UNIVERSE stamps, or the error to_evs raises
-    type_name = df["_type"].iloc[0]
-    names = attribute_names(program, type_name)
-    points = shapely.points(xs, ys).tolist()
-    attr_cols = [_pylist(df[c]) for c in names]
-    ids = df["_id"].tolist()
-    srcs = df["_source"].tolist()
-    if any(isinstance(v, float) for v in srcs):
-        srcs = [None if isinstance(v, float) and v != v else v for v in srcs]
-    ts, los, his = (df[c].to_numpy(np.int64).tolist() for c in ("_t", "_lo", "_hi"))
-    new, setattr_, Loc = object.__new__, object.__setattr__, S.Loc
-    rows = zip(*attr_cols) if names else itertools.repeat((), n)
-    out = []
-    append = out.append
-    for x, y, r, g, vals, i, src, t, lo, hi in zip(xs.tolist(), ys.tolist(), rs.tolist(), points, rows, ids, srcs,
-                                                   ts, los, his):
-        loc = new(Loc)     # as Loc.disc makes it
-        setattr_(loc, "geom", g)
-        setattr_(loc, "r", r)
-        setattr_(loc, "_xy", (x, y))
-        setattr_(loc, "_memo", None)
-        append(Ev(type_name, i, src, t, lo, hi, loc, dict(zip(names, vals))))
-    return out
-
-
-def _pylist(s: pd.Series) -> list:
-    """:func:`spatec.runners.common._pycol` (Python values, None for missing), without the
-    copies for the dtypes of a live batch (text, float)."""
-    if s.dtype == object or s.dtype == np.float64:
-        vals = s.tolist()
-        miss = pd.isna(s.to_numpy())
-        if miss.any():
-            for i in np.flatnonzero(miss).tolist():
-                vals[i] = None
-        return vals
-    return _pycol(s)
-
-
 # ------------------------------------------------------------------------------ hulls
 
 class _Cols:
@@ -545,7 +492,7 @@ class LocalLive:
                 df = df[~late]
             if not len(df):
                 continue
-            evs_by_type[t] = _fast_evs(df, self.program, self.proj)
+            evs_by_type[t] = to_evs(df, self.program, self.proj)
             mx = int(df["_hi"].max())
             if mx > st.max_hi:
                 st.max_hi = mx

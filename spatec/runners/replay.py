@@ -37,10 +37,7 @@ def ingest(compiled: Compiled, inputs, out: Path, ui=None):
     frames: dict = {}
     summary = IngestSummary()
     rejects = []
-    # a type read from several inputs: a copy of an event of an earlier input is a duplicate
-    # (a reject, "duplicate of <id>"), as a copy within one input is
-    several = {t for t, _ in inputs if sum(1 for u, _ in inputs if u == t) > 1}
-    seen: dict = {t: set() for t in several}
+    seen = seen_across(inputs)
     for type_name, path in inputs:
         if ui:
             ui.stage(f"reading {type_name} from {path}")
@@ -55,6 +52,14 @@ def ingest(compiled: Compiled, inputs, out: Path, ui=None):
     if rejects:
         write_rejects(pd.concat(rejects, ignore_index=True), out)
     return frames, summary
+
+
+def seen_across(inputs) -> dict:
+    """An empty set of ids seen for each type read from several inputs, to share across
+    them: a copy of an event of an earlier input is then a duplicate (a reject,
+    ``duplicate of <id>``), as a copy within one input is."""
+    types = [t for t, _ in inputs]
+    return {t: set() for t in types if types.count(t) > 1}
 
 
 def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str) -> dict:

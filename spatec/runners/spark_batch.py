@@ -8,9 +8,11 @@ phrase's events are hashed by the phrase's key into a few groups (a multiple
 of the cores, each about :data:`BUCKET_ROWS` events: setting
 ``spark.spatec.bucketRows``), so that every partition of
 :func:`spatec.runners.common.partitions` lies wholly in one group; broadcast
-types are joined to every group. Each group runs as ``groupBy(_b).applyInPandas``
-through :func:`spatec.runners.common.phrase_rows` — the local runner's own
-function, fast paths included — with the global final watermark. For
+types are joined to every group. Each group runs in one Spark task (the
+staged exchange: a task reads its group's Arrow files; the shuffle exchange:
+``groupBy(_b).applyInPandas``) through :func:`spatec.runners.common.phrase_rows`
+— the local runner's own function, fast paths included — with the global final
+watermark. For
 ``successive`` under a key that is not the source, a group also receives, as
 history only, its sources' events held by other groups.
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import pickle
 import shutil
 import tempfile
 import uuid
@@ -41,8 +44,8 @@ import shapely
 from spatec.errors import SpatecError
 from spatec.frontend import ast as A
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
-from spatec.runners.common import (Compiled, attribute_names, choose_crs, dedupe, final_watermark, keyed_types,
-                                   needs_source_history, phrase_rows, phrase_types, rows_frame)
+from spatec.runners.common import (STD_COLUMNS, Compiled, attribute_names, choose_crs, dedupe, final_watermark,
+                                   keyed_types, needs_source_history, phrase_rows, phrase_types, rows_frame)
 from spatec.runners.local import ReplayResult
 from spatec.spatial.crs import Projector
 
@@ -100,7 +103,7 @@ def _warm(batches):
 
 def warm_workers(spark) -> None:
     """Start the session's Python workers and load spatec in them (a second or two of a
-    first job), so the first replay does not wait for it: run while the driver ingests."""
+    first job), as part of starting Spark rather than of the first replay."""
     par = max(1, spark.sparkContext.defaultParallelism)
     spark.range(par, numPartitions=par).mapInPandas(_warm, "id long").count()
 
@@ -145,8 +148,12 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
         stager = Stager(program, frames, root)
         plans = [p for p in compiled.plans if not phrases or p.name in phrases]
         staged = {p.name: merge_stages([(0, stager.stage(p, buckets))]) for p in plans}
-        return run_staged(spark, plans, program, staged, crs, final_w, dtypes,
-                          engine if prefilter_leaves else None, root, collect), crs
+        try:
+            return run_staged(spark, plans, program, staged, crs, final_w, dtypes,
+                              engine if prefilter_leaves else None, root, collect), crs
+        finally:
+            if collect:
+                shutil.rmtree(root, ignore_errors=True)   # lazy DataFrames (not collect) read it later
     events = {t: spark_events(spark, program, t, df) for t, df in frames.items() if len(df)}
     for plan in compiled.plans:
         if phrases and plan.name not in phrases:
@@ -160,8 +167,7 @@ def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtyp
                root: str, collect: bool, drop: dict | None = None) -> dict:
     """Every phrase over its staged groups (``staged``: phrase → :func:`merge_stages`):
     per phrase, a lazy DataFrame of :data:`RAW_SCHEMA`, or with ``collect`` its rows,
-    run now and read back from the files the tasks pickled them to (then the staging
-    directory ``root`` is removed)."""
+    run now and read back from the files the tasks pickled them to under ``root``."""
     out = {}
     for plan in plans:
         rows_dir = os.path.join(root, "rows-" + _safe(plan.name)) if collect else None
@@ -169,10 +175,7 @@ def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtyp
                                        rows_dir, drop)
     if not collect:
         return out
-    try:
-        return {name: _read_rows(df) for name, df in out.items()}
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return {name: _read_rows(df) for name, df in out.items()}
 
 
 #: Setting: how a phrase's events reach the Python workers that match them —
@@ -231,10 +234,7 @@ class Stager:
         return table.select([c for c in table.column_names if c != "_type" and (c in CANONICAL or c in keep)])
 
     def write(self, table: pa.Table, name: str) -> str:
-        path = os.path.join(self.root, f"{self.tag}-{name}.arrow")
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-            w.write_table(table)
-        return path
+        return write_arrow(table, os.path.join(self.root, f"{self.tag}-{name}.arrow"))
 
     def stage(self, plan: PhrasePlan, buckets: int) -> dict:
         """This chunk's files for the phrase: ``{"groups": {group: {type: path}},
@@ -270,6 +270,18 @@ class Stager:
                 out["src"][t] = self.write(table.append_column("_g", pa.array(b.astype(np.int32))),
                                            f"{tag}-src-{_safe(t)}")
         return out
+
+
+def write_arrow(table: pa.Table, path: str) -> str:
+    """``table`` as an Arrow IPC file at ``path`` (the staging directory's format)."""
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    return path
+
+
+def read_arrow(path: str) -> pa.Table:
+    """An Arrow IPC file written by :func:`write_arrow`, memory-mapped."""
+    return pa.ipc.open_file(pa.memory_map(path)).read_all()
 
 
 def merge_stages(chunks: list) -> dict:
@@ -344,8 +356,6 @@ def task_seeds(spark, n: int):
 
 
 def _read_rows(df) -> list:
-    import pickle
-
     rows = []
     for r in sorted(df.collect(), key=lambda r: r.g):
         with open(r.path, "rb") as f:
@@ -361,7 +371,7 @@ def load_staged(files: list, drop: dict) -> pa.Table:
     chunk's ``drop`` names (copies of earlier chunks' events) left out."""
     tables = []
     for c, path in files:
-        table = pa.ipc.open_file(pa.memory_map(path)).read_all()
+        table = read_arrow(path)
         gone = drop.get(c)
         if gone:
             keep = pc.invert(pc.is_in(table.column("_id"), value_set=pa.array(sorted(gone), pa.string())))
@@ -411,8 +421,6 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                 if rows_dir is None:
                     yield raw_frame(rows)
                     continue
-                import pickle
-
                 os.makedirs(rows_dir, exist_ok=True)
                 path = os.path.join(rows_dir, f"g{int(g)}.pickle")
                 with open(path + ".tmp", "wb") as f:
@@ -669,17 +677,10 @@ def group_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict):
 
 def raw_frame(rows: list) -> pd.DataFrame:
     """Output rows as :data:`RAW_SCHEMA` (``events`` and the emit fields as JSON)."""
-    fixed = ("phrase", "id", "lo", "hi", "hull", "events")
-    out = {"phrase": [], "id": [], "lo": [], "hi": [], "hull": [], "events": [], "emit": []}
     dumps = json.dumps
-    for r in rows:
-        out["phrase"].append(r["phrase"])
-        out["id"].append(r["id"])
-        out["lo"].append(r["lo"])
-        out["hi"].append(r["hi"])
-        out["hull"].append(r["hull"])
-        out["events"].append(dumps(r["events"]))
-        out["emit"].append(dumps({k: v for k, v in r.items() if k not in fixed}))
+    out = {c: [r[c] for r in rows] for c in ("phrase", "id", "lo", "hi", "hull")}
+    out["events"] = [dumps(r["events"]) for r in rows]
+    out["emit"] = [dumps({k: v for k, v in r.items() if k not in STD_COLUMNS}) for r in rows]
     return pd.DataFrame({c: pd.Series(v, dtype="int64" if c in ("lo", "hi") else object)
                          for c, v in out.items()})
 

@@ -77,8 +77,9 @@ class Chunk:
 
     def load(self) -> RawBatch:
         from spatec.io.formats import slice_fetch
+        from spatec.runners.spark_batch import read_arrow
 
-        table = pa.ipc.open_file(pa.memory_map(self.raw)).read_all()
+        table = read_arrow(self.raw)
         rows = table.column("__row").to_numpy()
         table = table.drop_columns(["__row"])
         return RawBatch(self.file, table, rows, self.names, list(self.unreadable), self.provides,
@@ -136,10 +137,10 @@ def _slices(b: RawBatch, rows: int):
 
 
 def _write_chunk(b: RawBatch, index: int, inp: int, t: str, k: int, fmt: str, root: str) -> Chunk:
-    path = os.path.join(root, f"raw-{index}.arrow")
-    table = b.table.append_column("__row", pa.array(np.asarray(b.rows, dtype=np.int64)))
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-        w.write_table(table)
+    from spatec.runners.spark_batch import write_arrow
+
+    path = write_arrow(b.table.append_column("__row", pa.array(np.asarray(b.rows, dtype=np.int64))),
+                       os.path.join(root, f"raw-{index}.arrow"))
     return Chunk(index, inp, t, b.file, k, path, b.table.num_rows, dict(b.names), tuple(b.present), b.provides,
                  list(b.unreadable), fmt if b.fetch is not None else None)
 
@@ -239,6 +240,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
 
     from spatec.runners.common import dedupe, rows_frame
     from spatec.runners.local import ReplayResult
+    from spatec.runners.replay import seen_across
     from spatec.runners.spark_batch import (_engine_name, bucket_count, merge_stages, run_staged,
                                             staging_dir, task_seeds)
     from spatec.io.sources import read_events, write_rejects
@@ -254,9 +256,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             ui.stage("reading the inputs")
         chunks, elsewhere = slice_inputs(program, inputs, root, rows)
         read_here = {}
-        # as replay.ingest: a type read from several inputs shares the ids seen across them
-        several = {t for t, _ in elsewhere.values() if sum(1 for u, _ in elsewhere.values() if u == t) > 1}
-        seen: dict = {t: set() for t in several}
+        seen = seen_across(elsewhere.values())
         for i, (t, path) in elsewhere.items():
             if ui:
                 ui.stage(f"reading {t} from {path}")

@@ -137,6 +137,24 @@ class Loc:
         return loc
 
     @classmethod
+    def discs(cls, xs, ys, rs) -> list | None:
+        """:meth:`disc` of every ``(x, y, r)``, the points made in one call; None unless
+        every coordinate is finite and every radius valid (then make them one by one)."""
+        xs, ys, rs = (np.asarray(a, dtype=float).reshape(-1) for a in (xs, ys, rs))
+        if not (np.isfinite(xs).all() and np.isfinite(ys).all() and ((rs >= 0) & (rs < math.inf)).all()):
+            return None
+        new, put = object.__new__, object.__setattr__
+        out = []
+        for x, y, r, g in zip(xs.tolist(), ys.tolist(), rs.tolist(), shapely.points(xs, ys).tolist()):
+            loc = new(cls)
+            put(loc, "geom", g)
+            put(loc, "r", r)
+            put(loc, "_xy", (x, y))
+            put(loc, "_memo", None)
+            out.append(loc)
+        return out
+
+    @classmethod
     def of(cls, geom, r: float = 0.0) -> "Loc":
         """The stamp ``geom ⊕ r``; UNIVERSE for a missing or empty geometry
         or a point with a NaN coordinate."""

@@ -1,23 +1,40 @@
-"""The local runner's shortcuts give what the general code gives: run-time events made in bulk,
+"""The local runner's shortcuts give what the general code gives: run-time events made in bulk
+(to_evs's discs of GPS fixes against Loc.disc one by one),
 hulls written in bulk, and the decision times that tell which waiting keys to step."""
 from __future__ import annotations
 
 import random
 
-from spatec.automata.machine import Composite
+from spatec.automata.machine import Composite, Ev
 from spatec.runners.common import compile_program, partitions, to_evs
 from spatec.spatial import stamps as S
 from spatec.spatial.crs import Projector
 from tests.live.conftest import CRS, feed_events, program_of
 
 
+def _one_by_one(df, program, proj):
+    """Run-time events made row by row (Loc.disc per fix): what to_evs's bulk discs must equal."""
+    from spatec.runners.common import _missing, _pycol, attribute_names
+
+    names = attribute_names(program, df["_type"].iloc[0])
+    cols = {c: _pycol(df[c]) for c in names}
+    xs, ys = proj.forward(df["_lon"].to_numpy(float), df["_lat"].to_numpy(float))
+    out = []
+    for i in range(len(df)):
+        row = df.iloc[i]
+        src = None if _missing(row["_source"]) else row["_source"]
+        out.append(Ev(row["_type"], row["_id"], src, int(row["_t"]), int(row["_lo"]), int(row["_hi"]),
+                      S.Loc.disc(xs[i], ys[i], row["_r"]), {c: cols[c][i] for c in names}))
+    return out
+
+
 def test_fast_events_are_to_evs(tmp_path, polls5):
-    from spatec.runners.live_local import _fast_evs
+    _fast_evs = to_evs
 
     compiled = compile_program(program_of(tmp_path, "silent"))
     df = feed_events(compiled, polls5[:40])
     proj = Projector(CRS)
-    fast, ref = _fast_evs(df, compiled.program, proj), to_evs(df, compiled.program, proj)
+    fast, ref = _fast_evs(df, compiled.program, proj), _one_by_one(df, compiled.program, proj)
     assert len(fast) == len(ref) > 1000
     for a, b in zip(fast, ref):
         assert type(a) is type(b)
@@ -77,7 +94,7 @@ def test_fast_events_with_missing_values_are_to_evs(tmp_path, polls5):
     """Missing attribute values (None, NaN) and a float-NaN source come out as to_evs makes them."""
     import numpy as np
 
-    from spatec.runners.live_local import _fast_evs
+    _fast_evs = to_evs
 
     compiled = compile_program(program_of(tmp_path, "silent"))
     df = feed_events(compiled, polls5[:3]).head(50).copy()
@@ -85,7 +102,7 @@ def test_fast_events_with_missing_values_are_to_evs(tmp_path, polls5):
     df.loc[df.index[::3], "line"] = None
     df.loc[df.index[1::4], "operator"] = np.nan
     proj = Projector(CRS)
-    fast, ref = _fast_evs(df, compiled.program, proj), to_evs(df, compiled.program, proj)
+    fast, ref = _fast_evs(df, compiled.program, proj), _one_by_one(df, compiled.program, proj)
     assert len(fast) == len(ref) == 50
     assert sum(e.attrs["line"] is None for e in fast) == 17
     assert sum(e.attrs["operator"] is None for e in fast) >= 12
