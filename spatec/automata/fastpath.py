@@ -53,6 +53,7 @@ from spatec.automata.machine import Composite, composite_id
 from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, source_codes
 from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
+from spatec.spatial.stamps import _ranges
 
 SHAPES = ("leaf", "chain", "after", "between", "pair")
 #: Metres. A hull relation whose distance lies this close to the sum of radii
@@ -867,15 +868,6 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
     return _two(fp, cols, node, ev, ii, jj, plo, phi)
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(s, s + c)`` for each (s, c)."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offs = np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(starts, counts) + (np.arange(total) - offs)
-
-
 def hulls_wkt(m: Matches, projector, chunk: int = 50_000) -> list:
     """:func:`stamps.to_lonlat_wkt` of every match's hull (in chunks: a grown hull is ~100 points)."""
     out = []
@@ -889,13 +881,14 @@ def hulls_wkt(m: Matches, projector, chunk: int = 50_000) -> list:
 def _hulls_wkt(m: Matches, projector) -> list:
     """:func:`stamps.to_lonlat_wkt` of every match's hull, computed for all at once.
 
-    The same GEOS and pyproj calls on the same coordinates as the scalar
-    path (:func:`stamps.hull`, then ``_grown``, ``segmentize``, unproject,
-    WKT), so the same text; matches of stamps other than equal discs take
-    the scalar path. Point sets are handed to GEOS's convex hull as line
-    strings rather than multipoints: the hull reads only the coordinate
-    sequence (so the result is the same), and a line string is one array
-    where a multipoint is a geometry per point (60 times slower to build).
+    The same GEOS, numpy and pyproj calls on the same coordinates as the
+    scalar path (:func:`stamps.hull`, then :func:`stamps.grown_convex` and
+    :func:`stamps.lonlat_wkts`), so the same text; matches of stamps other
+    than equal discs take the scalar path. Point sets are handed to GEOS's
+    convex hull as line strings rather than multipoints: the hull reads only
+    the coordinate sequence (so the result is the same), and a line string
+    is one array where a multipoint is a geometry per point (60 times slower
+    to build).
     """
     import shapely
 
@@ -915,87 +908,14 @@ def _hulls_wkt(m: Matches, projector) -> list:
     r = float(cols.r[every[0]])
     ex, ey = ex.reshape(k, n), ey.reshape(k, n)
     if k == 1:
-        px, py = ex[0], ey[0]
-        point = np.ones(n, dtype=bool)
-        hull = None
+        hull = shapely.points(ex[0], ey[0])
     else:
         coords = np.stack([ex, ey], axis=-1).transpose(1, 0, 2)
-        hull = _hulls(coords.reshape(-1, 2), np.full(n, k))
-        point = shapely.get_type_id(hull) == 0     # every centre the same: the hull is one disc
-        px, py = np.full(n, np.nan), np.full(n, np.nan)
-        if point.any():
-            px[point], py[point] = shapely.get_x(hull[point]), shapely.get_y(hull[point])
-    shapes = np.empty(n, dtype=object)
+        hull = _hulls(coords.reshape(-1, 2), np.full(n, k))   # a point where every centre is the same
     if r == 0:
-        shapes[point] = shapely.points(px[point], py[point])
-        if not point.all():
-            shapes[~point] = hull[~point]
-    else:
-        ring = disc_offsets(r, ngon_sides(r, S.TOL_WKT, outer=True), outer=True)
-        if point.any():
-            centres = np.stack([px[point], py[point]], axis=-1)
-            shapes[point] = shapely.polygons(centres[:, None, :] + ring[None, :, :])
-        if not point.all():
-            shapes[~point] = _hulls(*_grown_rim(hull[~point], ring))
-    shapes = shapely.segmentize(shapes, S.WKT_MAX_EDGE)
-
-    def unproject(xy):
-        lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
-        return np.column_stack([lon, lat])
-
-    return shapely.to_wkt(shapely.transform(shapes, unproject), rounding_precision=7, trim=True).tolist()
-
-
-def _grown_rim(hull: np.ndarray, ring: np.ndarray):
-    """(points, counts per hull): the vertices of each hull grown by the ring's offsets, as
-    ``stamps._grown`` takes them, less those that cannot be on the convex hull.
-
-    The convex hull of a convex polygon's vertices grown by a regular polygon
-    (a Minkowski sum) has at each vertex only the offsets whose direction lies
-    in that vertex's normal cone; offsets more than two ring steps outside it
-    lie inside the hull by a clear margin, and GEOS's hull of the remaining
-    points is the same polygon. Hulls whose orientation is not certain in
-    floating point (near-degenerate slivers) keep every offset.
-    """
-    import shapely
-
-    c, idx = shapely.get_coordinates(hull, return_index=True)
-    m, n_ring = len(hull), len(ring)
-    n_coords = np.bincount(idx, minlength=m)
-    first = np.concatenate([[0], np.cumsum(n_coords)[:-1]])
-    poly = shapely.get_type_id(hull) == 3
-    # vertices: a polygon's ring repeats its first coordinate at the end
-    closing = np.zeros(len(c), dtype=bool)
-    closing[(first + n_coords - 1)[poly]] = True
-    v, vid = c[~closing], idx[~closing]
-    nv = np.where(poly, n_coords - 1, n_coords)
-    vfirst = np.repeat(np.concatenate([[0], np.cumsum(nv)[:-1]]), nv)
-    pos = np.arange(len(v)) - vfirst
-    nvr = np.repeat(nv, nv)
-    prev, nxt = vfirst + (pos - 1) % nvr, vfirst + (pos + 1) % nvr
-    rel, reln = v - v[vfirst], v[nxt] - v[vfirst]       # exact for nearby points
-    cross = rel[:, 0] * reln[:, 1] - reln[:, 0] * rel[:, 1]
-    area = np.bincount(vid, weights=cross, minlength=m)
-    sure = np.abs(area) > 1e-9 * np.bincount(vid, weights=np.abs(cross), minlength=m)
-    s = np.sign(area)[vid]
-    e0, e1 = v - v[prev], v[nxt] - v
-    a0 = np.arctan2(-e0[:, 0] * s, e0[:, 1] * s)        # outward normals of the edges in and out
-    a1 = np.arctan2(-e1[:, 0] * s, e1[:, 1] * s)
-    start = np.where(s > 0, a0, a1)
-    width = np.mod(np.where(s > 0, a1 - a0, a0 - a1), 2 * np.pi)
-    line = nvr == 2                                    # a segment's end: the half-plane away from the other
-    d = v[line] - v[nxt[line]]
-    start[line] = np.arctan2(d[:, 1], d[:, 0]) - np.pi / 2
-    width[line] = np.pi
-    # the ring's offsets are at angles 2 pi k / n: each vertex keeps a run of them
-    step = 2 * np.pi / n_ring
-    k0 = np.ceil(start / step).astype(np.int64) - 2
-    count = np.minimum(np.floor((start + width) / step).astype(np.int64) + 2 - k0 + 1, n_ring)
-    every = ~(sure[vid] | line)
-    k0[every], count[every] = 0, n_ring
-    which = np.repeat(np.arange(len(v)), count)
-    ks = (np.repeat(k0, count) + _ranges(np.zeros(len(v), dtype=np.int64), count)) % n_ring
-    return v[which] + ring[ks], np.bincount(vid[which], minlength=m)
+        return S.lonlat_wkts(hull, projector)
+    ring = disc_offsets(r, ngon_sides(r, S.TOL_WKT, outer=True), outer=True)
+    return S.lonlat_wkts(None, projector, coords=S.grown_convex_coords(hull, ring))
 
 
 def _hulls(coords: np.ndarray, counts: np.ndarray) -> np.ndarray:

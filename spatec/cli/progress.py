@@ -46,7 +46,7 @@ class Progress:
             return
         ing = getattr(result, "ingest", None)
         paths = getattr(result, "paths", {})
-        rows = [(name, len(df), str(paths.get(name, ""))) for name, df in result.frames.items()]
+        rows = [(name, result.counts.get(name, 0), str(paths.get(name, ""))) for name in result.frames]
         if self.rich:
             from rich.table import Table
 

@@ -21,9 +21,11 @@ place, so a reader never sees half a file.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,11 +136,116 @@ def write_jsonl(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] =
     df = _ordered(df)
 
     def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for row in _rows(df, time_fields):
-                f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+        with open(tmp, "wb") as f:
+            f.writelines(_jsonl_lines(df, time_fields))
 
     _atomic(path, write)
+
+
+def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[bytes]:
+    dumps = json.dumps
+    for row in _rows(df, time_fields):
+        yield (dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> pa.Table:
+    """Write :func:`write_jsonl`'s lines for one part of a phrase's composites
+    (a Spark task's groups) to ``path``; return the keys that
+    :func:`merge_jsonl_parts` orders and joins the parts by: ``lo``, ``hi``,
+    ``id`` and the byte offset where each line ends, with the column kinds
+    the lines were rendered with in the schema metadata.
+
+    A value's text depends on its column's pandas dtype (an integer column
+    with a missing value is a float column), so parts whose kinds differ
+    cannot be joined as they are; the merge then reads them back."""
+    df = _ordered(df)
+    ends = np.empty(len(df), dtype=np.int64)
+    pos = 0
+    with open(path, "wb") as f:
+        for i, line in enumerate(_jsonl_lines(df, time_fields)):
+            f.write(line)
+            pos += len(line)
+            ends[i] = pos
+    keys = pa.table({"lo": pa.array(df["lo"].to_numpy(dtype=np.int64)),
+                     "hi": pa.array(df["hi"].to_numpy(dtype=np.int64)),
+                     "id": pa.array(df["id"].tolist(), pa.string()), "end": pa.array(ends)})
+    kinds = {c: str(df[c].dtype) for c in _emit_fields(df)} if len(df) else {}
+    return keys.replace_schema_metadata({b"kinds": json.dumps(kinds).encode()})
+
+
+def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] = ()) -> int:
+    """The JSON lines file of the composites in ``parts`` (``[(path, keys)]`` from
+    :func:`write_jsonl_part`, in order): what :func:`write_jsonl` writes for
+    all of them at once, a composite in two parts (same id) taken from the
+    first. Returns the number of composites written.
+
+    When the parts rendered a column with different kinds, their lines are
+    read back and written again from one frame, as :func:`write_jsonl` would."""
+    parts = [(p, k) for p, k in parts if k.num_rows]
+    kinds = {k.schema.metadata[b"kinds"] for _, k in parts}
+    if len(kinds) > 1:
+        df = _read_parts(parts, time_fields)
+        write_jsonl(df, path, time_fields)
+        return len(df)
+    if not parts:
+        _atomic(path, lambda tmp: open(tmp, "wb").close())
+        return 0
+    keys = pa.concat_tables([k for _, k in parts]).to_pandas()
+    ends = keys.pop("end").to_numpy()
+    which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
+    first = np.r_[True, which[1:] != which[:-1]]
+    starts = np.where(first, 0, np.r_[0, ends[:-1]])
+    keys = keys[~keys["id"].duplicated()]
+    order = keys.sort_values(["lo", "hi", "id"], kind="mergesort").index.to_numpy()
+    which, starts, ends = which[order], starts[order], ends[order]
+    # runs of lines that follow each other in one part are copied as one slice
+    new = np.r_[True, (which[1:] != which[:-1]) | (starts[1:] != ends[:-1])]
+    runs = np.flatnonzero(new)
+    which, starts = which[runs].tolist(), starts[runs].tolist()
+    ends = ends[np.r_[runs[1:] - 1, len(order) - 1]].tolist() if len(order) else []
+
+    def write(tmp: str) -> None:
+        with contextlib.ExitStack() as stack:
+            data = []
+            for p, _ in parts:
+                f = stack.enter_context(open(p, "rb"))
+                data.append(stack.enter_context(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)))
+            with open(tmp, "wb") as out:
+                views = [memoryview(d) for d in data]
+                for i in range(0, len(which), 512):
+                    _writev(out.fileno(), [views[j][a:b] for j, a, b in
+                                           zip(which[i:i + 512], starts[i:i + 512], ends[i:i + 512])])
+                for v in views:
+                    v.release()
+
+    _atomic(path, write)
+    return len(order)
+
+
+def _writev(fd: int, buffers: list) -> None:
+    """All of ``buffers`` to ``fd`` (``os.writev`` may write less than asked)."""
+    i = 0
+    while i < len(buffers):
+        n = os.writev(fd, buffers[i:i + 1024])
+        while i < len(buffers) and n >= len(buffers[i]):
+            n -= len(buffers[i])
+            i += 1
+        if n:
+            buffers[i] = buffers[i][n:]
+
+
+def _read_parts(parts: list, time_fields: Collection[str]) -> pd.DataFrame:
+    """Parts' composites read back, each id once, as the frame they were made from."""
+    rows, seen = [], set()
+    for p, _ in parts:
+        with open(p, encoding="utf-8") as f:
+            for line in f:
+                row = json.loads(line)
+                if row["id"] not in seen:
+                    seen.add(row["id"])
+                    rows.append(row)
+    df = pd.DataFrame(rows, columns=list(rows[0]))
+    return _times_back(df, ("lo", "hi", *time_fields))
 
 
 def read_jsonl_composites(path: PathLike, time_fields: Collection[str] = ()) -> pd.DataFrame:

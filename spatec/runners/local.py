@@ -4,6 +4,7 @@ This is the reference runner: the others must give the same composites.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spatec.runners.common import Compiled, choose_crs, final_watermark, phrase_rows, rows_frame, to_evs
@@ -19,6 +20,30 @@ class ReplayResult:
     counts: dict = field(default_factory=dict)   # phrase → composites
     state_sizes: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)  # stage → wall time (ingest, match), where timed
+
+
+class WrittenFrames(Mapping):
+    """Phrase → its output rows, read back from the JSON lines files a replay wrote
+    (on first use): for runners that write the files without holding the rows."""
+
+    def __init__(self, paths: dict, plans: dict):
+        self._paths, self._plans, self._frames = dict(paths), plans, {}
+
+    def __getitem__(self, name):
+        if name not in self._frames:
+            from spatec.io.sinks import read_jsonl_composites
+            from spatec.runners.common import time_fields
+
+            plan = self._plans[name]
+            df = read_jsonl_composites(self._paths[name], time_fields(plan))
+            self._frames[name] = df if len(df) else rows_frame(plan, [])    # its columns, from the plan
+        return self._frames[name]
+
+    def __iter__(self):
+        return iter(self._paths)
+
+    def __len__(self):
+        return len(self._paths)
 
 
 def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phrases=None,

@@ -9,8 +9,8 @@ of the cores, each about :data:`BUCKET_ROWS` events: setting
 ``spark.spatec.bucketRows``), so that every partition of
 :func:`spatec.runners.common.partitions` lies wholly in one group; broadcast
 types are joined to every group. Each group runs in one Spark task (the
-staged exchange: a task reads its group's Arrow files; the shuffle exchange:
-``groupBy(_b).applyInPandas``) through :func:`spatec.runners.common.phrase_rows`
+staged exchange: a task reads its groups' Arrow files, the groups dealt to the
+tasks by size; the shuffle exchange: ``groupBy(_b).applyInPandas``) through :func:`spatec.runners.common.phrase_rows`
 — the local runner's own function, fast paths included — with the global final
 watermark. For
 ``successive`` under a key that is not the source, a group also receives, as
@@ -20,6 +20,10 @@ One group per key (``groupBy(key)``) was the first design: a pandas frame and
 a Python call per vehicle, and the fast paths ran per key on run-time event
 objects; grouping many keys per call lets the vectorised fast paths run over
 whole groups (see ``bench/bench_replay.py``).
+
+A phrase without a key whose matches are bounded in time and depend on their
+own events only is cut into stretches of time instead (:func:`time_window`,
+staged exchange), so that it too runs on every core.
 
 Leaf space patterns may drop events before the shuffle (:func:`prefilter`),
 but only events that no part of the phrase can use; results are the same
@@ -42,10 +46,12 @@ import pyarrow.compute as pc
 import shapely
 
 from spatec.errors import SpatecError
+from spatec.io.sinks import write_jsonl_part
 from spatec.frontend import ast as A
-from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
+from spatec.plan.nodes import After, Leaf, PhrasePlan, walk_nodes
 from spatec.runners.common import (STD_COLUMNS, Compiled, attribute_names, choose_crs, dedupe, final_watermark,
-                                   keyed_types, needs_source_history, phrase_rows, phrase_types, rows_frame)
+                                   keyed_types, needs_source_history, phrase_rows, phrase_types, rows_frame,
+                                   time_fields)
 from spatec.runners.local import ReplayResult
 from spatec.spatial.crs import Projector
 
@@ -69,7 +75,9 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
         from spatec.runners.spark_ingest import replay_inputs_spark
 
         result = replay_inputs_spark(spark, compiled, inputs, out, crs=crs, phrases=phrases, ui=ui,
-                                     prefilter_leaves=prefilter_leaves)
+                                     prefilter_leaves=prefilter_leaves, fmt=fmt)
+        if getattr(result, "paths", None):     # the tasks wrote the files (JSON lines)
+            return result
     else:
         frames, summary = ingest(compiled, inputs, out, ui)
         if ui:
@@ -147,7 +155,7 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
         root = os.path.join(stage, uuid.uuid4().hex)
         stager = Stager(program, frames, root)
         plans = [p for p in compiled.plans if not phrases or p.name in phrases]
-        staged = {p.name: merge_stages([(0, stager.stage(p, buckets))]) for p in plans}
+        staged = {p.name: merge_stages([(0, stager.stage(p, buckets, time_window(spark, p)))]) for p in plans}
         try:
             return run_staged(spark, plans, program, staged, crs, final_w, dtypes,
                               engine if prefilter_leaves else None, root, collect), crs
@@ -164,17 +172,22 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
 
 
 def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
-               root: str, collect: bool, drop: dict | None = None) -> dict:
+               root: str, collect: bool | str, drop: dict | None = None) -> dict:
     """Every phrase over its staged groups (``staged``: phrase → :func:`merge_stages`):
     per phrase, a lazy DataFrame of :data:`RAW_SCHEMA`, or with ``collect`` its rows,
-    run now and read back from the files the tasks pickled them to under ``root``."""
+    run now and read back from the files the tasks pickled them to under ``root``;
+    with ``collect="jsonl"``, the tasks' parts of the JSON lines output instead
+    (``[(path, keys)]`` for :func:`~spatec.io.sinks.merge_jsonl_parts`)."""
     out = {}
     for plan in plans:
         rows_dir = os.path.join(root, "rows-" + _safe(plan.name)) if collect else None
         out[plan.name] = staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
-                                       rows_dir, drop)
+                                       rows_dir, drop, jsonl=collect == "jsonl")
     if not collect:
         return out
+    if collect == "jsonl":
+        return {name: [(r.path, read_arrow(r.path + ".keys")) for r in sorted(df.collect(), key=lambda r: r.g)]
+                for name, df in out.items()}
     return {name: _read_rows(df) for name, df in out.items()}
 
 
@@ -236,33 +249,43 @@ class Stager:
     def write(self, table: pa.Table, name: str) -> str:
         return write_arrow(table, os.path.join(self.root, f"{self.tag}-{name}.arrow"))
 
-    def stage(self, plan: PhrasePlan, buckets: int) -> dict:
+    def stage(self, plan: PhrasePlan, buckets: int, window: int | None = None) -> dict:
         """This chunk's files for the phrase: ``{"groups": {group: {type: path}},
         "all": {type: path}, "src": {type: path}}`` — the keyed types' events by
         group; the broadcast types' (every group reads them); and, for
         ``successive`` under a key that is not the source, every keyed event of
         the sourced types with its group (``_g``), from which a group takes its
-        sources' events held by other groups as history (:func:`source_history`)."""
+        sources' events held by other groups as history (:func:`source_history`).
+
+        ``window`` (µs, :func:`time_window`; a phrase without a key): the groups
+        are stretches of time instead, ``[g W, (g + 1) W)``, each holding the
+        events that a match starting in it can bind (``"window"`` in the result)."""
         program = self.program
         types = sorted(t for t in phrase_types(plan, program) if t in self.frames)
         keyed = keyed_types(plan, program, types)
         tag = _safe(plan.name)
-        out: dict = {"groups": {}, "all": {}, "src": {}}
+        out: dict = {"groups": {}, "all": {}, "src": {}, "rows": {}}
+        if window:
+            out["window"] = window
         history = needs_source_history(plan, program)
         for t in types:
             if t not in keyed:
                 out["all"][t] = self.write(self.used(plan, t), f"{tag}-all-{_safe(t)}")
                 continue
             df = self.frames[t]
-            b = key_buckets(df, plan.key, buckets)
-            rows = np.flatnonzero(b >= 0)
-            order = rows[np.argsort(b[rows], kind="stable")]
-            bs = b[order]
+            if window:
+                bs, order = window_groups(df["_lo"].to_numpy(np.int64), window, plan.span_bound)
+            else:
+                b = key_buckets(df, plan.key, buckets)
+                rows = np.flatnonzero(b >= 0)
+                order = rows[np.argsort(b[rows], kind="stable")]
+                bs = b[order]
             cuts = np.flatnonzero(np.diff(bs)) + 1
             table = self.used(plan, t)
-            for idx in np.split(order, cuts):
+            for idx, g in zip(np.split(order, cuts), np.split(bs, cuts)):
                 if len(idx):
-                    g = int(b[idx[0]])
+                    g = int(g[0])
+                    out["rows"][g] = out["rows"].get(g, 0) + len(idx)
                     out["groups"].setdefault(g, {})[t] = self.write(table.take(pa.array(idx)),
                                                                     f"{tag}-b{g}-{_safe(t)}")
             decl = program.events[t]
@@ -270,6 +293,43 @@ class Stager:
                 out["src"][t] = self.write(table.append_column("_g", pa.array(b.astype(np.int32))),
                                            f"{tag}-src-{_safe(t)}")
         return out
+
+
+#: Setting: the shortest stretch of time (seconds) that a phrase without a key is
+#: cut into for Spark (:func:`time_window`); default an hour.
+TIME_WINDOW_KEY = "spark.spatec.timeWindow"
+TIME_WINDOW = 3600
+
+
+def time_window(spark, plan: PhrasePlan) -> int | None:
+    """Stretches of time (µs) that a phrase without a key can be matched in, apart:
+    when every match lies within ``span_bound`` and depends on its own events only
+    (no absence, no ``successive``), the matches that start in ``[g W, (g + 1) W)``
+    are exactly those among the events that start in ``[g W, (g + 1) W + span]``.
+    At least :data:`TIME_WINDOW_KEY` long (an hour: an event starting less than a
+    span into a stretch is in the one before too, and few are), and two spans (so
+    that no event is in three). None for a phrase with a key, or not so bounded: it
+    is one group."""
+    if plan.key or plan.span_bound is None or plan.deferred or plan.negated:
+        return None
+    for n in walk_nodes(plan.root):
+        if isinstance(n, After) or getattr(n, "absence", None) is not None:
+            return None
+    least = int(float(spark.conf.get(TIME_WINDOW_KEY, str(TIME_WINDOW))) * 1_000_000)
+    return max(least, 2 * plan.span_bound, 1)
+
+
+def window_groups(lo: np.ndarray, window: int, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """(group, row) of every event's place in :func:`time_window`'s stretches, in order
+    of group then row: an event starting at ``lo`` is in stretch ``lo // W`` and, when it
+    starts at most ``span`` into it, in the one before too."""
+    g = np.floor_divide(lo, window)
+    rows = np.arange(len(lo))
+    halo = (lo - g * window) <= span
+    gs = np.concatenate([g, g[halo] - 1])
+    rs = np.concatenate([rows, rows[halo]])
+    order = np.lexsort((rs, gs))
+    return gs[order], rs[order]
 
 
 def write_arrow(table: pa.Table, path: str) -> str:
@@ -291,9 +351,11 @@ def merge_stages(chunks: list) -> dict:
     groups: dict = {}
     every: dict = {}
     src: dict = {}
+    window = next((st["window"] for _, st in chunks if st.get("window")), None)
     for c, st in chunks:
         for g, files in st["groups"].items():
-            spec = groups.setdefault(g, {"frames": {}, "history": {}})
+            spec = groups.setdefault(g, {"frames": {}, "history": {}, "key": g, "rows": 0})
+            spec["rows"] += st.get("rows", {}).get(g, 0)
             for t, path in files.items():
                 spec["frames"].setdefault(t, []).append((c, path))
         for t, path in st["all"].items():
@@ -301,8 +363,10 @@ def merge_stages(chunks: list) -> dict:
         for t, path in st["src"].items():
             src.setdefault(t, []).append((c, path))
     if not groups and every:
-        groups[0] = {"frames": {}, "history": {}}
-    for spec in groups.values():
+        groups[0] = {"frames": {}, "history": {}, "key": 0, "rows": 0}
+    for g, spec in groups.items():
+        if window:           # the matches this stretch of time reports: those that start in it
+            spec["own"] = (g * window, (g + 1) * window)
         for t, paths in every.items():
             spec["frames"][t] = list(paths)
         for t, paths in src.items():
@@ -333,7 +397,7 @@ ROWS_SCHEMA = "g long, path string, n long"
 
 
 def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
-                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None):
+                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, jsonl: bool = False):
     """The phrase's composites (:data:`RAW_SCHEMA`; with ``rows_dir``, :data:`ROWS_SCHEMA`:
     where each group pickled its rows): one Spark task per group of :func:`merge_stages`.
     ``drop``: chunk → ids of its events found again in an earlier chunk (dropped)."""
@@ -342,9 +406,29 @@ def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, fina
         return spark.createDataFrame([], schema)
     ids = sorted(groups)
     regions = prefilter_regions(plan, program, crs) if engine else {}
+    par = max(1, spark.sparkContext.defaultParallelism)
+    tasks = balance([groups[g].get("rows", 0) for g in ids], par)
     fn = staged_fn(plan, program, crs, final_w, dtypes, {i: groups[g] for i, g in enumerate(ids)}, regions,
-                   engine, rows_dir, drop or {})
-    return task_seeds(spark, len(ids)).mapInPandas(fn, schema)
+                   engine, rows_dir, drop or {}, jsonl, tasks)
+    return spark.range(len(tasks), numPartitions=len(tasks)).withColumnRenamed("id", "g").mapInPandas(fn, schema)
+
+
+def balance(sizes: list, tasks: int) -> list:
+    """Groups (by position) dealt to at most ``tasks`` tasks so that each task's events
+    add up about the same (largest first, each to the least loaded task); a task's
+    groups in order. A group's work grows with its events, and the slowest task is
+    the stage's time.
+
+    >>> balance([5, 1, 1, 4, 3], 2)
+    [[0, 1, 2], [3, 4]]
+    """
+    load = [0] * max(1, min(tasks, len(sizes)))
+    dealt: list = [[] for _ in load]
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        k = min(range(len(load)), key=lambda k: (load[k], k))
+        load[k] += sizes[i]
+        dealt[k].append(i)
+    return [sorted(d) for d in dealt if d]
 
 
 def task_seeds(spark, n: int):
@@ -393,10 +477,14 @@ def source_history(table: pa.Table, g: int) -> pa.Table:
 
 
 def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, regions: dict,
-              engine: str | None, rows_dir: str | None = None, drop: dict | None = None):
+              engine: str | None, rows_dir: str | None = None, drop: dict | None = None, jsonl: bool = False,
+              tasks: list | None = None):
     """The function each task runs: its group's Arrow files → (leaf pre-filter) →
     :func:`~spatec.runners.common.phrase_rows` → raw output rows (or, with
-    ``rows_dir``, the rows pickled to a file there, and where)."""
+    ``rows_dir``, the rows pickled to a file there, and where; with ``jsonl``
+    too, the group's lines of the JSON lines output and their keys,
+    :func:`~spatec.io.sinks.write_jsonl_part`). ``tasks``: the groups each seed
+    stands for (:func:`balance`); without, a seed is one group."""
     drop = drop or {}
 
     def frame(t, table, prefilter=True):
@@ -412,20 +500,27 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
     def run(batches):
         proj = Projector(crs)
         for pdf in batches:
-            for g in pdf["g"].tolist():
+            for g in [g for seed in pdf["g"].tolist() for g in (tasks[seed] if tasks else [seed])]:
                 spec = groups[int(g)]
                 frames = {t: frame(t, load_staged(fs, drop)) for t, fs in spec["frames"].items()}
-                history = {t: frame(t, source_history(load_staged(fs, drop), int(g)), prefilter=False)
+                history = {t: frame(t, source_history(load_staged(fs, drop), spec["key"]), prefilter=False)
                            for t, fs in spec["history"].items()}
                 rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history)
+                if "own" in spec:
+                    start, end = spec["own"]
+                    rows = [r for r in rows if start <= r["lo"] < end]
                 if rows_dir is None:
                     yield raw_frame(rows)
                     continue
                 os.makedirs(rows_dir, exist_ok=True)
-                path = os.path.join(rows_dir, f"g{int(g)}.pickle")
-                with open(path + ".tmp", "wb") as f:
-                    pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(path + ".tmp", path)
+                path = os.path.join(rows_dir, f"g{int(g)}.{'jsonl' if jsonl else 'pickle'}")
+                if jsonl:     # the output file's lines, and the keys the driver merges them by
+                    keys = write_jsonl_part(rows_frame(plan, dedupe(rows)), path, time_fields(plan))
+                    write_arrow(keys, path + ".keys")
+                else:
+                    with open(path + ".tmp", "wb") as f:
+                        pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
+                    os.replace(path + ".tmp", path)
                 yield pd.DataFrame({"g": pd.Series([int(g)], dtype="int64"), "path": [path],
                                     "n": pd.Series([len(rows)], dtype="int64")})
 
@@ -538,12 +633,17 @@ BUCKET_ROWS_KEY = "spark.spatec.bucketRows"
 BUCKET_ROWS = 400_000
 
 
+#: Groups per core at least: keys differ in size, and several groups a core let
+#: :func:`balance` even the tasks out (Bunching's lines: 60/40 with one a core).
+GROUPS_PER_CORE = 4
+
+
 def bucket_count(spark, rows: int) -> int:
-    """How many groups a phrase's events are hashed into: enough to keep every
-    core busy, and groups of about :data:`BUCKET_ROWS_KEY` events."""
+    """How many groups a phrase's events are hashed into: enough for every core to
+    have :data:`GROUPS_PER_CORE`, and groups of about :data:`BUCKET_ROWS_KEY` events."""
     par = max(1, spark.sparkContext.defaultParallelism)
     per = int(spark.conf.get(BUCKET_ROWS_KEY, str(BUCKET_ROWS)))
-    rounds = max(1, -(-rows // (par * max(1, per))))
+    rounds = max(GROUPS_PER_CORE, -(-rows // (par * max(1, per))))
     return par * rounds
 
 

@@ -35,6 +35,7 @@ import os
 import pickle
 import time
 import uuid
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -147,9 +148,11 @@ def _write_chunk(b: RawBatch, index: int, inp: int, t: str, k: int, fmt: str, ro
 
 # ------------------------------------------------------------------------------- one chunk
 
-def chunk_result(index: int, inp: int, res: IngestResult, program, plans, buckets: int, root: str) -> dict:
+def chunk_result(index: int, inp: int, res: IngestResult, program, plans, buckets: int, root: str,
+                 windows: dict | None = None) -> dict:
     """One chunk's ingest result staged for every phrase that reads its type, and what
-    the driver needs of it (counts, rejects, keys for duplicates, bounds, latest time)."""
+    the driver needs of it (counts, rejects, keys for duplicates, bounds, latest time).
+    ``windows``: phrase → :func:`~spatec.runners.spark_batch.time_window`."""
     from spatec.runners.spark_batch import Stager, _dtypes
 
     t = res.type
@@ -163,7 +166,7 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
     stager = Stager(program, {t: ev}, root, tag)
     for plan in plans:
         if t in phrase_types(plan, program):
-            out["stages"][plan.name] = stager.stage(plan, buckets)
+            out["stages"][plan.name] = stager.stage(plan, buckets, (windows or {}).get(plan.name))
     out["dtypes"] = _dtypes(program, t, ev)
     hi = ev["_hi"].to_numpy(np.int64)
     out["max_hi"] = int(hi.max())
@@ -211,7 +214,7 @@ def _bounds(x0, x1, y0, y1):
     return (float(np.nanmin(x0)), float(np.nanmax(x1)), float(np.nanmin(y0)), float(np.nanmax(y1)))
 
 
-def ingest_fn(program, plans, chunks: list, buckets: int, root: str):
+def ingest_fn(program, plans, chunks: list, buckets: int, root: str, windows: dict | None = None):
     """The function each ingest task runs: its chunks → :func:`chunk_result`, pickled
     beside them; the task returns where."""
 
@@ -220,7 +223,7 @@ def ingest_fn(program, plans, chunks: list, buckets: int, root: str):
             for c in pdf["g"].tolist():
                 ch = chunks[int(c)]
                 res = to_events([ch.load()], program.events[ch.type], tz=program.timezone)
-                got = chunk_result(ch.index, ch.input, res, program, plans, buckets, root)
+                got = chunk_result(ch.index, ch.input, res, program, plans, buckets, root, windows)
                 path = os.path.join(root, f"c{ch.index}-result.pickle")
                 with open(path, "wb") as f:
                     pickle.dump(got, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -232,17 +235,23 @@ def ingest_fn(program, plans, chunks: list, buckets: int, root: str):
 # ------------------------------------------------------------------------------- the driver
 
 def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrases=None, ui=None,
-                        prefilter_leaves: bool = True):
+                        prefilter_leaves: bool = True, fmt: str | None = None):
     """``spatec replay`` on the staged exchange: ingest in Spark tasks, match, and the
     rejects written under ``out/_rejects``; a :class:`~spatec.runners.local.ReplayResult`
-    with ``ingest`` (the counts per input) set."""
+    with ``ingest`` (the counts per input) set.
+
+    With ``fmt="jsonl"`` the tasks render their groups' lines of the output
+    files and the driver only merges them into ``out/<phrase>.jsonl``
+    (``result.paths`` set; ``result.frames`` read back from the files when
+    used): the driver never holds the rows."""
     import shutil
 
-    from spatec.runners.common import dedupe, rows_frame
-    from spatec.runners.local import ReplayResult
+    from spatec.io.sinks import extension, merge_jsonl_parts
+    from spatec.runners.common import dedupe, rows_frame, time_fields
+    from spatec.runners.local import ReplayResult, WrittenFrames
     from spatec.runners.replay import seen_across
     from spatec.runners.spark_batch import (_engine_name, bucket_count, merge_stages, run_staged,
-                                            staging_dir, task_seeds)
+                                            staging_dir, task_seeds, time_window)
     from spatec.io.sources import read_events, write_rejects
 
     program = compiled.program
@@ -263,17 +272,18 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             read_here[i] = read_events(path, program.events[t], tz=program.timezone, seen=seen.get(t))
         buckets = bucket_count(spark, sum(ch.rows for ch in chunks)
                                + sum(len(res.events) for res in read_here.values()))
+        windows = {p.name: time_window(spark, p) for p in plans}
         results: dict = {}
         if chunks:
             if ui:
                 ui.stage(f"typing {len(chunks)} chunk{'s' if len(chunks) > 1 else ''} of input on Spark")
-            fn = ingest_fn(program, plans, chunks, buckets, root)
+            fn = ingest_fn(program, plans, chunks, buckets, root, windows)
             for r in task_seeds(spark, len(chunks)).mapInPandas(fn, "g long, path string").collect():
                 with open(r.path, "rb") as f:
                     results[int(r.g)] = pickle.load(f)
         for j, (i, res) in enumerate(read_here.items()):
             index = len(chunks) + j
-            results[index] = chunk_result(index, i, res, program, plans, buckets, root)
+            results[index] = chunk_result(index, i, res, program, plans, buckets, root, windows)
         order = sorted(results, key=lambda c: (results[c]["input"], c))
         results = [results[c] for c in order]
         batch_of = {ch.index: ch.batch for ch in chunks}
@@ -298,14 +308,24 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         if ui:
             ui.stage("matching on Spark")
         engine = _engine_name(spark) if prefilter_leaves else None
-        raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root, True, drop)
+        raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root,
+                         "jsonl" if fmt == "jsonl" else True, drop)
+        result = ReplayResult({}, crs)
+        if fmt == "jsonl":
+            if ui:
+                ui.stage("writing the output")
+            result.paths = {p.name: Path(out) / f"{p.name}.{extension(fmt)}" for p in plans}
+            for plan in plans:
+                result.counts[plan.name] = merge_jsonl_parts(raw[plan.name], result.paths[plan.name],
+                                                             time_fields(plan))
+            result.frames = WrittenFrames(result.paths, {p.name: p for p in plans})
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    result = ReplayResult({}, crs)
-    for plan in plans:
-        df = rows_frame(plan, dedupe(raw[plan.name]))
-        result.frames[plan.name] = df
-        result.counts[plan.name] = len(df)
+    if fmt != "jsonl":
+        for plan in plans:
+            df = rows_frame(plan, dedupe(raw[plan.name]))
+            result.frames[plan.name] = df
+            result.counts[plan.name] = len(df)
     result.ingest = summary
     result.seconds = {"ingest": ingested - started, "match": time.perf_counter() - ingested}
     return result

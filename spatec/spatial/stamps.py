@@ -38,7 +38,7 @@ __all__ = [
     "overlap", "disjoint", "distance", "hull", "area", "centroid",
     "possibly_in", "certainly_in", "relate_many",
     "possibly_in_many", "certainly_in_many", "possibly_in_many_geoms", "certainly_in_many_geoms",
-    "to_lonlat_wkt",
+    "to_lonlat_wkt", "lonlat_wkts", "grown_convex", "grown_convex_coords",
 ]
 
 #: Largest error, metres, of an approximation that takes part in a decision
@@ -396,10 +396,118 @@ def _grown(loc: Loc, tol: float):
     ring = disc_offsets(loc.r, ngon_sides(loc.r, tol, outer=True), outer=True)
     if loc._xy is not None:
         return shapely.Polygon(np.asarray(loc._xy) + ring)
-    if _is_convex(loc):  # conv(G ⊕ D) = conv(vertices(G) ⊕ D)
-        pts = (_coords(loc)[:, None, :] + ring[None, :, :]).reshape(-1, 2)
-        return shapely.convex_hull(shapely.multipoints(pts))
+    if _is_convex(loc):
+        return grown_convex(np.array([loc.geom], dtype=object), ring)[0]
     return minkowski(loc.geom, loc.r, tol, outer=True)
+
+
+def grown_convex(geoms: np.ndarray, ring: np.ndarray) -> np.ndarray:
+    """Polygons ``G ⊕ R`` of convex geometries ``G`` and the circumscribed
+    n-gon ``R`` (:func:`~spatec.spatial.approx.disc_offsets`, first vertex
+    on the x axis): the convex hull of ``G``'s vertices each grown by ``R``.
+
+    Built directly as a Minkowski sum of two convex polygons: going round
+    ``G`` counter-clockwise, each vertex ``v`` contributes ``v + R[k]`` for
+    the offsets ``k`` whose normal cone (the directions in which ``R[k]`` is
+    the farthest point of ``R``) overlaps ``v``'s. Points, two-point lines
+    and convex polygons (as GEOS's convex hull gives them) take this way;
+    anything else, or a polygon whose orientation or convexity is not
+    certain in floating point, takes GEOS's convex hull of every grown
+    vertex. Each ring starts at its lowest offset of its first vertex and
+    runs counter-clockwise, so the same ``G`` always gives the same polygon.
+    """
+    coords, offsets = grown_convex_coords(geoms, ring)
+    return shapely.from_ragged_array(shapely.GeometryType.POLYGON, coords, (offsets, np.arange(len(geoms) + 1)))
+
+
+def grown_convex_coords(geoms: np.ndarray, ring: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grown_convex` as ragged arrays: the closed rings' coordinates one
+    after another, and where each ring starts (``len(geoms) + 1`` offsets)."""
+    m, n = len(geoms), len(ring)
+    if m == 0:
+        return np.empty((0, 2)), np.zeros(1, dtype=np.int64)
+    c, idx = shapely.get_coordinates(geoms, return_index=True)
+    tid = shapely.get_type_id(geoms)
+    nc = np.bincount(idx, minlength=m)
+    holes = np.zeros(m, dtype=bool)
+    holes[tid == 3] = shapely.get_num_interior_rings(geoms[tid == 3]) > 0
+    point = (tid == 0) & (nc == 1)
+    line = (tid == 1) & (nc == 2)
+    poly = (tid == 3) & ~holes & (nc >= 4)
+    # a polygon's vertices: its shell without the closing coordinate
+    first = np.r_[0, np.cumsum(nc)[:-1]]
+    keep = np.zeros(len(c), dtype=bool)
+    keep[_ranges(first, np.where(poly, nc - 1, np.where(point | line, nc, 0)))] = True
+    v, vid = c[keep], idx[keep]
+    nv = np.bincount(vid, minlength=m)
+    vfirst = np.repeat(np.r_[0, np.cumsum(nv)[:-1]], nv)
+    pos = np.arange(len(v)) - vfirst
+    nvr = np.repeat(nv, nv)
+    # counter-clockwise: a clockwise ring is read backwards
+    rel = v - v[vfirst]                                  # exact enough for nearby points
+    reln = rel[vfirst + (pos + 1) % nvr]
+    cross = rel[:, 0] * reln[:, 1] - reln[:, 0] * rel[:, 1]
+    area = np.bincount(vid, weights=cross, minlength=m)
+    sure = np.abs(area) > 1e-9 * np.bincount(vid, weights=np.abs(cross), minlength=m)
+    ccw = np.where(poly, area > 0, True)
+    order = np.where(ccw[vid], np.arange(len(v)), vfirst + (nvr - 1 - pos))
+    v = v[order]
+    e = v[vfirst + (pos + 1) % nvr] - v                  # each vertex's outgoing edge
+    ein = e[vfirst + (pos - 1) % nvr]
+    a_in = np.arctan2(-ein[:, 0], ein[:, 1])             # outward normals (counter-clockwise ring)
+    a_out = np.arctan2(-e[:, 0], e[:, 1])
+    width = np.mod(a_out - a_in, 2 * np.pi)
+    width[width > 2 * np.pi - 1e-12] = 0.0               # a vertex on a straight edge
+    total = np.bincount(vid, weights=width, minlength=m)
+    bad = np.bincount(vid, weights=((width > np.pi + 1e-9) | ~(np.hypot(e[:, 0], e[:, 1]) > 0)).astype(float),
+                      minlength=m) > 0
+    direct = point | ((line | (poly & sure)) & ~bad & (np.abs(total - 2 * np.pi) < 1e-6))
+    # offset k's normal cone is [theta_k - step/2, theta_k + step/2]; keep the k whose cone
+    # overlaps the vertex's [a_in, a_in + width] by more than eps (a cone that only touches
+    # adds a point on a straight edge)
+    step, eps = 2 * np.pi / n, 1e-9
+    k0 = np.ceil((a_in - step / 2 + eps) / step).astype(np.int64)
+    k1 = np.floor((a_in + width + step / 2 - eps) / step).astype(np.int64)
+    count = np.clip(k1 - k0 + 1, 0, n)
+    dv = direct[vid] & ~point[vid]
+    k0, count = k0[dv], count[dv]
+    which = np.repeat(np.flatnonzero(dv), count)
+    ks = (np.repeat(k0, count) + _ranges(np.zeros(len(k0), dtype=np.int64), count)) % n
+    pieces = [(v[which] + ring[ks], vid[which])]
+    if point.any():
+        centres = v[point[vid]]
+        pieces.append(((centres[:, None, :] + ring[None, :, :]).reshape(-1, 2),
+                       np.repeat(vid[point[vid]], n)))
+    # closing coordinates: each direct ring's first
+    body = np.concatenate([p[0] for p in pieces])
+    bid = np.concatenate([p[1] for p in pieces])
+    o = np.argsort(bid, kind="stable")
+    body, bid = body[o], bid[o]
+    starts = np.r_[0, np.flatnonzero(bid[1:] != bid[:-1]) + 1] if len(bid) else np.zeros(0, dtype=np.int64)
+    pieces = [(body, bid), (body[starts], bid[starts])]
+    other = np.flatnonzero(~direct)
+    if len(other):
+        pts = (c[:, None, :] + ring[None, :, :]).reshape(-1, 2)
+        pid = np.repeat(idx, n)
+        sel = np.isin(pid, other)
+        hulls = shapely.convex_hull(shapely.multipoints(pts[sel], indices=np.searchsorted(other, pid[sel])))
+        hc, hidx = shapely.get_coordinates(hulls, return_index=True)
+        pieces.append((hc, other[hidx]))
+    coords = np.concatenate([p[0] for p in pieces])
+    cid = np.concatenate([p[1] for p in pieces])
+    # a ring's closing coordinate (second piece) must come last: a stable sort on (id, piece)
+    tag = np.concatenate([np.full(len(p[0]), i) for i, p in enumerate(pieces)])
+    o = np.lexsort((tag, cid))
+    return coords[o], np.r_[0, np.cumsum(np.bincount(cid, minlength=m))].astype(np.int64)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + k) for s, k in zip(starts, counts)])``, without a loop."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offs = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + (np.arange(total) - offs)
 
 
 def to_lonlat_wkt(loc: Loc, projector) -> str | None:
@@ -424,13 +532,30 @@ def to_lonlat_wkt(loc: Loc, projector) -> str | None:
     """
     if loc.geom is None:
         return None
-    shape = shapely.segmentize(_grown(loc, TOL_WKT), WKT_MAX_EDGE)
+    return lonlat_wkts(np.array([_grown(loc, TOL_WKT)], dtype=object), projector)[0]
 
+
+def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None) -> list:
+    """The WKT in lon/lat of projected ``shapes`` (as :func:`to_lonlat_wkt`
+    writes them): edges split to :data:`WKT_MAX_EDGE`, unprojected, 7
+    decimals. ``coords``: the polygons' ragged arrays
+    (:func:`grown_convex_coords`), when the caller has them, to unproject
+    without building the projected polygons when no edge needs splitting."""
     def unproject(xy):
         lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
         return np.column_stack([lon, lat])
 
-    return shapely.to_wkt(shapely.transform(shape, unproject), rounding_precision=7, trim=True)
+    if coords is not None:
+        xy, offsets = coords
+        lo = np.minimum.reduceat(xy, offsets[:-1]) if len(xy) else xy
+        hi = np.maximum.reduceat(xy, offsets[:-1]) if len(xy) else xy
+        if not len(xy) or np.hypot(*(hi - lo).T).max() < WKT_MAX_EDGE - 1.0:   # no edge to split
+            shapes = shapely.from_ragged_array(shapely.GeometryType.POLYGON, unproject(xy),
+                                               (offsets, np.arange(len(offsets))))
+            return shapely.to_wkt(shapes, rounding_precision=7, trim=True).tolist()
+        shapes = shapely.from_ragged_array(shapely.GeometryType.POLYGON, xy, (offsets, np.arange(len(offsets))))
+    shapes = shapely.segmentize(shapes, WKT_MAX_EDGE)
+    return shapely.to_wkt(shapely.transform(shapes, unproject), rounding_precision=7, trim=True).tolist()
 
 
 # --- space patterns: an event's stamp against a region ----------------------

@@ -103,3 +103,48 @@ def test_writers_are_deterministic_and_empty_safe(tmp_path, composites, fmt):
 def test_unknown_writer():
     with pytest.raises(ValueError, match="expected one of jsonl, parquet, geojson"):
         writer("csv")
+
+
+def _rows_frame(rows):
+    cols = ["phrase", "id", "lo", "hi", "hull", "events", "vehicle", "count", "started"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _row(i, count, lo=None):
+    lo = T + (lo if lo is not None else (i * 7919) % 13) * 1_000_000
+    return {"phrase": "P", "id": f"{i:04d}", "lo": lo, "hi": lo + 30_000_000, "hull": TRI,
+            "events": {"B": f"BusGPS:X:{i}", "A": f"BusGPS:Y:{i}"}, "vehicle": "é" if i % 5 else None,
+            "count": count, "started": lo if i % 3 else None}
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_jsonl_parts_merge_to_what_one_write_gives(tmp_path, mixed):
+    """Parts written separately (as Spark tasks write them) and merged: byte for byte
+    the file that write_jsonl writes for all their rows at once, in (lo, hi, id) order
+    across the parts, a composite in two parts written once. With ``mixed`` one part
+    has an integer column with a missing value (a float column in pandas) and another
+    not, so the parts' lines differ from the whole's: the merge writes them again."""
+    rows = [_row(i, i) for i in range(40)]
+    if mixed:
+        rows[3]["count"] = None
+    split = [rows[:15], rows[15:33], rows[33:] + rows[20:21]]      # row 20 in two parts
+    parts = []
+    for k, part in enumerate(split):
+        p = tmp_path / f"g{k}.jsonl"
+        parts.append((str(p), sinks.write_jsonl_part(_rows_frame(part), p, {"started"})))
+    kinds = {k.schema.metadata[b"kinds"] for _, k in parts}
+    assert (len(kinds) > 1) == mixed
+    sinks.merge_jsonl_parts(parts, tmp_path / "merged.jsonl", {"started"})
+    write_jsonl(_rows_frame(rows), tmp_path / "whole.jsonl", {"started"})
+    whole = (tmp_path / "whole.jsonl").read_bytes()
+    assert (tmp_path / "merged.jsonl").read_bytes() == whole
+    assert whole.count(b"\n") == 40
+    if mixed:
+        assert b'"count": 4.0' in whole        # what pandas makes of it, in both
+
+
+def test_jsonl_merge_of_no_rows(tmp_path):
+    p = tmp_path / "g0.jsonl"
+    keys = sinks.write_jsonl_part(_rows_frame([]), p)
+    assert sinks.merge_jsonl_parts([(str(p), keys)], tmp_path / "out.jsonl") == 0
+    assert (tmp_path / "out.jsonl").read_bytes() == b""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -211,3 +212,58 @@ def test_staged_exchange_without_a_staging_directory_is_a_clear_error(spark, tmp
     finally:
         spark.conf.unset(EXCHANGE_KEY)
         spark.conf.unset(STAGING_KEY)
+
+
+# ------------------------------------------------------------------------------- stretches of time
+
+def test_a_phrase_without_a_key_is_matched_in_stretches_of_time(spark, chunk_rows, hour_path, tmp_path):
+    """A phrase without a key (every bus against every other) cut into 4-minute
+    stretches matched apart, the events less than a span (2 min) into a stretch in
+    the one before too: exactly the local runner's composites, none twice, none
+    lost at a boundary."""
+    from spatec.runners.spark_batch import TIME_WINDOW_KEY, time_window
+
+    program = tmp_path / "passing.spatec"
+    program.write_text(f'include "{BUS}"\n'
+                       "phrase Passing =\n"
+                       "    (BusGPS -> A and at centre) ; (BusGPS -> B and at centre)\n"
+                       "  where A.vehicle < B.vehicle\n"
+                       "  within 2 min\n"
+                       "  emit first = A.vehicle, second = B.vehicle\n")
+    plan = compile_program(program).plans[0]
+    assert plan.key == ()
+    old = spark.conf.get(TIME_WINDOW_KEY, None)
+    spark.conf.set(TIME_WINDOW_KEY, "240")
+    try:
+        assert time_window(spark, plan) == 240_000_000
+        chunk_rows(20_000)
+        local, _ = assert_same(spark, program, [("BusGPS", str(hour_path))], tmp_path)
+    finally:
+        if old is None:
+            spark.conf.unset(TIME_WINDOW_KEY)
+        else:
+            spark.conf.set(TIME_WINDOW_KEY, old)
+    assert local.counts["Passing"] > 100
+
+
+def test_window_groups_and_which_phrases_take_them(spark):
+    from spatec.runners.spark_batch import time_window, window_groups
+
+    lo = np.array([0, 5, 10, 12, 25, 30, 31], dtype=np.int64)
+    g, rows = window_groups(lo, 10, 2)
+    # an event starting at most 2 into a stretch is in the one before too
+    assert list(zip(g.tolist(), rows.tolist())) == [(-1, 0), (0, 0), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3),
+                                                    (2, 4), (2, 5), (2, 6), (3, 5), (3, 6)]
+    keyed = compile_program(SHARED / "spec" / "examples" / "stuck.spatec").plans[0]
+    assert time_window(spark, keyed) is None                  # a key: grouped by it
+    for text in ("phrase P = BusGPS -> A ; not BusGPS -> X within 5 min",      # absence after A
+                 "phrase P = BusGPS -> A ; not BusGPS -> X ; BusGPS -> B within 5 min",
+                 "phrase P = BusGPS -> A ; BusGPS -> B where successive(A, B)"):    # needs the events between
+        plan = _plan(text)
+        assert time_window(spark, plan) is None, text
+    assert time_window(spark, _plan("phrase P = BusGPS -> A ; BusGPS -> B within 20 min")) == 3600 * 10**6
+    assert time_window(spark, _plan("phrase P = BusGPS -> A ; BusGPS -> B within 5 h")) == 2 * 5 * 3600 * 10**6
+
+
+def _plan(text: str):
+    return compile_program(REPO / "examples" / "inline.spatec", f'include "bus.spatec"\n{text}\n').plans[0]
