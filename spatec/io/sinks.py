@@ -50,9 +50,22 @@ def _ordered(df: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in FIXED if c not in df.columns]
     if missing:
         raise ValueError(f"composites lack column(s) {', '.join(missing)}")
-    if not len(df):
+    if not len(df) or _in_order(df):
         return df.reset_index(drop=True)
     return df.sort_values(["lo", "hi", "id"], kind="stable").reset_index(drop=True)
+
+
+def _in_order(df: pd.DataFrame) -> bool:
+    """Whether rows are already in (lo, hi, id) order (as the runners' frames are)."""
+    lo, hi = df["lo"].to_numpy(), df["hi"].to_numpy()
+    if lo.dtype.kind not in "iu" or hi.dtype.kind not in "iu":
+        return False
+    dlo, dhi = np.diff(lo), np.diff(hi)
+    if (dlo < 0).any() or ((dlo == 0) & (dhi < 0)).any():
+        return False
+    tie = np.flatnonzero((dlo == 0) & (dhi == 0))
+    ids = df["id"].to_numpy()
+    return all(a <= b for a, b in zip(ids[tie].tolist(), ids[tie + 1].tolist()))
 
 
 def _emit_fields(df: pd.DataFrame) -> list[str]:
