@@ -89,7 +89,13 @@ class PM:
 
 @dataclass
 class RunState:
-    """Per-key run state: everything an automaton remembers between batches."""
+    """Per-key run state: everything an automaton remembers between batches.
+
+    ``lo_sorted`` names the buffers whose partial matches are in order of ``lo`` (as they are
+    while events arrive in order): a join then looks only at the end of the other side's
+    buffer that can still be within ``within`` of a new partial match, and pruning drops a
+    prefix. An arrival out of order takes its buffer out until pruning has put it back in
+    order."""
 
     watermark: int = NEG_INF
     buffers: dict = field(default_factory=dict)     # (node id, side) → [PM]
@@ -98,11 +104,22 @@ class RunState:
     history: dict = field(default_factory=dict)     # (type, source) → sorted [t]
     emitted: dict = field(default_factory=dict)     # composite id → hi (for `or` duplicates)
     since_prune: int = 0
+    lo_sorted: set = field(default_factory=set)     # buffer keys whose partial matches are in order of lo
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if "lo_sorted" not in state:    # a state pickled before buffers were known sorted
+            self.lo_sorted = set()
 
     def size(self) -> int:
         return (sum(len(v) for v in self.buffers.values()) + len(self.pending)
                 + sum(len(v) for v in self.xbuf.values()) + sum(len(v) for v in self.history.values())
                 + len(self.emitted))
+
+    def empty(self) -> bool:
+        """``size() == 0``, stopping at the first thing held."""
+        return not (self.pending or self.emitted or any(self.buffers.values()) or any(self.xbuf.values())
+                    or any(self.history.values()))
 
 
 class Composite:
@@ -153,12 +170,17 @@ class Composite:
 def composite_id(phrase: str, pairs) -> str:
     """Hash of the phrase name and its sorted (variable, event id) pairs (SPEC §4): the SHA-256
     of ``json.dumps([phrase, sorted([[var, id], ...])], separators=(",", ":"), ensure_ascii=False)``."""
-    pairs = sorted([list(p) for p in pairs])
-    if type(phrase) is str and all(type(v) is str and type(i) is str for v, i in pairs):
+    pairs = sorted(map(tuple, pairs))     # as lists would sort; json writes tuples as lists too
+    text = type(phrase) is str
+    for v, i in pairs:
+        if type(v) is not str or type(i) is not str:
+            text = False
+            break
+    if text:
         # the same text as json.dumps, spelt out (json.dumps encodes each string with
         # encode_basestring when ensure_ascii is False)
         enc = _encode_str
-        payload = f"[{enc(phrase)},[" + ",".join(f"[{enc(v)},{enc(i)}]" for v, i in pairs) + "]]"
+        payload = f"[{enc(phrase)},[" + ",".join([f"[{enc(v)},{enc(i)}]" for v, i in pairs]) + "]]"
     else:
         payload = json.dumps([phrase, pairs], separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]

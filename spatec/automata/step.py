@@ -80,30 +80,56 @@ def _insert(am: Automaton, st: RunState, ctx, ev, out) -> None:
         for neg_id, f in negs:
             if f is None or f(ev.lo, ev.hi, ev.loc):
                 st.xbuf.setdefault(neg_id, []).append(ev)
-        for leaf, f, p, slot in leaves:
+        for leaf, f, p, slot, join, side in leaves:
             if f is not None and not f(ev.lo, ev.hi, ev.loc):
                 continue
             if p is not None and not p({leaf.var: ev}, ctx):
                 continue
             slots = [None] * am.nleaves
             slots[slot] = ev
-            _up(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi), out)
+            if join is not None:
+                _join(am, st, ctx, join, side, PM(tuple(slots), ev.lo, ev.hi), out)
+            else:
+                _up(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi), out)
 
 
 def _routes(am: Automaton, type_name) -> tuple:
     """Where an event of ``type_name`` goes, in the order :func:`_insert` visits it: for its
     type, then for leaves of any type (None), the negated leaves ``(neg id, filter)`` and
-    the leaves ``(leaf, filter, predicate, slot)``. Derived from the automaton once per type."""
+    the leaves ``(leaf, filter, predicate, slot, join, side)`` (``join``: the parent when it
+    is a join, which :func:`_up` would go to). Derived from the automaton once per type."""
     cache = am.__dict__.get("_routes")
     if cache is None:
         cache = am._routes = {}
     r = cache.get(type_name)
     if r is None:
+        def to_join(leaf):
+            parent = am.parent.get(leaf.id)
+            return (parent, am.side[leaf.id]) if isinstance(parent, Join) else (None, None)
+
         r = cache[type_name] = tuple(
             (tuple((neg_id, am.negs[neg_id][3][leaf.id]) for neg_id, leaf in am.neg_leaves_by_type.get(key, ())),
-             tuple((leaf, am.filters[leaf.id], am.preds[leaf.id], leaf.slot)
+             tuple((leaf, am.filters[leaf.id], am.preds[leaf.id], leaf.slot, *to_join(leaf))
                    for leaf in am.leaves_by_type.get(key, ())))
             for key in (type_name, None))
+    return r
+
+
+def _join_info(am: Automaton, node: Join) -> tuple:
+    """What :func:`_join` needs of a join, derived once: ``(time relation, space suffix,
+    absence id or None, the right side's slots, whether the join has a filter or predicate,
+    whether its right buffer drops dead partial matches, parent)`` (``"and"``: no
+    relation, ``None, None``)."""
+    cache = am.__dict__.get("_join_info")
+    if cache is None:
+        cache = am._join_info = {}
+    r = cache.get(node.id)
+    if r is None:
+        rel = (None, None) if node.op == "and" else _op_parts(node.op)
+        r = cache[node.id] = (*rel, node.absence.id if node.absence is not None else None,
+                              tuple(sorted(am.slots[node.right.id])),
+                              am.filters[node.id] is not None or am.preds[node.id] is not None,
+                              bool(am.rules[(node.id, "R")].get("seq_right")), am.parent.get(node.id))
     return r
 
 
@@ -144,39 +170,75 @@ def _accept(am: Automaton, node, pm: PM, ctx) -> bool:
 
 
 def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) -> None:
-    other = st.buffers.get((node.id, "R" if side == "L" else "L"))
+    nid = node.id
+    time_rel, space, absence, rslots, check, seq_right, parent = _join_info(am, node)
+    okey = (nid, "R" if side == "L" else "L")
+    other = st.buffers.get(okey)
     if other:
-        op = node.op
         w = am.plan.within
         lo, hi = pm.lo, pm.hi
+        first = 0
+        if w is not None and okey in st.lo_sorted:
+            # the buffer is in order of lo: the partial matches starting before hi - w (a
+            # prefix) would all fail `within` below; found from the end, as a new partial
+            # match mostly pairs with recent ones
+            cut = hi - w
+            first = len(other)
+            while first and other[first - 1].lo >= cut:
+                first -= 1
         mine = mine_ids = None
-        absence = node.absence
-        for q in list(other):
-            if w is not None and (hi if hi > q.hi else q.hi) - (lo if lo < q.lo else q.lo) > w:
+        for q in other[first:]:
+            qlo, qhi = q.lo, q.hi
+            if w is not None and (hi if hi > qhi else qhi) - (lo if lo < qlo else qlo) > w:
                 continue  # already longer than `within`: every composite above this join would be too
             if mine is None:
                 mine = pm.events()
-                mine_ids = {id(a) for a in mine}
-            theirs = q.events()
-            if not mine_ids.isdisjoint([id(b) for b in theirs]):
+                mine_ids = set(map(id, mine))
+            if not mine_ids.isdisjoint(map(id, q.ev)):   # (None is not among mine)
                 continue  # distinct variables, distinct events
             if side == "L":
-                left, right, le, re_ = pm, q, mine, theirs
+                left, right = pm, q
             else:
-                left, right, le, re_ = q, pm, theirs, mine
-            if not _relation(op, left, le, right, re_):
+                left, right = q, pm
+            # the relation: time (``;``, ``||``), then space (``=``, ``<>``)
+            if time_rel == ";":
+                if not left.hi < right.lo:
+                    theirs = q.events()
+                    if not (R.before(mine, theirs) if side == "L" else R.before(theirs, mine)):
+                        continue
+            elif time_rel == "||":
+                le, re_ = (mine, q.events()) if side == "L" else (q.events(), mine)
+                if not R.composite_concurrent(le, left.lo, left.hi, re_, right.lo, right.hi):
+                    continue
+            if space and S.overlap(left.loc, right.loc) != (space == "="):
                 continue
-            ev = tuple(a if a is not None else b for a, b in zip(left.ev, right.ev))
+            # the events of both sides: the left's, with the right side's slots from the right
+            ev = list(left.ev)
+            rev = right.ev
+            for s_ in rslots:
+                ev[s_] = rev[s_]
             checks = left.checks + right.checks
             if absence is not None:
-                checks = checks + (absence.id,)
-            c = PM(ev, left.lo if left.lo < right.lo else right.lo, left.hi if left.hi > right.hi else right.hi,
-                   checks)
-            if _accept(am, node, c, ctx):
+                checks = checks + (absence,)
+            c = PM(tuple(ev), left.lo if left.lo < right.lo else right.lo,
+                   left.hi if left.hi > right.hi else right.hi, checks)
+            if check and not _accept(am, node, c, ctx):
+                continue
+            if parent is None:
+                _root(am, st, ctx, c, out)
+            else:
                 _up(am, st, ctx, node, c, out)
-    if side == "R" and am.rules[(node.id, side)].get("seq_right") and _seq_right_dead(pm, st.watermark, am.G):
+    key = (nid, side)
+    if side == "R" and seq_right and _seq_right_dead(pm, st.watermark, am.G):
         return
-    st.buffers.setdefault((node.id, side), []).append(pm)
+    buf = st.buffers.get(key)
+    if not buf:
+        if buf is None:
+            buf = st.buffers[key] = []
+        st.lo_sorted.add(key)
+    elif pm.lo < buf[-1].lo:
+        st.lo_sorted.discard(key)   # an out-of-order arrival: joins scan this buffer whole
+    buf.append(pm)
 
 
 _OPS: dict = {}
@@ -189,23 +251,6 @@ def _op_parts(op: str) -> tuple:
         t = op.rstrip("=<>")
         r = _OPS[op] = (t, op[len(t):])
     return r
-
-
-def _relation(op: str, left: PM, le, right: PM, re_) -> bool:
-    if op == "and":
-        return True
-    time_rel, space = _op_parts(op)
-    if time_rel == ";":
-        if not (left.hi < right.lo or R.before(le, re_)):
-            return False
-    elif time_rel == "||":
-        if not R.composite_concurrent(le, left.lo, left.hi, re_, right.lo, right.hi):
-            return False
-    if space == "=":
-        return S.overlap(left.loc, right.loc)
-    if space == "<>":
-        return not S.overlap(left.loc, right.loc)
-    return True
 
 
 # ------------------------------------------------------------------------------------ root
@@ -361,16 +406,34 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
     S_ = am.S
     G = am.G
     min_lo = None
+    lo_sorted = st.lo_sorted
     for key, buf in st.buffers.items():
+        if not buf:
+            continue
         rules = am.rules[key]
         conc = rules.get("conc")
         seq_right = rules.get("seq_right")
         succ = rules.get("succ")
+        in_order = key in lo_sorted
+        if in_order and not (conc is not None or seq_right or succ):
+            # only the span bound: in order of lo, what it drops is a prefix
+            n = 0
+            if S_ is not None:
+                cut, m = w - S_, len(buf)
+                while n < m and buf[n].lo < cut:
+                    n += 1
+            if n:
+                del buf[:n]
+            if buf and (min_lo is None or buf[0].lo < min_lo):
+                min_lo = buf[0].lo
+            continue
         keep = []
+        cut_s = None if S_ is None else w - S_
+        cut_c = None if conc is None else w - conc
         for pm in buf:
-            if S_ is not None and pm.lo < w - S_:
+            if cut_s is not None and pm.lo < cut_s:
                 continue
-            if conc is not None and pm.hi < w - conc:
+            if cut_c is not None and pm.hi < cut_c:
                 continue
             if seq_right and _seq_right_dead(pm, w, G):
                 continue
@@ -380,6 +443,19 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
             if min_lo is None or pm.lo < min_lo:
                 min_lo = pm.lo
         buf[:] = keep
+        if not in_order and all(a.lo <= b.lo for a, b in zip(keep, keep[1:])):
+            lo_sorted.add(key)   # the out-of-order partial matches are gone
+    if st.xbuf or st.history:
+        _prune_events(am, st, w, min_lo)
+    if st.emitted and S_ is not None:
+        st.emitted = {k: v for k, v in st.emitted.items() if v >= w - S_}
+
+
+def _prune_events(am: Automaton, st: RunState, w: int, min_lo) -> None:
+    """The events kept for absences and for ``successive`` that no partial match (``min_lo``:
+    the smallest lo of those kept) and no future composite can still need."""
+    S_ = am.S
+    G = am.G
     for pm in st.pending:
         if min_lo is None or pm.lo < min_lo:
             min_lo = pm.lo
@@ -401,8 +477,6 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
                 del h[:i]
             if not h:
                 del st.history[k]
-    if st.emitted and S_ is not None:
-        st.emitted = {k: v for k, v in st.emitted.items() if v >= w - S_}
 
 
 def _succ_dead(st: RunState, pm: PM, succ, w: int, G: int) -> bool:

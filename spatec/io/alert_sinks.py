@@ -45,6 +45,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pandas as pd
+from json.encoder import encode_basestring_ascii as _ascii_str
 
 from spatec.errors import DataError
 from spatec.io.sinks import _rows as json_rows  # the batch JSON lines shape, one row at a time
@@ -74,28 +75,40 @@ def _plain_alerts(rows: Sequence[dict], time_fields: Collection[str]) -> list[di
     from spatec.io.timefmt import format_times
 
     keys = tuple(rows[0])
-    if any(tuple(r) != keys for r in rows) or not set(FIXED) <= set(keys):
+    if not all(map(keys.__eq__, map(tuple, rows))) or not set(FIXED) <= set(keys):
         return None
-    cols = {}
+    cols, times = {}, []
     for c in keys:
         vals = [r[c] for r in rows]
+        types = set(map(type, vals))
         if c in ("lo", "hi") or c in time_fields:
-            if not all(type(v) is int and _I64[0] <= v <= _I64[1] for v in vals):
+            if not _ints64(types, vals):
                 return None
-            cols[c] = format_times(np.array(vals, dtype=np.int64)).tolist()
+            times.append((c, vals))
         elif c == "events":
-            if not all(type(v) is dict for v in vals):
+            if types != {dict}:
                 return None
             cols[c] = [_events_dict(v) for v in vals]
-        elif all(v is None or type(v) is str for v in vals):
+        elif types <= _TEXT:
             cols[c] = vals
-        elif all(type(v) is int and _I64[0] <= v <= _I64[1] for v in vals) \
-                or all(type(v) is float for v in vals) or all(type(v) is bool for v in vals):
+        elif _ints64(types, vals) or types == {float} or types == {bool}:
             cols[c] = [_plain(v) for v in vals]
         else:
             return None
+    if times:   # every time column in one call
+        text = format_times(np.array([v for _, vals in times for v in vals], dtype=np.int64)).tolist()
+        for k, (c, _) in enumerate(times):
+            cols[c] = text[k * len(rows):(k + 1) * len(rows)]
     names = [*FIXED, *(c for c in keys if c not in FIXED)]
     return [dict(zip(names, values)) for values in zip(*(cols[n] for n in names))]
+
+
+_TEXT = {str, type(None)}
+
+
+def _ints64(types: set, vals: list) -> bool:
+    """Every value a plain int within int64."""
+    return types == {int} and min(vals) >= _I64[0] and max(vals) <= _I64[1]
 
 
 def _fsync_append(path: Path, lines: Sequence[str]) -> None:
@@ -107,6 +120,13 @@ def _fsync_append(path: Path, lines: Sequence[str]) -> None:
 
 
 # ------------------------------------------------------------------------------ delivered ids
+
+def _log_line(sink: str, cid: str, hi: int) -> str:
+    """``json.dumps({"sink": sink, "id": cid, "hi": hi}) + "\\n"``, spelt out (a line per alert)."""
+    if type(sink) is str and type(cid) is str:
+        return f'{{"sink": {_ascii_str(sink)}, "id": {_ascii_str(cid)}, "hi": {int.__repr__(hi)}}}\n'
+    return json.dumps({"sink": sink, "id": cid, "hi": hi}) + "\n"
+
 
 class DeliveredLog:
     """The ``(sink, id)`` pairs delivered so far, with each alert's ``hi`` (µs) for pruning.
@@ -137,7 +157,7 @@ class DeliveredLog:
         hi = int(hi)
         self.hi[(sink, cid)] = hi
         heapq.heappush(self._heap, (hi, sink, cid))
-        self._new.append(json.dumps({"sink": sink, "id": cid, "hi": hi}) + "\n")
+        self._new.append(_log_line(sink, cid, hi))
 
     def flush(self) -> None:
         if self.path is not None and self._new:
@@ -356,13 +376,17 @@ class SinkSet:
     def deliver(self, alerts: list[dict], his: dict) -> int:
         """Deliver ``alerts`` (``his``: id → hi µs) to every sink that has not had them."""
         n = 0
+        logged = self.log.hi
         for s in self.sinks:
-            todo = [a for a in alerts if (s.name, a["id"]) not in self.log]
+            name = s.name
+            todo = [a for a in alerts if (name, a["id"]) not in logged]
             self.skipped += len(alerts) - len(todo)
             if not todo:
                 continue
+            add = self.log.add
             for a in s.deliver(todo):
-                self.log.add(s.name, a["id"], his[a["id"]])
+                cid = a["id"]
+                add(name, cid, his[cid])
                 n += 1
             self.log.flush()
         self.delivered += n

@@ -185,7 +185,7 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
         ids_kept = _record_ids(decl, typed, keep)
         dup = pd.Series(ids_kept, dtype=object).duplicated(keep="first").to_numpy()
     if seen:
-        dup |= np.fromiter((i in seen for i in ids_kept), bool, len(ids_kept))
+        dup |= np.fromiter(map(seen.__contains__, ids_kept), bool, len(ids_kept))
     ids = np.full(n, None, dtype=object)
     ids[keep] = ids_kept
     problems.add(keep[dup], lambda i: f"{DUPLICATE}{ids[i]}")

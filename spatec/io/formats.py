@@ -122,6 +122,7 @@ def expand(path: str, fmt: str | None = None) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- readers
 
 _CSV_PARSE = pacsv.ParseOptions(newlines_in_values=True)
+SMALL_CSV = 1 << 20     # bytes: a CSV file below this is parsed on the calling thread
 
 
 def _csv_convert(header: list, include: list | None) -> pacsv.ConvertOptions:
@@ -144,8 +145,12 @@ def read_csv(path: str, columns: Collection[str] | None = None) -> RawBatch:
     subset = columns is not None and len(set(header)) == len(header)
     include = [h for h in header if h in set(columns)] if subset else []
     stream = pa.input_stream(path, compression="gzip" if _is_gzip(path) else None)
+    # Arrow's thread pool only pays off for big files: for a small one (a live directory's
+    # file of a few hundred records) handing it over costs more than parsing it
+    threads = os.path.getsize(path) >= SMALL_CSV
     try:
-        table = pacsv.read_csv(stream, parse_options=_CSV_PARSE,
+        table = pacsv.read_csv(stream, read_options=pacsv.ReadOptions(use_threads=threads),
+                               parse_options=_CSV_PARSE,
                                convert_options=_csv_convert(header, include if subset else None))
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return _read_csv_slowly(path)

@@ -67,6 +67,8 @@ def format_times(us: Any) -> np.ndarray:
     ['1970-01-01T00:00:00Z', '1970-01-01T00:00:01.500000Z', None]
     """
     if isinstance(us, np.ndarray) and us.dtype == np.int64:
+        if len(us) <= _SMALL and (not len(us) or (us.min() >= MIN_US and us.max() <= MAX_US)):
+            return _format_numpy(us)
         arr = pa.array(us)
     else:
         arr = pa.array(pd.array(us if not isinstance(us, pa.Array) else us.to_pandas(), dtype="Int64"), pa.int64())
@@ -87,6 +89,21 @@ def format_times(us: Any) -> np.ndarray:
     else:
         text = pc.binary_join_element_wise(text, "Z", "")
     return text.to_numpy(zero_copy_only=False)
+
+
+_SMALL = 512     # up to this many times are formatted by _format_numpy rather than through Arrow
+
+
+def _format_numpy(us: np.ndarray) -> np.ndarray:
+    """:func:`format_times` of int64 µs within [MIN_US, MAX_US], by numpy: its ISO text (the
+    same digits as Arrow's, with the T) to the second or, where there is a fraction, to the
+    microsecond; then ``Z``. Fewer calls than the Arrow path: cheaper for a live batch."""
+    t = us.astype("datetime64[us]")
+    text = np.datetime_as_string(t, unit="us")
+    whole = us % US == 0
+    if whole.any():
+        text = np.where(whole, np.datetime_as_string(t, unit="s"), text)
+    return np.strings.add(text, "Z").astype(object)
 
 
 def format_time(us: int) -> str:

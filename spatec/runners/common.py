@@ -107,7 +107,7 @@ def to_evs(df: pd.DataFrame, program: Program, projector: Projector) -> list:
     attr_cols = [_pycol(df[c]) for c in names]
     ids = df["_id"].tolist()
     srcs = df["_source"].tolist()
-    if any(type(v) is float for v in srcs):
+    if float in set(map(type, srcs)):
         srcs = [None if _missing(v) else v for v in srcs]
     ts, los, his = (df[c].to_numpy(np.int64).tolist() for c in ("_t", "_lo", "_hi"))
     rows = zip(*attr_cols) if names else itertools.repeat((), n)
@@ -163,6 +163,8 @@ def _pycol(s: pd.Series) -> list:
             for i in np.flatnonzero(miss).tolist():
                 vals[i] = None
         return vals
+    if s.dtype.kind in "iub" and isinstance(s.dtype, np.dtype):
+        return s.tolist()   # a numpy int or bool column (times: int64 µs) has nothing missing
     return s.astype(object).where(s.notna(), None).tolist()
 
 
@@ -370,13 +372,19 @@ def dedupe(rows: list) -> list:
 
 # ------------------------------------------------------------------------------- output rows
 
-def output_row(am: Automaton, c, projector: Projector, state: RunState | None = None) -> dict:
-    """One composite as an output record (times as int µs; durations in seconds)."""
+def output_row(am: Automaton, c, projector: Projector, state: RunState | None = None,
+               hull: bool = True) -> dict:
+    """One composite as an output record (times as int µs; durations in seconds).
+    ``hull=False``: the hull is left None, for a caller that writes many at once."""
     row = {"phrase": c.phrase, "id": c.id, "lo": int(c.lo), "hi": int(c.hi),
-           "hull": S.to_lonlat_wkt(c.loc, projector),
+           "hull": S.to_lonlat_wkt(c.loc, projector) if hull else None,
            "events": {v: e.id for v, e in sorted(c.bindings.items())}}
+    if not am.emit:
+        return row
     ctx = _Ctx(state or RunState())
-    types = dict(am.plan.schema)
+    types = am.__dict__.get("_emit_types")
+    if types is None:
+        types = am._emit_types = dict(am.plan.schema)
     for name, f in am.emit:
         try:
             v = f(c.bindings, ctx)

@@ -81,7 +81,7 @@ from spatec.automata.machine import NEG_INF, Composite, RunState, build
 from spatec.automata.step import next_decision, step
 from spatec.io.alert_sinks import SinkSet, alert_json
 from spatec.io.canonical import to_events
-from spatec.io.feeds import HttpFeedSource
+from spatec.io.feeds import DirSource, DirWatch, HttpFeedSource
 from spatec.io.sources import write_rejects
 from spatec.runners.common import (Compiled, choose_crs, event_order, keyed_types, output_row, phrase_types,
                                    time_fields, to_evs)
@@ -118,7 +118,7 @@ class LiveState:
     max_hi: int = NEG_INF
     keys: dict = field(default_factory=dict)       # phrase → {key → RunState}
     bcast: dict = field(default_factory=dict)      # phrase → [Ev] (broadcast events still useful)
-    offsets: dict = field(default_factory=dict)    # source id → offset
+    offsets: dict = field(default_factory=dict)    # source id → offset (as of the last save)
     seen: dict = field(default_factory=dict)       # event id → hi (duplicates across polls)
     counts: Counter = field(default_factory=Counter)
     batches: int = 0
@@ -213,10 +213,11 @@ class Checkpoint:
                 "dropped": [(ph, k) for ph, k in dropped if k not in st.keys.get(ph, {})],
                 "seen": new_seen or {}}
 
-    def names(self, st: LiveState, seg: dict) -> tuple[str, list]:
-        """(the segment's file name, the segment list after the save)."""
+    def names(self, st: LiveState, full: bool) -> tuple[str, list]:
+        """(the segment's file name, the segment list after the save); ``full``: the segment is
+        a full snapshot (as :meth:`segment` makes it when asked for one or when there is none yet)."""
         name = f"{st.saves + 1:012d}.pkl"
-        return name, ([name] if seg["full"] else [*st.segments, name])
+        return name, ([name] if full or not st.segments else [*st.segments, name])
 
     def write(self, st: LiveState, seg: dict, name: str, segments: list) -> None:
         """Write ``seg`` and then ``state.pkl`` naming ``segments`` (the commit)."""
@@ -235,7 +236,7 @@ class Checkpoint:
         if self.dir is None:
             return
         seg = self.segment(st, dirty, dropped, new_seen, full)
-        name, segments = self.names(st, seg)
+        name, segments = self.names(st, seg["full"])
         self.write(st, seg, name, segments)
         st.segments, st.saves = segments, st.saves + 1
 
@@ -406,10 +407,11 @@ class LocalLive:
         self._last_save = -float("inf")
         self._counter = itertools.count()
         self._hk: list | None = None               # housekeeping: the keys still to prune this round
-        self._hk_total = 0                         # keys in this round
+        self._hk_total = self._hk_left = 0         # keys in this round; those not yet pruned
         self._hk_last = time.monotonic()           # when the last slice was pruned
         self.freeze_gc = freeze_gc
         self._last_freeze = self._last_full_gc = time.monotonic()
+        self._young_gc_only = False                # in run(): only generation 0 collected automatically
         self.state = self._restore()
 
     # ------------------------------------------------------------------ state
@@ -520,7 +522,13 @@ class LocalLive:
         young generations and freeze what survives (the run state is mostly Ev, PM and lists,
         freed by reference counting when dropped). Otherwise every full collection walks the
         whole state — hundreds of milliseconds at a million objects, on the way of some batch's
-        alerts. A full collection of everything still runs every GC_FULL_EVERY seconds."""
+        alerts. A full collection of everything still runs every GC_FULL_EVERY seconds.
+
+        During :meth:`run` only the youngest generation is collected automatically (a few
+        hundred objects, each time: short-lived cycles); what outlives it is frozen here without
+        a collection. Collecting a second's survivors (about a hundred thousand objects at
+        10,000 positions/s, none of them garbage: the run state is acyclic) takes tens of
+        milliseconds, on the way of the next batch."""
         if not self.freeze_gc:
             return
         now = time.monotonic()
@@ -531,7 +539,7 @@ class LocalLive:
             self._last_full_gc = now
             gc.unfreeze()
             gc.collect()
-        else:
+        elif not self._young_gc_only:
             gc.collect(1)
         gc.freeze()
 
@@ -554,7 +562,8 @@ class LocalLive:
             if res.used:
                 frames.setdefault(decl.name, []).append(res.events)
                 ids, his = res.events["_id"].tolist(), res.events["_hi"].tolist()
-                arrival.update(dict.fromkeys(ids, it.arrived))
+                if self.on_batch is not None:   # (only on_batch is told when the input arrived)
+                    arrival.update(dict.fromkeys(ids, it.arrived))
                 pairs = dict(zip(ids, his))
                 st.seen.update(pairs)
                 self._new_seen.update(pairs)
@@ -610,6 +619,7 @@ class LocalLive:
             todo |= set(states)
         if wm != wm_prev and ph.heap:
             todo |= ph.pop_due(wm)
+        am, name, dirty, due = ph.am, ph.name, self._dirty, ph.due
         for k in todo:
             rs = states.get(k)
             evs = by_key.get(k, [])
@@ -621,15 +631,15 @@ class LocalLive:
             if len(evs) > 1:
                 evs.sort(key=event_order)
             npending = len(rs.pending)
-            got, late = step(ph.am, rs, evs, watermark=wm)
+            got, late = step(am, rs, evs, watermark=wm)
             if evs or got or len(rs.pending) != npending:
                 # a key only given a newer watermark need not be saved: its old one is behind
                 # the global watermark, which is what late input is judged by
-                self._dirty.add((ph.name, k))
+                dirty.add((name, k))
             if late:  # not expected: every key's watermark trails the global one
                 st.counts["late"] += len(late)
-                log.warning("%s: %d event(s) behind a key's watermark dropped", ph.name, len(late))
-            if rs.pending or k in ph.due:
+                log.warning("%s: %d event(s) behind a key's watermark dropped", name, len(late))
+            if rs.pending or k in due:
                 ph.schedule(k, rs, self._counter)
             if got:
                 self._collect(ph, rs, got, found, arrival)
@@ -642,10 +652,10 @@ class LocalLive:
     def _collect(self, ph: _Phrase, rs: RunState, got, found, arrival) -> None:
         """Decided composites → output rows now (emit fields read the key's state as it is now),
         the hull later, for the whole batch at once."""
+        am, proj = ph.am, self.proj
         for c in got:
-            row = output_row(ph.am, Composite(c.phrase, c.id, c.lo, c.hi, S.UNIVERSE, c.bindings, c.events),
-                             self.proj, rs)
-            t = max((arrival[e.id] for e in c.events if e.id in arrival), default=None)
+            row = output_row(am, c, proj, rs, hull=False)
+            t = max((arrival[e.id] for e in c.events if e.id in arrival), default=None) if arrival else None
             found.append((ph, c, row, t))
 
     def _housekeeping(self, found) -> None:
@@ -659,30 +669,32 @@ class LocalLive:
         now = time.monotonic()
         if self._hk is None:
             self._hk = [(ph, k) for ph in self.phrases for k in st.keys[ph.name]]
-            self._hk_total = len(self._hk)
+            self._hk_total = self._hk_left = len(self._hk)
         # the round's share for the time since the last slice (a round takes HOUSEKEEPING_ROUND
         # seconds, however many batches come in that time), at most 1/HOUSEKEEPING_SLICES of it
         share = self._hk_total * (now - self._hk_last) / HOUSEKEEPING_ROUND
         self._hk_last = now
         n = max(HOUSEKEEPING_MIN, min(int(share) + 1, -(-self._hk_total // HOUSEKEEPING_SLICES)))
-        todo, self._hk = self._hk[-n:], self._hk[:-n]
-        for ph, k in todo:
+        # the round's keys are taken from the end of the list (not copied at each slice)
+        end = self._hk_left
+        self._hk_left = max(0, end - n)
+        for ph, k in self._hk[self._hk_left:end]:
             states = st.keys[ph.name]
             rs = states.get(k)
             if rs is None:
                 continue
             rs.since_prune = 1 << 30   # let step prune this key now
             got, _ = step(ph.am, rs, [], watermark=wm)
-            self._collect(ph, rs, got, found, {})
             if got:
+                self._collect(ph, rs, got, found, {})
                 self._dirty.add((ph.name, k))
-            if ph.keyed == ph.types and rs.size() == 0:
+            if ph.keyed == ph.types and rs.empty():
                 # a fresh state is the same as an empty one (no broadcast events to give it again)
                 del states[k]
                 ph.due.pop(k, None)
                 self._dirty.discard((ph.name, k))
                 self._dropped.add((ph.name, k))
-        if self._hk:
+        if self._hk_left:
             return
         self._hk = None
         cut = wm - self.seen_retention
@@ -715,10 +727,8 @@ class LocalLive:
 
     # ------------------------------------------------------------------ checkpoints
     def _commit(self, items, force: bool = False, full: bool = False) -> None:
-        st = self.state
         for s in self.sources:
             s.commit(items)
-            st.offsets[s.id] = s.offset()
         if self.ck.dir is None:
             for s in self.sources:
                 s.release()
@@ -729,11 +739,13 @@ class LocalLive:
 
     def _save(self, background: bool, full: bool = False) -> None:
         st = self.state
-        full = full or self._full or (st.saves % FULL_EVERY == FULL_EVERY - 1)
-        seg = self.ck.segment(st, self._dirty, self._dropped, self._new_seen, full)
-        name, segments = self.ck.names(st, seg)
+        full = full or self._full or (st.saves % FULL_EVERY == FULL_EVERY - 1) or not st.segments
+        name, segments = self.ck.names(st, full)
+        # the source offsets are taken only here, when a save needs them (a directory's is
+        # the sorted list of every file done)
         offsets = {s.id: s.offset() for s in self.sources}
-        undo = (self._dirty, self._dropped, self._new_seen)
+        st.offsets.update(offsets)
+        undo = dirty, dropped, new_seen = (self._dirty, self._dropped, self._new_seen)
         self._dirty, self._dropped, self._new_seen, self._full = set(), set(), {}, False
         self._last_save = time.monotonic()
         if background:
@@ -743,7 +755,9 @@ class LocalLive:
                 code = 1
                 try:
                     _die_with_parent(parent)
-                    self.ck.write(st, seg, name, segments)
+                    # the segment is made here, from the image of the state at the fork (the
+                    # keys changed since the last save: thousands a second at a high rate)
+                    self.ck.write(st, self.ck.segment(st, dirty, dropped, new_seen, full), name, segments)
                     code = 0
                 finally:
                     os._exit(code)
@@ -751,6 +765,7 @@ class LocalLive:
             self._saving = (pid, offsets, undo, st.segments, st.saves)
             st.segments, st.saves = segments, st.saves + 1
             return
+        seg = self.ck.segment(st, dirty, dropped, new_seen, full)
         try:
             self.ck.write(st, seg, name, segments)
         except BaseException:
@@ -831,6 +846,23 @@ class LocalLive:
             max_batches: int | None = None) -> Counter:
         """Micro-batches until ``stop`` is set, or (``until_idle``) no input for that long."""
         stop = stop or threading.Event()
+        thresholds = gc.get_threshold()
+        if self.freeze_gc:
+            # the older generations are left to _gc (see there)
+            gc.set_threshold(thresholds[0], 1 << 30, 1 << 30)
+            self._young_gc_only = True
+        # directories only: the wait between two looks ends as soon as a file lands in one
+        dirs = [s.path for s in self.sources if isinstance(s, DirSource)]
+        watch = DirWatch.of(dirs) if dirs and len(dirs) == len(self.sources) else None
+        try:
+            return self._loop(trigger, until_idle, stop, max_batches, watch)
+        finally:
+            gc.set_threshold(*thresholds)
+            self._young_gc_only = False
+            if watch is not None:
+                watch.close()
+
+    def _loop(self, trigger, until_idle, stop, max_batches, watch) -> Counter:
         items = self.pending()
         if items:
             log.info("replaying %d spooled poll(s) from before the restart", len(items))
@@ -858,7 +890,10 @@ class LocalLive:
             if not items:
                 wait = max(wait, min(idle, until_idle or idle))
             if wait > 0:
-                stop.wait(wait)
+                if watch is not None and wait <= idle:
+                    watch.wait(wait)    # (a stop is seen within `idle`)
+                else:
+                    stop.wait(wait)
         if not finished and self.state.batches:
             self.checkpoint()       # a clean stop: save what the last batches did
         self.sinks.close()

@@ -44,6 +44,13 @@ class TestFormat:
         assert format_time(us) == want
         assert parse_time(want) == us
 
+    @given(st.lists(st.integers(MIN_US, MAX_US), min_size=1, max_size=40))
+    @settings(max_examples=300)
+    def test_small_int64_arrays_are_formatted_as_one_by_one(self, xs):
+        # a few int64 times are formatted by numpy, anything else through Arrow: the same text
+        got = format_times(np.array(xs, dtype=np.int64))
+        assert got.dtype == object and got.tolist() == [format_time(x) for x in xs]
+
 
 class TestParse:
     def test_epoch_seconds_in_any_form(self):

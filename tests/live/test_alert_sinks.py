@@ -144,3 +144,18 @@ def test_alert_json_without_pandas_is_the_frame_path():
     first = alert_json(cases[0][0], ("since",))[1]
     assert first["n"] == 1 and type(first["n"]) is int and first["since"] == "2019-10-01T07:59:38.000007Z"
     assert first["events"] == {"A": "e1a", "B": "e1b"} and list(first["events"]) == ["A", "B"]
+
+
+def test_delivered_log_lines_are_json_dumps(tmp_path):
+    """The log's lines, spelt out for speed, are json.dumps's text (and read back)."""
+    from spatec.io.alert_sinks import _log_line
+
+    cases = [("bench:", "c0ffee", 0), ('jsonl:///tmp/"a b"\\é', "id\u2028x", -5), ("http://h/p?q=1", "", 1 << 62)]
+    for sink, cid, hi in cases:
+        assert _log_line(sink, cid, hi) == json.dumps({"sink": sink, "id": cid, "hi": hi}) + "\n"
+    log = DeliveredLog(tmp_path / "delivered.jsonl")
+    for sink, cid, hi in cases:
+        log.add(sink, cid, hi)
+    log.flush()
+    again = DeliveredLog(tmp_path / "delivered.jsonl")
+    assert again.hi == {(s, c): h for s, c, h in cases}

@@ -156,3 +156,33 @@ def test_directory_source_lists_new_files_in_name_order(tmp_path):
     (d / "c.csv").write_text(header)
     assert [it.offset for it in src.poll()] == ["0.csv", "c.csv"]
     assert DirSource(parse_source(f"BusGPS=dir://{tmp_path / 'nowhere'}")).poll() == []
+
+
+def test_directory_watch_wakes_when_a_file_lands(tmp_path):
+    """A waiter on a directory returns as soon as a file is renamed into it (inotify), and
+    after its timeout when nothing happens; no watch of a missing directory."""
+    import threading
+    import time
+
+    from spatec.io.feeds import DirWatch
+
+    d = tmp_path / "in"
+    d.mkdir()
+    w = DirWatch.of([d])
+    if w is None:
+        pytest.skip("no inotify here")
+    try:
+        assert w.wait(0.01) is False
+
+        def land():
+            time.sleep(0.05)
+            (d / ".a.csv").write_text("x\n")
+            (d / ".a.csv").rename(d / "a.csv")
+
+        t = threading.Thread(target=land)
+        t.start()
+        assert w.wait(30.0) is True      # long before the timeout
+        t.join()
+    finally:
+        w.close()
+    assert DirWatch.of([tmp_path / "nowhere"]) is None

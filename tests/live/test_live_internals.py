@@ -143,3 +143,40 @@ def test_housekeeping_slices_follow_time_not_batches(tmp_path):
     assert sizes[0] == L.HOUSEKEEPING_MIN
     assert 250 <= sizes[1] <= 300                        # 10,000 keys × 0.05 s / 2 s
     assert sizes[2] == 10_000 // L.HOUSEKEEPING_SLICES
+
+
+def test_directory_run_collects_only_the_young_generation_and_saves_offsets(tmp_path):
+    """During run() only generation 0 is collected automatically (the rest is frozen between
+    batches, see LocalLive._gc); the thresholds are given back when it ends. The files done are
+    in the checkpoint's offsets, and a restart reads none of them again."""
+    import gc
+
+    from spatec.io.alert_sinks import DeliveredLog, SinkSet
+    from spatec.io.feeds import open_source, parse_source
+    from spatec.runners.live_local import Checkpoint, LocalLive
+
+    compiled = compile_program(program_of(tmp_path, "stuck"))
+    d = tmp_path / "in"
+    d.mkdir()
+    header = "vehicle,line,operator,lon,lat,ts\n"
+    for k in range(3):
+        (d / f"{k}.csv").write_text(header + "".join(f"V{v},1,OP,0.1{v},52.1,{1569916778 + 20 * k + v}\n"
+                                                      for v in range(5)))
+    cols = [a.name for a in compiled.program.events["BusGPS"].attrs]
+
+    def runner():
+        src = open_source(parse_source(f"BusGPS=dir://{d}"), tmp_path / "ck" / "spool", cols, settle=0.0)
+        return LocalLive(compiled, [src], SinkSet([], DeliveredLog(None)), tmp_path / "ck", tmp_path / "ck",
+                         crs=CRS, on_batch=lambda *a: during.append(gc.get_threshold()))
+
+    before = gc.get_threshold()
+    during: list = []
+    r = runner()
+    r.run(trigger=0, until_idle=0.3)
+    assert during and all(t[0] == before[0] and t[1:] == (1 << 30, 1 << 30) for t in during)
+    assert gc.get_threshold() == before
+    assert r.state.counts["read"] == 15
+    st = Checkpoint(tmp_path / "ck").load()
+    assert sorted(st.offsets[r.sources[0].id]) == ["0.csv", "1.csv", "2.csv"]
+    again = runner()
+    assert again.poll() == []
