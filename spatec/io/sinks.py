@@ -25,7 +25,6 @@ import contextlib
 import datetime as _dt
 import json
 import math
-import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,18 +217,22 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
     ends = ends[np.r_[runs[1:] - 1, len(order) - 1]].tolist() if len(order) else []
 
     def write(tmp: str) -> None:
+        # each part is read front to back (its lines are in the same order in the output;
+        # a copy left out is skipped), so memory stays a buffer per part whatever the size
         with contextlib.ExitStack() as stack:
-            data = []
-            for p, _ in parts:
-                f = stack.enter_context(open(p, "rb"))
-                data.append(stack.enter_context(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)))
+            files = [stack.enter_context(open(p, "rb", buffering=1 << 20)) for p, _ in parts]
+            at = [0] * len(files)
+
+            def read(j: int, a: int, b: int) -> bytes:
+                if at[j] != a:
+                    files[j].seek(a)
+                at[j] = b
+                return files[j].read(b - a)
+
             with open(tmp, "wb") as out:
-                views = [memoryview(d) for d in data]
                 for i in range(0, len(which), 512):
-                    _writev(out.fileno(), [views[j][a:b] for j, a, b in
+                    _writev(out.fileno(), [read(j, a, b) for j, a, b in
                                            zip(which[i:i + 512], starts[i:i + 512], ends[i:i + 512])])
-                for v in views:
-                    v.release()
 
     _atomic(path, write)
     return len(order)

@@ -491,6 +491,7 @@ def grown_convex_coords(geoms: np.ndarray, ring: np.ndarray) -> tuple[np.ndarray
         pid = np.repeat(idx, n)
         sel = np.isin(pid, other)
         hulls = shapely.convex_hull(shapely.multipoints(pts[sel], indices=np.searchsorted(other, pid[sel])))
+        hulls = shapely.orient_polygons(hulls, exterior_cw=False)
         hc, hidx = shapely.get_coordinates(hulls, return_index=True)
         pieces.append((hc, other[hidx]))
     coords = np.concatenate([p[0] for p in pieces])
@@ -537,8 +538,8 @@ def to_lonlat_wkt(loc: Loc, projector) -> str | None:
 
 def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None) -> list:
     """The WKT in lon/lat of projected ``shapes`` (as :func:`to_lonlat_wkt`
-    writes them): edges split to :data:`WKT_MAX_EDGE`, unprojected, 7
-    decimals. ``coords``: the polygons' ragged arrays
+    writes them): rings counter-clockwise, edges split to :data:`WKT_MAX_EDGE`,
+    unprojected, 7 decimals. ``coords``: the polygons' ragged arrays
     (:func:`grown_convex_coords`), when the caller has them, to unproject
     without building the projected polygons when no edge needs splitting."""
     def unproject(xy):
@@ -554,7 +555,7 @@ def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None) -> l
                                                (offsets, np.arange(len(offsets))))
             return shapely.to_wkt(shapes, rounding_precision=7, trim=True).tolist()
         shapes = shapely.from_ragged_array(shapely.GeometryType.POLYGON, xy, (offsets, np.arange(len(offsets))))
-    shapes = shapely.segmentize(shapes, WKT_MAX_EDGE)
+    shapes = shapely.segmentize(shapely.orient_polygons(shapes, exterior_cw=False), WKT_MAX_EDGE)
     return shapely.to_wkt(shapely.transform(shapes, unproject), rounding_precision=7, trim=True).tolist()
 
 

@@ -422,8 +422,21 @@ def test_grown_convex_straight_edges_and_fallbacks():
     want = _geos_grown(geoms, ring)
     for a, b in zip(got, want):
         assert a.symmetric_difference(b).area <= 1e-9 * b.area
+        assert shapely.is_ccw(a.exterior)            # GEOS's way too (its hulls run clockwise)
     coords, offsets = grown_convex_coords(geoms, ring)
     assert len(offsets) == len(geoms) + 1 and offsets[-1] == len(coords)
     # a disc's ring starts at its first offset, on the x axis, as Loc.disc's polygon
     assert got[3].equals_exact(Polygon(np.array([3.0, 4.0]) + ring), 0)
     assert grown_convex(np.array([], dtype=object), ring).shape == (0,)
+
+
+def test_written_rings_run_counter_clockwise():
+    """Every polygon written (RFC 7946's orientation): discs, hulls of discs, and a hull
+    of points with no radius, which GEOS gives clockwise."""
+    p = Projector("EPSG:32631")
+    x, y = p.forward(np.array([0.12, 0.1203, 0.1201]), np.array([52.2, 52.2, 52.2004]))
+    for stamp in (Loc.disc(x[0], y[0], 15.0),
+                  hull([Loc.disc(a, b, 15.0) for a, b in zip(x, y)]),
+                  hull([Loc.disc(a, b, 0.0) for a, b in zip(x, y)])):
+        g = shapely.from_wkt(to_lonlat_wkt(stamp, p))
+        assert g.geom_type == "Polygon" and shapely.is_ccw(g.exterior)
