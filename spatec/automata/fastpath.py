@@ -43,6 +43,7 @@ at once, output rows.
 """
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass, field
 
@@ -799,6 +800,56 @@ def _two(fp, cols, node: Join, ev, ii, jj, lo, hi) -> Matches:
     return Matches(fp, cols, {node.left.var: ii, node.right.var: jj}, lo, hi)
 
 
+def _grid_pairs(cols, ia, jb, lower, upper, near: float):
+    """(A rows, B rows): the pairs of :func:`_pair`'s time windows (B's ``lo`` in
+    ``[lower, upper]`` of its A, same partition) whose discs lie in the same or
+    neighbouring cells of a grid as wide as the farthest two related discs can be
+    (``near + 2 r_max``, with :func:`_two`'s room for rounding): every pair that
+    :func:`_two`'s distance test keeps, without the others — bunching's time windows
+    alone give 1.5 M pairs an hour for 11k matches. None when some event is not a disc
+    (or the grid's numbers would not fit)."""
+    xa, ya, da = cols.centres(ia)
+    xb, yb, db = cols.centres(jb)
+    if not (da.all() and db.all()) or not len(ia) or not len(jb):
+        return None
+    rmax = float(max(cols.r[ia].max(), cols.r[jb].max()))
+    size = (near + 2 * rmax) * (1 + 1e-9) + 1e-6 + 1.0
+    if not (math.isfinite(size) and size > 0):
+        return None
+    cx = np.floor(np.concatenate([xa, xb]) / size)
+    cy = np.floor(np.concatenate([ya, yb]) / size)
+    x0, y0 = cx.min() - 1, cy.min() - 1
+    nx, ny = cx.max() - x0 + 2, cy.max() - y0 + 2
+    ng = float(cols.group.max()) + 1
+    if ng * nx * ny >= 2 ** 62:
+        return None
+    cx, cy = (cx - x0).astype(np.int64), (cy - y0).astype(np.int64)
+    nx, ny = int(nx), int(ny)
+    cell_a = (cols.group[ia] * nx + cx[:len(ia)]) * ny + cy[:len(ia)]
+    cell_b = (cols.group[jb] * nx + cx[len(ia):]) * ny + cy[len(ia):]
+    lo = cols.lo
+    order = np.lexsort((lo[jb], cell_b))
+    jbs, cell_b = jb[order], cell_b[order]
+    cells, dense = np.unique(cell_b, return_inverse=True)       # B's cells, numbered in order
+    lob = lo[jbs]
+    out_i, out_j = [], []
+    for dx in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            q = cell_a + dx * ny + dy
+            pos = np.minimum(np.searchsorted(cells, q), len(cells) - 1)
+            hit = np.flatnonzero(cells[pos] == q)
+            if not len(hit):
+                continue
+            s = group_search(dense, lob, pos[hit], lower[hit], "left")
+            e = group_search(dense, lob, pos[hit], upper[hit], "right")
+            cnt = np.maximum(e - s, 0)
+            out_i.append(np.repeat(ia[hit], cnt))
+            out_j.append(jbs[_ranges(s, cnt)])
+    if not out_i:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(out_i), np.concatenate(out_j)
+
+
 def _near(preds, a: str, b: str) -> float | None:
     """D (metres) when a conjunct is ``distance(a, b) < D`` or ``<= D`` (either argument
     order, or written ``D > distance(a, b)``), D a length; None otherwise."""
@@ -840,11 +891,16 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
             lower = np.maximum(lower, hi[ia] - w)
     else:
         lower, upper = hi[ia] - w, lo[ia] + w             # the span hi - lo is at most `within`
-    s = group_search(g[jb], lo[jb], g[ia], lower, "left")
-    e = group_search(g[jb], lo[jb], g[ia], upper, "right")
-    cnt = np.maximum(e - s, 0)
-    ii = np.repeat(ia, cnt)
-    jj = jb[_ranges(s, cnt)]
+    near = _near(_preds(node), la.var, lb.var)
+    got = _grid_pairs(cols, ia, jb, lower, upper, near) if near is not None else None
+    if got is not None:
+        ii, jj = got
+    else:
+        s = group_search(g[jb], lo[jb], g[ia], lower, "left")
+        e = group_search(g[jb], lo[jb], g[ia], upper, "right")
+        cnt = np.maximum(e - s, 0)
+        ii = np.repeat(ia, cnt)
+        jj = jb[_ranges(s, cnt)]
     keep = ii != jj                                        # distinct variables, distinct events
     ii, jj = ii[keep], jj[keep]
     if time_rel:
