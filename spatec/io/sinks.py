@@ -208,7 +208,8 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
     first = np.r_[True, which[1:] != which[:-1]]
     starts = np.where(first, 0, np.r_[0, ends[:-1]])
     keys = keys[~keys["id"].duplicated()]
-    order = keys.sort_values(["lo", "hi", "id"], kind="mergesort").index.to_numpy()
+    kept = keys.index.to_numpy()
+    order = kept[np.lexsort((keys["id"].to_numpy().astype("U"), keys["hi"].to_numpy(), keys["lo"].to_numpy()))]
     which, starts, ends = which[order], starts[order], ends[order]
     # runs of lines that follow each other in one part are copied as one slice
     new = np.r_[True, (which[1:] != which[:-1]) | (starts[1:] != ends[:-1])]
