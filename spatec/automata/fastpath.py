@@ -51,6 +51,7 @@ import numpy as np
 
 from spatec.plan.build import expr_vars
 from spatec.automata.machine import Composite, composite_id
+from spatec.automata.relations import op_parts
 from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, source_codes
 from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
@@ -153,15 +154,7 @@ def _pair_ok(plan, root: Join, nodes) -> bool:
         return False
     if root.op != "and" and root.op not in A.ST_OPS:
         return False
-    return _op_parts(root.op)[0] == "||" or plan.within is not None
-
-
-def _op_parts(op: str) -> tuple:
-    """An operator as (time relation: ``;``, ``||`` or ``""``, space relation: ``=``, ``<>`` or ``""``)."""
-    if op == "and":
-        return "", ""
-    time_rel = op.rstrip("=<>")
-    return time_rel, op[len(time_rel):]
+    return op_parts(root.op)[0] == "||" or plan.within is not None
 
 
 def _between_ok(plan, root: Join, t, nodes) -> bool:
@@ -875,7 +868,7 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
     node: Join = plan.root
     la, lb = node.left, node.right
     w = plan.within
-    time_rel, space = _op_parts(node.op)
+    time_rel, space = op_parts(node.op)
     rows = np.arange(cols.n, dtype=np.int64)
     ia = rows[_unary(la, cols, rows, ev, filters, la.var)]
     jb = rows[_unary(lb, cols, rows, ev, filters, lb.var)]

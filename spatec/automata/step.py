@@ -119,14 +119,13 @@ def _join_info(am: Automaton, node: Join) -> tuple:
     """What :func:`_join` needs of a join, derived once: ``(time relation, space suffix,
     absence id or None, the right side's slots, whether the join has a filter or predicate,
     whether its right buffer drops dead partial matches, parent)`` (``"and"``: no
-    relation, ``None, None``)."""
+    relation, ``"", ""``: :func:`~spatec.automata.relations.op_parts`)."""
     cache = am.__dict__.get("_join_info")
     if cache is None:
         cache = am._join_info = {}
     r = cache.get(node.id)
     if r is None:
-        rel = (None, None) if node.op == "and" else _op_parts(node.op)
-        r = cache[node.id] = (*rel, node.absence.id if node.absence is not None else None,
+        r = cache[node.id] = (*R.op_parts(node.op), node.absence.id if node.absence is not None else None,
                               tuple(sorted(am.slots[node.right.id])),
                               am.filters[node.id] is not None or am.preds[node.id] is not None,
                               bool(am.rules[(node.id, "R")].get("seq_right")), am.parent.get(node.id))
@@ -241,16 +240,6 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
     buf.append(pm)
 
 
-_OPS: dict = {}
-
-
-def _op_parts(op: str) -> tuple:
-    """``(time relation, space suffix)`` of a join operator (``";="`` → ``(";", "=")``)."""
-    r = _OPS.get(op)
-    if r is None:
-        t = op.rstrip("=<>")
-        r = _OPS[op] = (t, op[len(t):])
-    return r
 
 
 # ------------------------------------------------------------------------------------ root

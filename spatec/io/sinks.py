@@ -210,12 +210,7 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
     keys = keys[~keys["id"].duplicated()]
     kept = keys.index.to_numpy()
     order = kept[np.lexsort((keys["id"].to_numpy().astype("U"), keys["hi"].to_numpy(), keys["lo"].to_numpy()))]
-    which, starts, ends = which[order], starts[order], ends[order]
-    # runs of lines that follow each other in one part are copied as one slice
-    new = np.r_[True, (which[1:] != which[:-1]) | (starts[1:] != ends[:-1])]
-    runs = np.flatnonzero(new)
-    which, starts = which[runs].tolist(), starts[runs].tolist()
-    ends = ends[np.r_[runs[1:] - 1, len(order) - 1]].tolist() if len(order) else []
+    which, starts, ends = which[order].tolist(), starts[order].tolist(), ends[order].tolist()
 
     def write(tmp: str) -> None:
         # each part is read front to back (its lines are in the same order in the output;
@@ -223,32 +218,15 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
         with contextlib.ExitStack() as stack:
             files = [stack.enter_context(open(p, "rb", buffering=1 << 20)) for p, _ in parts]
             at = [0] * len(files)
-
-            def read(j: int, a: int, b: int) -> bytes:
+            out = stack.enter_context(open(tmp, "wb", buffering=1 << 20))
+            for j, a, b in zip(which, starts, ends):
                 if at[j] != a:
                     files[j].seek(a)
                 at[j] = b
-                return files[j].read(b - a)
-
-            with open(tmp, "wb") as out:
-                for i in range(0, len(which), 512):
-                    _writev(out.fileno(), [read(j, a, b) for j, a, b in
-                                           zip(which[i:i + 512], starts[i:i + 512], ends[i:i + 512])])
+                out.write(files[j].read(b - a))
 
     _atomic(path, write)
     return len(order)
-
-
-def _writev(fd: int, buffers: list) -> None:
-    """All of ``buffers`` to ``fd`` (``os.writev`` may write less than asked)."""
-    i = 0
-    while i < len(buffers):
-        n = os.writev(fd, buffers[i:i + 1024])
-        while i < len(buffers) and n >= len(buffers[i]):
-            n -= len(buffers[i])
-            i += 1
-        if n:
-            buffers[i] = buffers[i][n:]
 
 
 def _read_parts(parts: list, time_fields: Collection[str]) -> pd.DataFrame:
@@ -261,14 +239,18 @@ def _read_parts(parts: list, time_fields: Collection[str]) -> pd.DataFrame:
                 if row["id"] not in seen:
                     seen.add(row["id"])
                     rows.append(row)
-    df = pd.DataFrame(rows, columns=list(rows[0]))
-    return _times_back(df, ("lo", "hi", *time_fields))
+    return _frame_back(rows, time_fields)
 
 
 def read_jsonl_composites(path: PathLike, time_fields: Collection[str] = ()) -> pd.DataFrame:
     """Composites written by :func:`write_jsonl`, with ``lo``, ``hi`` and ``time_fields`` back as µs."""
     with open(path, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
+    return _frame_back(rows, time_fields)
+
+
+def _frame_back(rows: list, time_fields: Collection[str]) -> pd.DataFrame:
+    """JSON lines records as the frame they were written from (times back to µs)."""
     df = pd.DataFrame(rows, columns=list(rows[0]) if rows else list(FIXED))
     return _times_back(df, ("lo", "hi", *time_fields))
 

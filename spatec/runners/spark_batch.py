@@ -76,7 +76,7 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
 
         result = replay_inputs_spark(spark, compiled, inputs, out, crs=crs, phrases=phrases, ui=ui,
                                      prefilter_leaves=prefilter_leaves, fmt=fmt)
-        if getattr(result, "paths", None):     # the tasks wrote the files (JSON lines)
+        if fmt == "jsonl":      # the tasks wrote the files
             return result
     else:
         frames, summary = ingest(compiled, inputs, out, ui)
@@ -355,7 +355,7 @@ def merge_stages(chunks: list) -> dict:
     for c, st in chunks:
         for g, files in st["groups"].items():
             spec = groups.setdefault(g, {"frames": {}, "history": {}, "key": g, "rows": 0})
-            spec["rows"] += st.get("rows", {}).get(g, 0)
+            spec["rows"] += st["rows"][g]
             for t, path in files.items():
                 spec["frames"].setdefault(t, []).append((c, path))
         for t, path in st["all"].items():
@@ -406,11 +406,25 @@ def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, fina
         return spark.createDataFrame([], schema)
     ids = sorted(groups)
     regions = prefilter_regions(plan, program, crs) if engine else {}
-    par = max(1, spark.sparkContext.defaultParallelism)
-    tasks = balance([groups[g].get("rows", 0) for g in ids], par)
+    seeds, tasks = dealt(spark, [groups[g]["rows"] for g in ids])
     fn = staged_fn(plan, program, crs, final_w, dtypes, {i: groups[g] for i, g in enumerate(ids)}, regions,
-                   engine, rows_dir, drop or {}, jsonl, tasks)
-    return spark.range(len(tasks), numPartitions=len(tasks)).withColumnRenamed("id", "g").mapInPandas(fn, schema)
+                   engine, tasks, rows_dir, drop or {}, jsonl)
+    return seeds.mapInPandas(fn, schema)
+
+
+def dealt(spark, sizes: list):
+    """Work items of these sizes dealt to the cores (:func:`balance`): a DataFrame of one
+    number (column ``g``) per task, in a partition of its own, and the items (positions
+    in ``sizes``) that each number stands for. A Python task costs a tenth of a second
+    or more to start, so a task works through several items rather than one each."""
+    tasks = balance(sizes, max(1, spark.sparkContext.defaultParallelism))
+    seeds = spark.range(len(tasks), numPartitions=max(1, len(tasks))).withColumnRenamed("id", "g")
+    return seeds, tasks
+
+
+def items_of(pdf: pd.DataFrame, tasks: list) -> list:
+    """In a task: the items its seeds (:func:`dealt`) stand for."""
+    return [i for seed in pdf["g"].tolist() for i in tasks[seed]]
 
 
 def balance(sizes: list, tasks: int) -> list:
@@ -429,14 +443,6 @@ def balance(sizes: list, tasks: int) -> list:
         load[k] += sizes[i]
         dealt[k].append(i)
     return [sorted(d) for d in dealt if d]
-
-
-def task_seeds(spark, n: int):
-    """Numbers 0..n-1 (column ``g``) as a DataFrame of one partition per core at most, each
-    a run of numbers: a Python task costs a tenth of a second or more to start, so a task
-    works through several groups (or chunks) rather than one each."""
-    par = max(1, spark.sparkContext.defaultParallelism)
-    return spark.range(n, numPartitions=max(1, min(n, par))).withColumnRenamed("id", "g")
 
 
 def _read_rows(df) -> list:
@@ -477,14 +483,14 @@ def source_history(table: pa.Table, g: int) -> pa.Table:
 
 
 def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, regions: dict,
-              engine: str | None, rows_dir: str | None = None, drop: dict | None = None, jsonl: bool = False,
-              tasks: list | None = None):
+              engine: str | None, tasks: list, rows_dir: str | None = None, drop: dict | None = None,
+              jsonl: bool = False):
     """The function each task runs: its group's Arrow files → (leaf pre-filter) →
     :func:`~spatec.runners.common.phrase_rows` → raw output rows (or, with
     ``rows_dir``, the rows pickled to a file there, and where; with ``jsonl``
     too, the group's lines of the JSON lines output and their keys,
     :func:`~spatec.io.sinks.write_jsonl_part`). ``tasks``: the groups each seed
-    stands for (:func:`balance`); without, a seed is one group."""
+    stands for (:func:`dealt`)."""
     drop = drop or {}
 
     def frame(t, table, prefilter=True):
@@ -500,8 +506,8 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
     def run(batches):
         proj = Projector(crs)
         for pdf in batches:
-            for g in [g for seed in pdf["g"].tolist() for g in (tasks[seed] if tasks else [seed])]:
-                spec = groups[int(g)]
+            for g in items_of(pdf, tasks):
+                spec = groups[g]
                 frames = {t: frame(t, load_staged(fs, drop)) for t, fs in spec["frames"].items()}
                 history = {t: frame(t, source_history(load_staged(fs, drop), spec["key"]), prefilter=False)
                            for t, fs in spec["history"].items()}

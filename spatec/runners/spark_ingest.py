@@ -3,7 +3,8 @@
 The driver reads each CSV or Parquet input as raw text columns, one slice of
 about ``spark.spatec.ingestRows`` rows at a time (:data:`INGEST_ROWS_KEY`),
 and writes each slice to the staging directory as an Arrow file: a *chunk*.
-One Spark task per chunk then does what the driver's ingest does
+Spark tasks, each with a share of the chunks (dealt by size), then do for each
+chunk what the driver's ingest does
 (:func:`spatec.io.canonical.to_events`: typing, stamps, ids, rejects,
 duplicates within the chunk) and stages the chunk's events for every phrase
 (:class:`~spatec.runners.spark_batch.Stager`: one Arrow file per group and
@@ -27,7 +28,9 @@ an input of such a format has all its inputs read there.
 
 Peak memory: the driver holds one raw slice at a time and the per-chunk
 summaries; a task holds one chunk, or one group (``spark.spatec.bucketRows``).
-The composites themselves still come back to the driver to be written.
+For JSON lines output the tasks write the composites' lines and the driver
+only merges them (:func:`~spatec.io.sinks.merge_jsonl_parts`); other formats
+bring the composites back to the driver to be written.
 """
 from __future__ import annotations
 
@@ -214,14 +217,16 @@ def _bounds(x0, x1, y0, y1):
     return (float(np.nanmin(x0)), float(np.nanmax(x1)), float(np.nanmin(y0)), float(np.nanmax(y1)))
 
 
-def ingest_fn(program, plans, chunks: list, buckets: int, root: str, windows: dict | None = None):
-    """The function each ingest task runs: its chunks → :func:`chunk_result`, pickled
+def ingest_fn(program, plans, chunks: list, tasks: list, buckets: int, root: str, windows: dict | None = None):
+    """The function each ingest task runs: its chunks (``tasks``:
+    :func:`~spatec.runners.spark_batch.dealt`) → :func:`chunk_result`, pickled
     beside them; the task returns where."""
+    from spatec.runners.spark_batch import items_of
 
     def run(batches):
         for pdf in batches:
-            for c in pdf["g"].tolist():
-                ch = chunks[int(c)]
+            for c in items_of(pdf, tasks):
+                ch = chunks[c]
                 res = to_events([ch.load()], program.events[ch.type], tz=program.timezone)
                 got = chunk_result(ch.index, ch.input, res, program, plans, buckets, root, windows)
                 path = os.path.join(root, f"c{ch.index}-result.pickle")
@@ -251,7 +256,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     from spatec.runners.local import ReplayResult, WrittenFrames
     from spatec.runners.replay import seen_across
     from spatec.runners.spark_batch import (_engine_name, bucket_count, merge_stages, run_staged,
-                                            staging_dir, task_seeds, time_window)
+                                            dealt, staging_dir, time_window)
     from spatec.io.sources import read_events, write_rejects
 
     program = compiled.program
@@ -277,8 +282,9 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         if chunks:
             if ui:
                 ui.stage(f"typing {len(chunks)} chunk{'s' if len(chunks) > 1 else ''} of input on Spark")
-            fn = ingest_fn(program, plans, chunks, buckets, root, windows)
-            for r in task_seeds(spark, len(chunks)).mapInPandas(fn, "g long, path string").collect():
+            seeds, tasks = dealt(spark, [ch.rows for ch in chunks])
+            fn = ingest_fn(program, plans, chunks, tasks, buckets, root, windows)
+            for r in seeds.mapInPandas(fn, "g long, path string").collect():
                 with open(r.path, "rb") as f:
                     results[int(r.g)] = pickle.load(f)
         for j, (i, res) in enumerate(read_here.items()):
