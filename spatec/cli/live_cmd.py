@@ -55,8 +55,8 @@ def add_arguments(p) -> None:
     p.add_argument("--max-polls", type=int, default=None, metavar="N",
                    help="polls taken from each HTTP feed per micro-batch when several are waiting "
                         "(default: 1 local, lowest latency; 200 spark)")
-    p.add_argument("--checkpoint-every", default="1s", metavar="DURATION",
-                   help="local runner: time between two checkpoint saves (default 1s; 0: after every batch). "
+    p.add_argument("--checkpoint-every", default="10s", metavar="DURATION",
+                   help="local runner: time between two checkpoint saves (default 10s; 0: after every batch). "
                         "Saves are written by a forked process; input after the last save is read again "
                         "after a crash (alerts are still delivered once)")
     p.add_argument("--phrase", action="append", default=None, help="only these phrases (repeatable)")

@@ -49,6 +49,7 @@ import gzip
 import json
 import logging
 import os
+import struct
 import sys
 import tarfile
 import threading
@@ -468,7 +469,7 @@ class DirWatch:
     some directories (Linux inotify, through libc; :meth:`of` is None elsewhere). A waiter
     that would otherwise sleep between two looks at the directories returns at once."""
 
-    _IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE = 0x8, 0x80, 0x100
+    _IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE, _IN_Q_OVERFLOW = 0x8, 0x80, 0x100, 0x4000
     _libc: Any = None
 
     def __init__(self, fd: int):
@@ -510,6 +511,31 @@ class DirWatch:
             pass
         return True
 
+    def names(self) -> tuple[set, bool]:
+        """The names that have landed since the last call (without waiting), and whether
+        some may be missing (the kernel's queue overflowed: list the directory)."""
+        out: set = set()
+        overflow = False
+        buf = b""
+        try:
+            while True:
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+        except BlockingIOError:
+            pass
+        i = 0
+        while i + 16 <= len(buf):   # struct inotify_event: wd, mask, cookie, len, name[len]
+            _, mask, _, n = struct.unpack_from("iIII", buf, i)
+            if mask & self._IN_Q_OVERFLOW:
+                overflow = True
+            elif n:
+                name = buf[i + 16:i + 16 + n].split(b"\0", 1)[0]
+                out.add(os.fsdecode(name))
+            i += 16 + n
+        return out, overflow
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -517,9 +543,21 @@ class DirWatch:
 
 
 class DirSource:
-    """New complete files in a directory, each read once, in name order."""
+    """New complete files in a directory, each read once, in name order.
+
+    Where there is inotify, a poll looks only at the names that landed since the
+    last one (a directory that keeps every file grows by hundreds of names a second
+    at a high rate, and listing it each time would cost more and more). The
+    directory is still listed in full every :attr:`LIST_EVERY` seconds: names the
+    kernel did not report (a full event queue; a network file system, whose
+    remote writes inotify does not see) are then found, and if a listing finds a
+    name the events missed, the source lists at every poll from then on. A
+    listing also forgets the done names no longer in the directory (what
+    :meth:`offset` keeps stays as large as the directory).
+    """
 
     IGNORE_SUFFIXES = (".tmp", ".part", ".partial", ".crdownload")
+    LIST_EVERY = 30.0    # s between two full listings of a watched directory
 
     def __init__(self, spec: SourceSpec, columns: Collection[str] | None = None, settle: float = 2.0):
         self.spec, self.columns, self.settle = spec, columns, settle
@@ -527,12 +565,17 @@ class DirSource:
         self.path = Path(spec.location)
         self.done: set[str] = set()
         self._sizes: dict[str, tuple] = {}
+        self._watch: DirWatch | None = None
+        self._watching = sys.platform.startswith("linux")   # False: list at every poll
+        self._listed = -float("inf")                          # when the last full listing was
+        self._waiting: set[str] = set()   # names reported or listed, not yet read
 
     def restore(self, offset) -> None:
         self.done = set(offset or ())
 
-    def offset(self) -> list:
-        return sorted(self.done)
+    def offset(self):
+        """The names done (the set itself: a save pickles it at once, or in its forked child)."""
+        return self.done
 
     def pending(self) -> list[Item]:
         return []   # files stay in the directory: nothing to replay beyond `poll`
@@ -544,24 +587,76 @@ class DirSource:
         self._sizes[p.name] = sig
         return before == sig or (time.time() - st.st_mtime) >= self.settle
 
+    def _candidates(self) -> set[str] | None:
+        """The names to look at (None: no directory)."""
+        if self._watching and self._watch is None and self.path.is_dir():
+            self._watch = DirWatch.of([self.path])   # before the listing below: nothing missed
+            self._watching = self._watch is not None
+        now = time.monotonic()
+        if self._watch is not None:
+            new, overflow = self._watch.names()
+            self._waiting |= new
+            if not overflow and now - self._listed < self.LIST_EVERY:
+                return self._waiting
+        try:
+            names = set(os.listdir(self.path))
+        except (FileNotFoundError, NotADirectoryError):
+            self.close()
+            return None
+        if self._watch is not None:
+            first, self._listed = self._listed == -float("inf"), now
+            missed = () if first or overflow else names - self._waiting - self.done
+            if missed and self._settled(missed):
+                log.warning("%s: inotify did not report %d file(s) (a network file system?); "
+                            "listing the directory at every poll from now on", self.path, len(missed))
+                self.close()
+                self._watching = False
+            self.done &= names          # deleted files cannot come back as they were
+            self._waiting &= names
+        self._waiting |= names - self.done
+        return self._waiting
+
+    def _settled(self, names) -> bool:
+        """Whether some of ``names`` were last written before the watch's events were read
+        (a name written since is still in the kernel's queue, not missed)."""
+        cut = time.time() - 1.0
+        for n in names:
+            try:
+                if os.stat(self.path / n).st_mtime < cut:
+                    return True
+            except OSError:
+                pass
+        return False
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
     def poll(self) -> list[Item]:
         from spatec.io.sources import READERS
 
-        if not self.path.is_dir():
-            return []
         out = []
-        # names first (no path object, no stat for a file already done: a directory that keeps
-        # every file is listed every few milliseconds)
-        done, ignore = self.done, self.IGNORE_SUFFIXES
-        try:
-            names = [n for n in os.listdir(self.path)
-                     if n not in done and not n.startswith((".", "_")) and not n.lower().endswith(ignore)]
-        except (FileNotFoundError, NotADirectoryError):
+        cand = self._candidates()
+        if not cand:
             return []
-        for n in sorted(names):
-            p = self.path / n
-            if not p.is_file() or not self._complete(p):
+        done, ignore = self.done, self.IGNORE_SUFFIXES
+        for n in sorted(cand):
+            if n in done or n.startswith((".", "_")) or n.lower().endswith(ignore):
+                cand.discard(n)
                 continue
+            p = self.path / n
+            try:
+                if not p.is_file():
+                    cand.discard(n)
+                    continue
+                if not self._complete(p):
+                    continue
+            except FileNotFoundError:   # gone again
+                cand.discard(n)
+                self._sizes.pop(n, None)
+                continue
+            self._sizes.pop(n, None)   # (the name stays a candidate until it is committed)
             fmt = detect_format(str(p))
             if fmt is None:
                 log.warning("%s: cannot tell the format from the name; skipped", p)
@@ -579,7 +674,9 @@ class DirSource:
 
     def commit(self, items: Sequence[Item]) -> None:
         """Mark ``items`` used (the offset the next checkpoint saves)."""
-        self.done.update(it.offset for it in items if it.source == self.id)
+        names = [it.offset for it in items if it.source == self.id]
+        self.done.update(names)
+        self._waiting.difference_update(names)
 
     def release(self, upto=None) -> None:
         """After a checkpoint is saved: nothing to delete (the files are the user's)."""

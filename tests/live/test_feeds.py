@@ -158,6 +158,58 @@ def test_directory_source_lists_new_files_in_name_order(tmp_path):
     assert DirSource(parse_source(f"BusGPS=dir://{tmp_path / 'nowhere'}")).poll() == []
 
 
+def test_directory_source_takes_new_names_from_inotify(tmp_path, monkeypatch, caplog):
+    """A watched directory is not listed at every poll: names come from inotify (a file
+    renamed in, and one written in place once it is complete), each read once; a listing
+    (every LIST_EVERY s) forgets done files that were deleted, and if it finds a file the
+    events did not report, the source lists at every poll from then on."""
+    import os
+    import time
+
+    from spatec.io import feeds
+    from spatec.io.feeds import DirSource, parse_source
+
+    d = tmp_path / "in"
+    d.mkdir()
+    header = "vehicle,line,operator,lon,lat,ts\n"
+    row = "V1,1,OP,0.1,52.1,1569916778\n"
+    (d / "a.csv").write_text(header + row)
+    src = DirSource(parse_source(f"BusGPS=dir://{d}"), settle=0.0)
+    got = src.poll()
+    if src._watch is None:
+        pytest.skip("no inotify here")
+    assert [it.offset for it in got] == ["a.csv"]
+    src.commit(got)
+    listed = []
+    real = os.listdir
+    monkeypatch.setattr(feeds.os, "listdir", lambda p: listed.append(p) or real(p))
+    (d / ".b.csv").write_text(header + row)
+    (d / ".b.csv").rename(d / "b.csv")
+    (d / "c.csv").write_text(header + row + row)
+    got = src.poll()
+    assert [(it.offset, it.batches[0].table.num_rows) for it in got] == [("b.csv", 1), ("c.csv", 2)]
+    assert listed == []                  # from the events alone
+    src.commit(got)
+    assert src.poll() == [] and listed == []
+    # a listing: deleted done files are forgotten
+    (d / "a.csv").unlink()
+    monkeypatch.setattr(DirSource, "LIST_EVERY", 0.0)
+    assert src.poll() == [] and listed
+    assert src.done == {"b.csv", "c.csv"}
+    # a file the events missed (here: the watch is blinded), written over a second ago
+    monkeypatch.setattr(src._watch, "names", lambda: (set(), False))
+    (d / "e.csv").write_text(header + row)
+    past = time.time() - 5
+    os.utime(d / "e.csv", (past, past))
+    with caplog.at_level("WARNING"):
+        assert [it.offset for it in src.poll()] == ["e.csv"]
+    assert "inotify did not report 1 file" in caplog.text
+    assert src._watch is None and not src._watching
+    src.commit([it for it in src.poll()])
+    (d / "f.csv").write_text(header + row)
+    assert [it.offset for it in src.poll()] == ["f.csv"]     # listed at every poll now
+
+
 def test_directory_watch_wakes_when_a_file_lands(tmp_path):
     """A waiter on a directory returns as soon as a file is renamed into it (inotify), and
     after its timeout when nothing happens; no watch of a missing directory."""
