@@ -22,7 +22,12 @@ lines sink is its own record as well: on start it reads the ids already in
 its files (and cuts a line a crash left half written), so even a crash between
 writing and logging delivers nothing twice. A webhook is sent an
 ``Idempotency-Key: <id>`` header, for the one window no client can close (the
-receiver answered but the process died before logging it).
+receiver answered but the process died before logging it). The log's lines
+are written (to the operating system) before the next batch starts, and
+synced to the disk by a thread of their own: a killed process loses none of
+them, and a batch does not wait for the disk; only a crash of the machine
+itself can lose the last ones, and then alerts of the last batches may be
+delivered again (a JSON lines sink still skips them, from its own file).
 
 Webhook failures: connection errors, timeouts, 408, 429 and 5xx are retried
 with exponential backoff (``backoff * 2**k`` seconds, ``retries`` times);
@@ -121,6 +126,44 @@ def _fsync_append(path: Path, lines: Sequence[str]) -> None:
 
 # ------------------------------------------------------------------------------ delivered ids
 
+class _Syncer:
+    """Syncs a file to the disk on a thread of its own, after each :meth:`request` (requests
+    made while a sync runs are covered by one more). ``fdatasync`` releases the GIL, so the
+    batches go on meanwhile."""
+
+    def __init__(self, fd: int):
+        import threading
+
+        self.fd = fd
+        self._want = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="spatec-fsync", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        self._want.set()
+
+    def _run(self) -> None:
+        sync = getattr(os, "fdatasync", os.fsync)
+        while True:
+            self._want.wait()
+            self._want.clear()
+            try:
+                sync(self.fd)
+            except OSError as e:   # e.g. the file closed under us at the end
+                if not self._stop:
+                    log.warning("syncing the delivered log failed: %s", e)
+            if self._stop:
+                return
+
+    def close(self) -> None:
+        """Stop the thread, then sync once more here (a write made while its last sync ran)."""
+        self._stop = True
+        self._want.set()
+        self._thread.join()
+        getattr(os, "fdatasync", os.fsync)(self.fd)
+
+
 def _log_line(sink: str, cid: str, hi: int) -> str:
     """``json.dumps({"sink": sink, "id": cid, "hi": hi}) + "\\n"``, spelt out (a line per alert)."""
     if type(sink) is str and type(cid) is str:
@@ -149,6 +192,8 @@ class DeliveredLog:
         heapq.heapify(self._heap)
         self._stale = 0            # entries of the file no longer in self.hi
         self._new: list[str] = []
+        self._f = None             # the file, open for appending once there is something to add
+        self._syncer: _Syncer | None = None
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         return key in self.hi
@@ -160,9 +205,25 @@ class DeliveredLog:
         self._new.append(_log_line(sink, cid, hi))
 
     def flush(self) -> None:
+        """Write the new lines (to the operating system: a killed process loses none); a
+        thread of their own syncs them to the disk."""
         if self.path is not None and self._new:
-            _fsync_append(self.path, self._new)
+            if self._f is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._f = open(self.path, "a", encoding="utf-8")
+                self._syncer = _Syncer(self._f.fileno())
+            self._f.write("".join(self._new))
+            self._f.flush()
+            self._syncer.request()
         self._new = []
+
+    def close(self) -> None:
+        """Flush, sync and close the file."""
+        self.flush()
+        if self._f is not None:
+            self._syncer.close()
+            self._f.close()
+            self._f = self._syncer = None
 
     def prune(self, before: int) -> int:
         """Forget alerts with ``hi < before``. Returns how many were dropped."""
@@ -178,6 +239,7 @@ class DeliveredLog:
         self.flush()
         self._stale += n
         if self.path is not None and self._stale >= len(self.hi):
+            self.close()
             tmp = self.path.with_name(f".{self.path.name}.tmp")
             with open(tmp, "w", encoding="utf-8") as f:
                 for (s, c), v in self.hi.items():
@@ -393,6 +455,6 @@ class SinkSet:
         return n
 
     def close(self) -> None:
-        self.log.flush()
+        self.log.close()
         for s in self.sinks:
             s.close()

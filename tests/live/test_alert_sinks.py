@@ -159,3 +159,35 @@ def test_delivered_log_lines_are_json_dumps(tmp_path):
     log.flush()
     again = DeliveredLog(tmp_path / "delivered.jsonl")
     assert again.hi == {(s, c): h for s, c, h in cases}
+
+
+def test_delivered_log_is_written_at_once_and_synced_off_the_batch(tmp_path, monkeypatch):
+    """A flush puts the lines in the file before it returns (a killed process loses none);
+    the sync to the disk runs on the log's own thread, and close() waits for the last one."""
+    import os
+    import threading
+
+    synced = []
+    real = getattr(os, "fdatasync", os.fsync)
+
+    def spy(fd):
+        synced.append(threading.current_thread().name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", spy, raising=False)
+    monkeypatch.setattr(os, "fsync", spy)
+    log = DeliveredLog(tmp_path / "d.jsonl")
+    log.add("jsonl", "P:1", 5)
+    log.flush()
+    assert (tmp_path / "d.jsonl").read_text().count("\n") == 1      # no close needed to see it
+    log.add("jsonl", "P:2", 6)
+    log.flush()
+    assert (tmp_path / "d.jsonl").read_text().count("\n") == 2
+    log.close()
+    assert "spatec-fsync" in synced                 # synced by the log's thread ...
+    assert synced[-1] == threading.current_thread().name   # ... and once more at close
+    assert DeliveredLog(tmp_path / "d.jsonl").hi == {("jsonl", "P:1"): 5, ("jsonl", "P:2"): 6}
+    log.add("jsonl", "P:3", 7)     # usable after close: the file is opened again
+    log.flush()
+    log.close()
+    assert ("jsonl", "P:3") in DeliveredLog(tmp_path / "d.jsonl")
