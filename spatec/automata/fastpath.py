@@ -931,8 +931,8 @@ def _hulls_wkt(m: Matches, projector) -> list:
     """:func:`stamps.to_lonlat_wkt` of every match's hull, computed for all at once.
 
     The same GEOS, numpy and pyproj calls on the same coordinates as the
-    scalar path (:func:`stamps.hull`, then :func:`stamps.grown_convex` and
-    :func:`stamps.lonlat_wkts`), so the same text; matches of stamps other
+    scalar path (:func:`stamps.hull`, then :func:`stamps.grown_convex_parts`
+    and :func:`stamps.lonlat_wkts`), so the same text; matches of stamps other
     than equal discs take the scalar path. Point sets are handed to GEOS's
     convex hull as line strings rather than multipoints: the hull reads only
     the coordinate sequence (so the result is the same), and a line string
@@ -942,7 +942,6 @@ def _hulls_wkt(m: Matches, projector) -> list:
     import shapely
 
     from spatec.spatial import stamps as S
-    from spatec.spatial.approx import disc_offsets, ngon_sides
 
     n = len(m)
     if n == 0:
@@ -963,8 +962,7 @@ def _hulls_wkt(m: Matches, projector) -> list:
         hull = _hulls(coords.reshape(-1, 2), np.full(n, k))   # a point where every centre is the same
     if r == 0:
         return S.lonlat_wkts(hull, projector)
-    ring = disc_offsets(r, ngon_sides(r, S.TOL_WKT, outer=True), outer=True)
-    return S.lonlat_wkts(None, projector, coords=S.grown_convex_coords(hull, ring))
+    return S.lonlat_wkts(None, projector, coords=S.grown_convex_parts(hull, S.wkt_ring(r)))
 
 
 def _hulls(coords: np.ndarray, counts: np.ndarray) -> np.ndarray:

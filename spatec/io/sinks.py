@@ -121,7 +121,7 @@ def _plain_column(s: pd.Series) -> list:
         if np.isfinite(a).all():
             return a.tolist()
     values = s.tolist()
-    if s.dtype == object and all(type(v) is str for v in values):
+    if s.dtype == object and (not values or set(map(type, values)) == {str}):
         return values
     return [_plain(v) for v in values]
 
@@ -149,15 +149,114 @@ def write_jsonl(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] =
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
-            f.writelines(_jsonl_lines(df, time_fields))
+            f.writelines(block for block, _ in _jsonl_lines(df, time_fields))
 
     _atomic(path, write)
 
 
-def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[bytes]:
+def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[tuple[bytes, list]]:
+    """The rows' lines, as ``json.dumps(row, ensure_ascii=False, allow_nan=False)``
+    writes :func:`_rows`'s dicts, in blocks of up to :data:`_CHUNK` lines: each
+    block's bytes and the length in bytes of each of its lines."""
+    names = [*FIXED, *_emit_fields(df)]
+    if len(set(names)) != len(names) or not all(type(n) is str for n in names):
+        dumps = json.dumps
+        for row in _rows(df, time_fields):
+            line = (dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+            yield line, [len(line)]
+        return
+    for a in range(0, len(df), _CHUNK):
+        lines = _jsonl_chunk(df.iloc[a:a + _CHUNK], names, time_fields)
+        text = "".join(lines)
+        if text.isascii():
+            yield text.encode("ascii"), list(map(len, lines))
+        else:
+            yield text.encode("utf-8"), [len(line.encode("utf-8")) for line in lines]
+
+
+#: Lines rendered at a time: bounds the text held in memory to a few MB.
+_CHUNK = 4096
+
+
+def _jsonl_chunk(df: pd.DataFrame, names: list, time_fields: Collection[str]) -> list:
+    """The lines of ``df``'s rows, built column by column rather than row by row.
+
+    ``json.dumps`` of a row dict is ``{"name": value, ...}`` with each value
+    as ``json.dumps`` writes it alone, so each column is turned into its JSON
+    texts at once (text that needs no escaping into a ``"%s"`` in the line's
+    template, which takes it as it is) and a line is one ``%`` of a template:
+    no dict and no encoder call per row."""
+    template, columns = [], []
+    for name in names:
+        fmt, cols = _json_column(name, df[name], time_fields)
+        template.append(_json_key(name) + ": " + fmt)
+        columns.extend(cols)
+    line = "{" + ", ".join(template) + "}\n"
+    return [line % row for row in zip(*columns)]
+
+
+def _json_key(name: str) -> str:
+    """A key as JSON text, ready for a ``%`` template."""
+    return json.dumps(name, ensure_ascii=False).replace("%", "%%")
+
+
+def _json_column(name: str, s: pd.Series, time_fields: Collection[str]) -> tuple[str, list]:
+    """A column's part of the line template and the values it takes (a list per ``%s``)."""
+    if name in ("lo", "hi") or name in time_fields:
+        return _json_values(list(format_times(s)))
+    if name == "events":
+        return _json_events(s.tolist())
+    return _json_values(_plain_column(s))
+
+
+def _json_values(values: list) -> tuple[str, list]:
+    """:func:`_json_column` of JSON-ready values (as :func:`_plain` gives them)."""
+    if _verbatim(values):
+        return '"%s"', [values]
+    if set(map(type, values)) <= _SCALAR.keys():
+        enc = _SCALAR
+        return "%s", [[enc[type(v)](v) for v in values]]
     dumps = json.dumps
-    for row in _rows(df, time_fields):
-        yield (dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    return "%s", [[dumps(v, ensure_ascii=False, allow_nan=False) for v in values]]
+
+
+def _verbatim(values: list) -> bool:
+    """Whether every value is a str that JSON writes as it is, in quotes: no quote,
+    backslash or control character (what ``json.dumps`` escapes with ``ensure_ascii=False``)."""
+    if not values or set(map(type, values)) != {str}:
+        return not values
+    # in UTF-8 a byte below 0x20 is a control character: no other character has one
+    joined = "".join(values).encode("utf-8")
+    if b'"' in joined or b"\\" in joined:
+        return False
+    return not joined or np.frombuffer(joined, np.uint8).min() >= 0x20
+
+
+def _json_events(values: list) -> tuple[str, list]:
+    """:func:`_json_column` of ``events``. When every row binds the same variables, in
+    order, to text that needs no escaping (the usual case: a phrase's variables to event
+    ids), a template ``{"A": "%s", ...}`` and a column of ids per variable; else each
+    row's dict as :func:`_events_dict` makes it."""
+    if values and all(type(v) is dict for v in values):
+        keys = tuple(values[0])
+        if all(type(k) is str for k in keys) and list(keys) == sorted(keys) \
+                and all(tuple(v) == keys for v in values):
+            cols = [[v[k] for v in values] for k in keys]
+            if all(_verbatim(c) for c in cols):
+                return "{" + ", ".join(_json_key(k) + ': "%s"' for k in keys) + "}", cols
+    dumps = json.dumps
+    return "%s", [[dumps(_events_dict(v), ensure_ascii=False) for v in values]]
+
+
+#: JSON text of a plain value, as json.dumps writes it (floats are finite here: _plain
+#: turns the others into None).
+_SCALAR = {
+    str: json.encoder.encode_basestring,
+    int: int.__repr__,
+    float: float.__repr__,
+    bool: lambda v: "true" if v else "false",
+    type(None): lambda v: "null",
+}
 
 
 def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> pa.Table:
@@ -171,13 +270,12 @@ def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[s
     with a missing value is a float column), so parts whose kinds differ
     cannot be joined as they are; the merge then reads them back."""
     df = _ordered(df)
-    ends = np.empty(len(df), dtype=np.int64)
-    pos = 0
+    lengths = []
     with open(path, "wb") as f:
-        for i, line in enumerate(_jsonl_lines(df, time_fields)):
-            f.write(line)
-            pos += len(line)
-            ends[i] = pos
+        for block, sizes in _jsonl_lines(df, time_fields):
+            f.write(block)
+            lengths += sizes
+    ends = np.cumsum(np.array(lengths, dtype=np.int64))
     keys = pa.table({"lo": pa.array(df["lo"].to_numpy(dtype=np.int64)),
                      "hi": pa.array(df["hi"].to_numpy(dtype=np.int64)),
                      "id": pa.array(df["id"].tolist(), pa.string()), "end": pa.array(ends)})

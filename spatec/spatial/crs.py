@@ -10,6 +10,7 @@ thread (pyproj transformers must not be shared between threads).
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 
@@ -131,6 +132,12 @@ def _check_metric(crs: str) -> None:
         raise ValueError(f"CRS {crs!r} is not a projected CRS in metres (units: {sorted(units)})")
 
 
+@functools.lru_cache(maxsize=64)
+def _transverse_mercator(crs: str) -> bool:
+    op = pyproj.CRS.from_user_input(crs).coordinate_operation
+    return op is not None and op.method_name == "Transverse Mercator"
+
+
 def _out(a):
     """Return plain floats for scalar input, arrays otherwise."""
     return float(a) if np.ndim(a) == 0 else a
@@ -174,6 +181,12 @@ class Projector:
         """Unproject ``(x, y)`` metres (scalars or arrays) to ``(lon, lat)``."""
         lon, lat = _transformers(self.crs)[1].transform(np.asarray(x, float), np.asarray(y, float))
         return _out(lon), _out(lat)
+
+    @property
+    def is_transverse_mercator(self) -> bool:
+        """Whether the CRS is a Transverse Mercator projection (UTM, the British
+        National Grid, ...), whose distortion over a few metres is known and small."""
+        return _transverse_mercator(self.crs)
 
     # Only the CRS string travels: transformers hold PROJ contexts that cannot
     # be pickled and must not be shared across threads anyway.

@@ -148,3 +148,87 @@ def test_jsonl_merge_of_no_rows(tmp_path):
     keys = sinks.write_jsonl_part(_rows_frame([]), p)
     assert sinks.merge_jsonl_parts([(str(p), keys)], tmp_path / "out.jsonl") == 0
     assert (tmp_path / "out.jsonl").read_bytes() == b""
+
+
+# --- JSON lines written column by column: what json.dumps writes for each row dict ----------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _dumped(df, time_fields):
+    """The definition: json.dumps of each row dict, one line each."""
+    df = sinks._ordered(df)
+    return [(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+            for row in sinks._rows(df, time_fields)]
+
+
+_text = st.text(st.characters(codec="utf-8"), max_size=6) | st.sampled_from(["", "a%s", '"', "\\", "\x00", "é\n", "%"])
+_events = (st.dictionaries(st.sampled_from(["A", "B", "C", "x%"]), _text | st.integers(0, 9), max_size=3)
+           | st.sampled_from([{"A": "BusGPS:1", "B": "BusGPS:2"}, {"B": "BusGPS:1", "A": "BusGPS:2"}, {}])
+           | st.none())
+_columns = {
+    "text": st.lists(_text, min_size=1, max_size=8).map(lambda v: pd.Series(v, dtype=object)),
+    "text_or_none": st.lists(_text | st.none(), min_size=1, max_size=8).map(lambda v: pd.Series(v, dtype=object)),
+    "float": st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=8).map(pd.Series),
+    "finite": st.lists(st.floats(-1e300, 1e300), min_size=1, max_size=8).map(pd.Series),
+    "int": st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=8).map(lambda v: pd.Series(v, dtype="int64")),
+    "Int64": st.lists(st.integers(-9, 9) | st.none(), min_size=1, max_size=8).map(lambda v: pd.Series(v, dtype="Int64")),
+    "bool": st.lists(st.booleans(), min_size=1, max_size=8).map(pd.Series),
+    "mixed": st.lists(st.none() | st.booleans() | st.integers(-5, 5) | st.floats() | _text
+                      | st.lists(st.integers(0, 3), max_size=2) | st.dictionaries(_text, st.integers(0, 3), max_size=2),
+                      min_size=1, max_size=8).map(lambda v: pd.Series(v, dtype=object)),
+    "time": st.lists(st.integers(0, 4_000_000_000_000_000) | st.none(), min_size=1, max_size=8)
+                     .map(lambda v: pd.Series(v, dtype="Int64")),
+}
+
+
+@st.composite
+def _frames(draw):
+    kinds = draw(st.lists(st.sampled_from(sorted(_columns)), max_size=4))
+    cols = [draw(_columns[k]) for k in kinds]
+    n = min([len(c) for c in cols] + [draw(st.integers(0, 8))])
+    ids = draw(st.lists(_text, min_size=n, max_size=n))
+    df = pd.DataFrame({
+        "phrase": [draw(st.sampled_from(["Stuck", 'Ph"ase', "é"]))] * n,
+        "id": ids,
+        "lo": np.array(draw(st.lists(st.integers(0, 3) .map(lambda v: T + v), min_size=n, max_size=n)), dtype=np.int64),
+        "hi": np.full(n, T + 10, dtype=np.int64),
+        "hull": draw(st.lists(st.sampled_from([TRI, "POINT (0.12 52.2)"]) | st.none(), min_size=n, max_size=n)),
+        "events": draw(st.lists(_events, min_size=n, max_size=n) | _events.map(lambda e: [e] * n)),
+    })
+    names = draw(st.lists(st.sampled_from(["vehicle", "n%s", 'q"uote', "é", "since"]), min_size=len(cols),
+                          max_size=len(cols), unique=True))
+    for name, c in zip(names, cols):
+        df[name] = c.iloc[:n].reset_index(drop=True)
+    return df, {n for n, k in zip(names, kinds) if k == "time"}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_frames(), st.sampled_from([1, 3, 4096]))
+def test_jsonl_lines_are_json_dumps_of_each_row(frame, chunk):
+    """The column-wise writer gives each row's json.dumps, byte for byte, for every kind
+    of column (text needing escapes, %, NaN and inf, missing values, nested values,
+    times, events with other variables or values), across chunk boundaries; a value
+    json.dumps refuses is refused too. write_jsonl_part's line ends are the lines'."""
+    df, time_fields = frame
+    old, sinks._CHUNK = sinks._CHUNK, chunk
+    try:
+        try:
+            want = _dumped(df, time_fields)
+        except (ValueError, TypeError) as exc:
+            with pytest.raises(type(exc)):
+                list(sinks._jsonl_lines(sinks._ordered(df), time_fields))
+            return
+        got = list(sinks._jsonl_lines(sinks._ordered(df), time_fields))
+        assert b"".join(b for b, _ in got) == b"".join(want)
+        assert [n for _, sizes in got for n in sizes] == [len(line) for line in want]
+    finally:
+        sinks._CHUNK = old
+
+
+def test_jsonl_part_ends_are_line_ends(tmp_path, composites):
+    keys = sinks.write_jsonl_part(composites, tmp_path / "p.jsonl", {"started"})
+    data = (tmp_path / "p.jsonl").read_bytes()
+    assert keys.column("end").to_pylist() == [i + 1 for i, b in enumerate(data) if b == ord("\n")]
+    assert data == b"".join(_dumped(composites, {"started"}))

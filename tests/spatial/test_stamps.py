@@ -376,7 +376,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from spatec.spatial.approx import disc_offsets, ngon_sides  # noqa: E402
-from spatec.spatial.stamps import grown_convex, grown_convex_coords  # noqa: E402
+from spatec.spatial.stamps import grown_convex, grown_convex_coords, grown_convex_parts  # noqa: E402
 
 
 def _geos_grown(geoms, ring):
@@ -403,9 +403,22 @@ def test_grown_convex_is_the_hull_of_the_grown_vertices(pts, r, flip):
     ring = disc_offsets(r, ngon_sides(r, 0.05, outer=True), outer=True)
     got = grown_convex(np.array([g], dtype=object), ring)[0]
     want = _geos_grown(np.array([g], dtype=object), ring)[0]
+    _assert_parts(np.array([g], dtype=object), ring)
     assert got.is_valid and shapely.is_ccw(got.exterior)
     assert got.symmetric_difference(want).area <= 1e-9 * want.area
     assert set(map(tuple, shapely.get_coordinates(want))) <= set(map(tuple, shapely.get_coordinates(got)))
+
+
+def _assert_parts(geoms, ring):
+    """grown_convex_parts: grown_convex_coords's rings, each coordinate (but for GEOS's
+    rings) computed as its centre plus its offset, to the bit."""
+    coords, offsets, (centres, src, k, ring_) = grown_convex_parts(geoms, ring)
+    want, want_offsets = grown_convex_coords(geoms, ring)
+    assert ring_ is ring and np.array_equal(offsets, want_offsets)
+    assert np.array_equal(coords.view(np.int64), want.view(np.int64))
+    known = src >= 0
+    assert np.array_equal((centres[src[known]] + ring[k[known]]).view(np.int64), coords[known].view(np.int64))
+    assert np.array_equal(known, k >= 0)
 
 
 def test_grown_convex_straight_edges_and_fallbacks():
@@ -425,6 +438,8 @@ def test_grown_convex_straight_edges_and_fallbacks():
         assert shapely.is_ccw(a.exterior)            # GEOS's way too (its hulls run clockwise)
     coords, offsets = grown_convex_coords(geoms, ring)
     assert len(offsets) == len(geoms) + 1 and offsets[-1] == len(coords)
+    _assert_parts(geoms, ring)
+    _assert_parts(geoms[[3, 0, 3]], ring)
     # a disc's ring starts at its first offset, on the x axis, as Loc.disc's polygon
     assert got[3].equals_exact(Polygon(np.array([3.0, 4.0]) + ring), 0)
     assert grown_convex(np.array([], dtype=object), ring).shape == (0,)
@@ -440,3 +455,72 @@ def test_written_rings_run_counter_clockwise():
                   hull([Loc.disc(a, b, 0.0) for a, b in zip(x, y)])):
         g = shapely.from_wkt(to_lonlat_wkt(stamp, p))
         assert g.geom_type == "Polygon" and shapely.is_ccw(g.exterior)
+
+
+# --- writing grown polygons: unprojected from their centres -------------------
+
+from spatec.spatial import stamps as S  # noqa: E402
+
+
+@pytest.mark.parametrize("lat", [-80.0, -45.0, 0.0, 30.0, 52.2, 70.0, 84.0])
+@pytest.mark.parametrize("r", [5.0, 15.0, 40.0, 97.0])
+def test_unprojected_from_centres_within_tolerance(lat, r):
+    """Vertices unprojected from their centre's derivatives are within TOL_UNPROJECT of
+    PROJ's unprojection, across a UTM zone (and beyond it) at every UTM latitude, for
+    offsets up to UNPROJECT_MAX_OFFSET."""
+    p = Projector(utm_epsg(3.0, lat))
+    rng = np.random.default_rng(int(abs(lat) * 10 + r))
+    cx, cy = p.forward(rng.uniform(-6.0, 12.0, 50), np.clip(lat + rng.uniform(-0.5, 0.5, 50), -84, 84))
+    centres = np.column_stack([cx, cy])
+    ring = S.wkt_ring(r)
+    src, k = np.repeat(np.arange(50), len(ring)), np.tile(np.arange(len(ring)), 50)
+    xy = centres[src] + ring[k]
+    lonlat = S._unproject_grown(xy, src, k, centres, ring, p)
+    bx, by = p.forward(lonlat[:, 0], lonlat[:, 1])
+    assert np.hypot(bx - xy[:, 0], by - xy[:, 1]).max() <= S.TOL_UNPROJECT
+    lon, lat_ = p.inverse(xy[:, 0], xy[:, 1])
+    assert not np.array_equal(lonlat, np.column_stack([lon, lat_]))        # not PROJ's own
+
+
+@pytest.mark.parametrize("crs, lat, r", [("EPSG:2154", 46.5, 15.0), ("EPSG:32631", 86.0, 15.0),
+                                         ("EPSG:32631", 52.2, 150.0)])
+def test_unprojected_one_by_one_elsewhere(crs, lat, r):
+    """Other projections, latitudes beyond UTM's and rings wider than UNPROJECT_MAX_OFFSET:
+    PROJ's unprojection of every vertex, as before."""
+    p = Projector(crs)
+    x, y = p.forward(3.0, lat)
+    parts = grown_convex_parts(np.array([Point(x, y), Point(x + 30.0, y)], dtype=object), S.wkt_ring(r))
+    xy, _, (centres, src, k, ring) = parts
+    lon, lat_ = p.inverse(xy[:, 0], xy[:, 1])
+    assert np.array_equal(S._unproject_grown(xy, src, k, centres, ring, p), np.column_stack([lon, lat_]))
+
+
+def test_grown_polygons_are_written_alone_as_in_a_batch():
+    """Which way a polygon is unprojected depends on it alone: written in a batch with a
+    polygon that has edges to split (and one GEOS's hull makes), each gets the text it gets
+    alone, and what to_lonlat_wkt writes."""
+    p = Projector(utm_epsg(0.1404, 52.1751))
+    x, y = p.forward(np.array([0.1404, 0.1406, 0.17]), np.array([52.1751, 52.1752, 52.19]))
+    stamps = [Loc.disc(x[0], y[0], 15.0), hull([Loc.disc(x[0], y[0], 15.0), Loc.disc(x[1], y[1], 15.0)]),
+              hull([Loc.disc(x[0], y[0], 15.0), Loc.disc(x[2], y[2], 15.0)]),           # 2.7 km: split
+              Loc.of(LineString([(x[0], y[0]), (x[0] + 10, y[0] + 5), (x[0] + 20, y[0] + 10)]), 15.0)]   # GEOS's
+    geoms = np.array([s.geom for s in stamps], dtype=object)
+    ring = S.wkt_ring(15.0)
+    batch = S.lonlat_wkts(None, p, coords=grown_convex_parts(geoms, ring))
+    alone = [S.lonlat_wkts(None, p, coords=grown_convex_parts(geoms[i:i + 1], ring))[0] for i in range(len(geoms))]
+    assert batch == alone == [to_lonlat_wkt(s, p) for s in stamps]
+    assert grown_convex_parts(geoms[3:], ring)[2][1].min() == -1
+    assert len(shapely.get_coordinates(shapely.from_wkt(batch[2]))) > len(shapely.get_coordinates(shapely.from_wkt(batch[1]))) + 5
+
+
+@pytest.mark.parametrize("lon, lat", [(0.1404, 52.1751), (-70.0, -33.4), (20.0, 69.6), (10.0, 84.0)])
+@pytest.mark.parametrize("r", [15.0, 97.0])
+def test_written_disc_within_tenth_everywhere(lon, lat, r):
+    """The contract (lang/REFERENCE.md): the written polygon contains the disc but for
+    rounding and lies within 0.1 m of it, at every UTM latitude."""
+    p = Projector(utm_epsg(lon, lat))
+    x, y = p.forward(lon, lat)
+    wkt = to_lonlat_wkt(Loc.disc(x, y, r), p)
+    c = shapely.get_coordinates(shapely.from_wkt(wkt))
+    bx, by = p.forward(c[:, 0], c[:, 1])
+    TestWkt.assert_within_tenth(np.column_stack([bx, by]), Point(x, y), r)

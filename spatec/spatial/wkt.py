@@ -1,0 +1,160 @@
+"""WKT of lon/lat polygons written from their coordinate arrays.
+
+:func:`polygon_wkts` gives, byte for byte, what ``shapely.to_wkt(polygons,
+rounding_precision=7, trim=True)`` gives (GEOS 3.13 and later), without
+building the polygons and without a string per number: every number is
+formatted at once with numpy into one buffer, cut into one ``str`` per
+polygon.
+
+How GEOS writes a number ``d`` with ``1e-4 <= |d| < 1e17`` (``trim=True``):
+it takes the *shortest* decimal that reads back as ``d`` (Ryu), rounds that
+decimal to 7 places, half to even, drops trailing zeros (and the point if no
+decimal is left) and writes no sign on a number that rounded to zero.
+Rounding the shortest decimal rather than the double itself differs from
+correct rounding (``"%.7f"``) only when the shortest decimal ends in a 5 at
+the 8th place: ``0.12345665`` is written ``0.1234566`` though the double is a
+little above it. So, in units of 1e-7 (:func:`_units`):
+
+- ``f = floor(d * 1e7)`` (the product may be a unit in the last place off;
+  the comparison below makes that harmless) and the half-way point
+  ``b = (2 f + 1) / 2e7`` between ``f`` and ``f + 1``: ``2 f + 1`` and
+  ``2e7`` are exact, so IEEE division gives ``fl(b)``, the double nearest to
+  the decimal ``b``;
+- ``d > fl(b)``: up; ``d < fl(b)``: down (``d < b`` implies ``d <= fl(b)``);
+- ``d == fl(b)``: the shortest decimal of ``d`` is ``b`` itself (doubles
+  below 400 are less than 1e-13 apart: no other decimal of 8 places or fewer
+  reads back as ``d``), so half to even, as GEOS.
+
+Numbers GEOS writes otherwise (below 1e-4 in magnitude, in scientific
+notation, ``5e-5``) or that do not fit the layout below (400 or more, not
+finite) are rare in lon/lat: within 11 m of the prime meridian or the
+equator. A polygon with one is written by GEOS.
+
+The layout: a vertex is a fixed-width row ``x-head x-tail " " y-head y-tail
+sep``: a head is the sign and integer digits right-aligned in 4 bytes, a
+tail the point and 7 decimals, trailing zeros (and a point with no decimal
+after it) as NUL bytes, ``sep`` is ``", "`` or, at a ring's end, ``")\\n"``.
+The NUL bytes, few, are then deleted in one ``bytes.replace``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import shapely
+
+__all__ = ["polygon_wkts"]
+
+#: Decimals written, as ``rounding_precision`` in ``shapely.to_wkt``.
+DECIMALS = 7
+_UNIT = 10 ** DECIMALS
+#: Magnitudes written here (and zero): within them the scaled numbers fit in
+#: uint32 and the sign and integer digits in 4 bytes.
+_LOW, _HIGH = 1e-4, 400.0
+_CHUNK = 512          # polygons at a time: keeps numpy's arrays in cache
+
+
+def _tables():
+    u4 = np.dtype("<u4")
+    # head: "-" and the integer digits of 0..400, right-aligned in 4 bytes (index: 2 * ip + neg)
+    heads = [((b"-" if neg else b"") + str(i).encode()).rjust(4, b"\0") for i in range(401) for neg in (0, 1)]
+    # tail: the point and the first three decimals (index: fhi + 1000 if the last four are
+    # zero, when trailing zeros and a bare point become NUL), then the last four
+    def trimmed(digits: str, point: bool) -> bytes:
+        t = digits.rstrip("0")
+        return ((b"." if point and t else b"") + t.encode()).ljust(len(digits) + point, b"\0")
+    tail3 = [b"." + f"{i:03d}".encode() for i in range(1000)] + [trimmed(f"{i:03d}", True) for i in range(1000)]
+    tail4 = [trimmed(f"{i:04d}", False) for i in range(10_000)]
+    return tuple(np.frombuffer(b"".join(t), dtype=u4) for t in (heads, tail3, tail4))
+
+
+_HEAD, _TAIL3, _TAIL4 = _tables()
+
+
+def _units(v: np.ndarray) -> np.ndarray:
+    """``|v|`` in units of 1e-7 as uint32, rounded as GEOS rounds (module
+    docstring); meaningful where ``|v| < _HIGH``."""
+    f = np.floor(v * float(_UNIT))
+    b = (2.0 * f + 1.0) / (2.0 * _UNIT)
+    fi = f.astype(np.int64)
+    fi += (v > b) | ((v == b) & (fi & 1).astype(bool))
+    return np.abs(fi).astype(np.uint32)
+
+
+def _number(v: np.ndarray) -> tuple:
+    """The numbers ``v`` as 4-byte heads (sign and integer digits, right-aligned) and
+    8-byte tails (point and decimals, left-aligned), uint32 words (little-endian bytes)."""
+    k = _units(v)
+    ip = k // np.uint32(_UNIT)
+    fp = k - ip * np.uint32(_UNIT)
+    fhi = fp // np.uint32(10_000)
+    flo = fp - fhi * np.uint32(10_000)
+    # a sign for negatives: -0.0 is not below zero, and any other number here is at least 1e-4
+    head = _HEAD.take(ip + ip + (v < 0))
+    tail = np.empty((len(v), 2), dtype="<u4")
+    tail[:, 0] = _TAIL3.take(fhi + np.where(flo == 0, np.uint32(1000), np.uint32(0)))
+    tail[:, 1] = _TAIL4.take(flo)
+    return head, tail
+
+
+def _head_width(head: np.ndarray) -> int:
+    """Bytes the widest head takes: 4 less the leading bytes NUL in every head."""
+    seen = int(np.bitwise_or.reduce(head)) if len(head) else 0
+    w = 4
+    while w > 1 and not (seen >> (8 * (4 - w))) & 0xFF:
+        w -= 1
+    return w
+
+
+def polygon_wkts(xy: np.ndarray, offsets: np.ndarray) -> list:
+    """``shapely.to_wkt(polygons, rounding_precision=7, trim=True).tolist()`` of the
+    polygons whose (closed, non-empty) rings are ``xy[offsets[i]:offsets[i + 1]]``.
+
+    >>> polygon_wkts(np.array([[0.1, 52.0], [0.2, 52.0], [-0.2, 52.1234567], [0.1, 52.0]]), np.array([0, 4]))
+    ['POLYGON ((0.1 52, 0.2 52, -0.2 52.1234567, 0.1 52))']
+    """
+    xy = np.asarray(xy, dtype=float)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    out: list = []
+    for a in range(0, len(offsets) - 1, _CHUNK):
+        o = offsets[a:a + _CHUNK + 1]
+        out += _chunk(xy[o[0]:o[-1]], o - o[0])
+    return out
+
+
+def _chunk(xy: np.ndarray, offsets: np.ndarray) -> list:
+    """:func:`polygon_wkts` of a few polygons (offsets from 0)."""
+    m = len(offsets) - 1
+    a = np.abs(xy)
+    if len(xy) and a.min() >= _LOW and a.max() < _HIGH:
+        ours = np.diff(offsets) > 0
+    else:
+        ok = (((a >= _LOW) & (a < _HIGH)) | (xy == 0)).all(axis=1)
+        ours = np.logical_and.reduceat(ok, offsets[:-1]) if len(xy) else np.ones(m, dtype=bool)
+        ours &= np.diff(offsets) > 0
+    if not ours.all():
+        # GEOS writes the polygons with a number it writes otherwise; this module the rest
+        out = np.empty(m, dtype=object)
+        rings = np.diff(offsets)
+        keep = np.repeat(ours, rings)
+        out[ours] = _chunk(xy[keep], np.r_[0, np.cumsum(rings[ours])]) if ours.any() else []
+        polys = shapely.from_ragged_array(shapely.GeometryType.POLYGON, xy[~keep],
+                                          (np.r_[0, np.cumsum(rings[~ours])], np.arange(m - ours.sum() + 1)))
+        out[~ours] = shapely.to_wkt(polys, rounding_precision=DECIMALS, trim=True)
+        return out.tolist()
+    if not m:
+        return []
+    xh, xt = _number(np.ascontiguousarray(xy[:, 0]))
+    yh, yt = _number(np.ascontiguousarray(xy[:, 1]))
+    # a vertex's row: x's head (as wide as the widest) and tail, a space, y's, the separator
+    wx, wy = _head_width(xh), _head_width(yh)
+    row = np.empty((len(xy), wx + 8 + 1 + wy + 8 + 2), dtype=np.uint8)
+    row[:, :wx] = xh.view(np.uint8).reshape(-1, 4)[:, 4 - wx:]
+    row[:, wx:wx + 8] = xt.view(np.uint8)
+    row[:, wx + 8] = ord(" ")
+    at = wx + 9
+    row[:, at:at + wy] = yh.view(np.uint8).reshape(-1, 4)[:, 4 - wy:]
+    row[:, at + wy:at + wy + 8] = yt.view(np.uint8)
+    row[:, -2], row[:, -1] = ord(","), ord(" ")
+    end = offsets[1:] - 1
+    row[end, -2], row[end, -1] = ord(")"), ord("\n")
+    text = row.tobytes().replace(b"\0", b"").decode("ascii")
+    return ("POLYGON ((" + text.replace("\n", ")\nPOLYGON ((")).split("\n")[:-1]
