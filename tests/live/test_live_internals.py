@@ -141,7 +141,8 @@ def test_housekeeping_slices_follow_time_not_batches(tmp_path):
     finally:
         L.step = real
     assert sizes[0] == L.HOUSEKEEPING_MIN
-    assert 250 <= sizes[1] <= 300                        # 10,000 keys × 0.05 s / 2 s
+    share = 10_000 * 0.05 / L.HOUSEKEEPING_ROUND         # 10,000 keys × 0.05 s / the round
+    assert share <= sizes[1] <= share + 50
     assert sizes[2] == 10_000 // L.HOUSEKEEPING_SLICES
 
 
