@@ -633,6 +633,13 @@ class DirSource:
             self._watch.close()
             self._watch = None
 
+    def __getstate__(self):
+        # a copy in another process (a Spark reader sent to a task) watches afresh: the
+        # descriptor is this process's
+        d = dict(self.__dict__)
+        d["_watch"], d["_listed"] = None, -float("inf")
+        return d
+
     def poll(self) -> list[Item]:
         from spatec.io.sources import READERS
 

@@ -238,3 +238,22 @@ def test_directory_watch_wakes_when_a_file_lands(tmp_path):
     finally:
         w.close()
     assert DirWatch.of([tmp_path / "nowhere"]) is None
+
+
+def test_directory_source_pickles_without_its_watch(tmp_path):
+    """A copy of a watched source (a Spark reader sent to a task) carries no inotify
+    descriptor of this process: it lists the directory and watches afresh."""
+    import pickle
+
+    from spatec.io.feeds import DirSource, parse_source
+
+    d = tmp_path / "in"
+    d.mkdir()
+    src = DirSource(parse_source(f"BusGPS=dir://{d}"), settle=0.0)
+    src.poll()
+    copy = pickle.loads(pickle.dumps(src))
+    assert copy._watch is None
+    (d / "a.csv").write_text("vehicle,line,operator,lon,lat,ts\nV1,1,OP,0.1,52.1,1569916778\n")
+    assert [it.offset for it in copy.poll()] == ["a.csv"]
+    src.close()
+    copy.close()
