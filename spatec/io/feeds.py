@@ -629,9 +629,11 @@ class DirSource:
         return False
 
     def close(self) -> None:
+        """Stop watching (a later poll lists the directory and watches it again)."""
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        self._listed = -float("inf")
 
     def __getstate__(self):
         # a copy in another process (a Spark reader sent to a task) watches afresh: the

@@ -883,6 +883,9 @@ class LocalLive:
             self._young_gc_only = False
             if watch is not None:
                 watch.close()
+            for s in self.sources:
+                if isinstance(s, DirSource):
+                    s.close()
 
     def _loop(self, trigger, until_idle, stop, max_batches, watch) -> Counter:
         items = self.pending()
