@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from spatec.errors import DataError
 from spatec.frontend.ast import EventDecl, TimeBound
-from spatec.io.columns import convert, geometry_bounds
+from spatec.io.columns import convert, geometry_bounds, str_objects
 from spatec.io.raw import RawBatch, show, to_arrow, unify
 from spatec.io.timefmt import event_id, format_time, format_times
 
@@ -177,10 +177,10 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
     sources = ids_kept = None
     if decl.source is not None:
         # _source is text whatever the attribute's type, and never the attribute's own array
-        sources = source_text.to_numpy(zero_copy_only=False).astype(object, copy=False)
+        sources = str_objects(source_text)
         text = source_text.take(pa.array(keep)) if len(keep) < n else source_text
         ids_kept = event_id(decl.name, text, t[keep]) if len(keep) else np.zeros(0, object)
-        dup = _repeats(sources[keep], t[keep])
+        dup = _repeats(text.dictionary_encode().indices.fill_null(-1).to_numpy(), t[keep])
     else:
         ids_kept = _record_ids(decl, typed, keep)
         dup = pd.Series(ids_kept, dtype=object).duplicated(keep="first").to_numpy()
@@ -237,11 +237,17 @@ def _typed(batches: Sequence[RawBatch], decl: EventDecl, tz: str,
     return typed, source_text
 
 
-def _repeats(sources: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """True where (source, t) already occurred earlier in input order: a copy of an event."""
+def _repeats(codes: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """True where (source, t) already occurred earlier in input order: a copy of an event.
+    ``codes``: the sources as integers, equal where the sources are (Arrow's dictionary
+    encoding of the text: several times cheaper than factorizing Python strings)."""
     if not len(t):
         return np.zeros(0, bool)
-    codes = pd.factorize(sources)[0]
+    t0, span = int(t.min()), int(t.max()) - int(t.min()) + 1
+    if (int(codes.max()) + 2) * span < 2**62:
+        # (source, t) as one int64: a hash table's pass instead of a sort
+        key = (codes.astype(np.int64) + 1) * span + (t - t0)
+        return pd.Series(key, copy=False).duplicated(keep="first").to_numpy()
     order = np.lexsort((t, codes))  # stable: equal keys stay in input order
     c, tt = codes[order], t[order]
     again = np.zeros(len(order), bool)

@@ -70,9 +70,27 @@ def to_str(values: Any) -> Parsed:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 arr = pa.array([None if v is None else show(v, limit=10**9) for v in arr.to_pylist()],
                                pa.string())
-    out = arr.to_numpy(zero_copy_only=False).astype(object, copy=False)
+    out = str_objects(arr)
     out[missing] = None
     return Parsed(out, missing, {}, arrow=arr)
+
+
+def str_objects(arr: pa.Array) -> np.ndarray:
+    """A string array as a numpy array of Python strings. Text columns repeat a few
+    values (vehicles, lines, operators): each distinct value is made a Python string
+    once and shared, about three times cheaper than one string per row; when most
+    values are distinct, one per row it is."""
+    if len(arr) >= 1024:
+        enc = arr.dictionary_encode()
+        if len(enc.dictionary) * 4 <= len(arr):
+            if not len(enc.dictionary):
+                return np.full(len(arr), None, dtype=object)
+            values = enc.dictionary.to_numpy(zero_copy_only=False).astype(object, copy=False)
+            out = values[enc.indices.fill_null(0).to_numpy()]
+            if enc.indices.null_count:
+                out[pc.is_null(enc.indices).to_numpy(zero_copy_only=False)] = None
+            return out
+    return arr.to_numpy(zero_copy_only=False).astype(object, copy=False)
 
 
 # --------------------------------------------------------------------------- float

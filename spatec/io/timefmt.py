@@ -69,6 +69,22 @@ def format_times(us: Any) -> np.ndarray:
     if isinstance(us, np.ndarray) and us.dtype == np.int64:
         if len(us) <= _SMALL and (not len(us) or (us.min() >= MIN_US and us.max() <= MAX_US)):
             return _format_numpy(us)
+        if len(us) >= _REPEATED:
+            codes, uniques = pd.factorize(us)
+            if len(uniques) * 4 <= len(us):
+                return format_times(uniques)[codes]
+    return _format_arrow(us).to_numpy(zero_copy_only=False)
+
+
+def _format_arrow(us: Any) -> pa.Array:
+    """:func:`format_times` as an Arrow string array (what :func:`event_id` joins). Many
+    records share a time (a feed's vehicles report on the same seconds): a long array
+    of int64 with few distinct times has those formatted, then taken."""
+    if isinstance(us, np.ndarray) and us.dtype == np.int64:
+        if len(us) >= _REPEATED:
+            codes, uniques = pd.factorize(us)
+            if len(uniques) * 4 <= len(us):
+                return _format_arrow(uniques).take(pa.array(codes))
         arr = pa.array(us)
     else:
         arr = pa.array(pd.array(us if not isinstance(us, pa.Array) else us.to_pandas(), dtype="Int64"), pa.int64())
@@ -88,10 +104,11 @@ def format_times(us: Any) -> np.ndarray:
         text = pc.binary_join_element_wise(text, pa.array(suffix, pa.string()), "")
     else:
         text = pc.binary_join_element_wise(text, "Z", "")
-    return text.to_numpy(zero_copy_only=False)
+    return text
 
 
 _SMALL = 512     # up to this many times are formatted by _format_numpy rather than through Arrow
+_REPEATED = 4096  # from this many on, the distinct times are formatted once each (when a quarter or fewer)
 
 
 def _format_numpy(us: np.ndarray) -> np.ndarray:
@@ -392,7 +409,7 @@ def event_id(type_name: str, source: Any = None, t: Any = None,
         return f"{type_name}:#{digest[:16]}"
     if isinstance(source, (str, int, np.integer)) and np.ndim(t) == 0:
         return f"{type_name}:{source}:{format_time(t)}"
-    times = pa.array(format_times(t), pa.string())
+    times = _format_arrow(t)
     src = to_arrow(source)
     if not pa.types.is_string(src.type):
         src = src.cast(pa.string())

@@ -359,8 +359,46 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
     return dedupe(rows), size
 
 
+class ColumnRows:
+    """Output rows held as columns (name → one value per row, in :func:`output_row`'s
+    order of fields): what the fast path makes for many composites at once. To whoever
+    iterates them they are :func:`output_row` dicts, each made on demand (a pickle, a
+    raw frame); :func:`dedupe`, :func:`rows_starting` and :func:`rows_frame` work on
+    the columns instead, without a dict per composite. ``lo`` and ``hi``: int64 arrays."""
+
+    def __init__(self, columns: dict):
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns["id"])
+
+    def __iter__(self):
+        names = list(self.columns)
+        lists = [v.tolist() if isinstance(v, np.ndarray) else v for v in self.columns.values()]
+        return (dict(zip(names, values)) for values in zip(*lists))
+
+    def take(self, idx) -> "ColumnRows":
+        idx = np.asarray(idx, dtype=np.int64)
+        return ColumnRows({k: v[idx] if isinstance(v, np.ndarray) else [v[i] for i in idx.tolist()]
+                           for k, v in self.columns.items()})
+
+
+def rows_starting(rows, start: int, end: int):
+    """The rows whose ``lo`` is in ``[start, end)`` (a time window's own matches)."""
+    if isinstance(rows, ColumnRows):
+        lo = rows.columns["lo"]
+        return rows.take(np.flatnonzero((lo >= start) & (lo < end)))
+    return [r for r in rows if start <= r["lo"] < end]
+
+
 def dedupe(rows: list) -> list:
     """A composite found in two partitions (broadcast-only phrases) is reported once."""
+    if isinstance(rows, ColumnRows):
+        ids = rows.columns["id"]
+        if len(set(ids)) == len(ids):
+            return rows
+        first = pd.Series(ids, dtype=object).duplicated(keep="first").to_numpy()
+        return rows.take(np.flatnonzero(~first))
     seen, out = set(), []
     for r in rows:
         if r["id"] in seen:
@@ -395,8 +433,9 @@ def output_row(am: Automaton, c, projector: Projector, state: RunState | None = 
 
 
 def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, final_watermark: int):
-    """Output rows (as :func:`output_row`) of a fast-path phrase over the canonical
-    events of its type, every partition at once; None when the data does not fit."""
+    """Output rows (as :func:`output_row`, held as :class:`ColumnRows`) of a fast-path
+    phrase over the canonical events of its type, every partition at once; None when
+    the data does not fit."""
     from spatec.automata.fastpath import run_frame
 
     m = run_frame(fp, df, program, projector, final_watermark, lambda d: to_evs(d, program, projector))
@@ -407,8 +446,9 @@ def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, fina
     columns = [("phrase", [fp.phrase] * len(m)), ("id", m.ids()), ("lo", m.lo.tolist()), ("hi", m.hi.tolist()),
                ("hull", m.hulls_wkt(projector)), ("events", m.event_ids())]
     columns += [(name, [convert_value(v, types.get(name)) for v in vals]) for name, vals in emit.items()]
-    names = [c for c, _ in columns]
-    return [dict(zip(names, values)) for values in zip(*(v for _, v in columns))]
+    out = ColumnRows(dict(columns))
+    out.columns["lo"], out.columns["hi"] = np.asarray(m.lo, dtype=np.int64), np.asarray(m.hi, dtype=np.int64)
+    return out
 
 
 def convert_value(v, t: str | None):
@@ -430,8 +470,50 @@ def time_fields(plan: PhrasePlan) -> set:
 
 
 def rows_frame(plan: PhrasePlan, rows: list) -> pd.DataFrame:
+    """The output frame of a phrase's rows (dicts, or :class:`ColumnRows`), in order of
+    ``lo``, ``hi``, ``id``."""
     cols = list(STD_COLUMNS) + [name for name, _ in plan.schema]
+    if isinstance(rows, ColumnRows) and len(rows):
+        return _columns_frame(cols, rows.columns)
     df = pd.DataFrame(rows, columns=cols)
     if len(df):
         df = df.sort_values(["lo", "hi", "id"], kind="mergesort").reset_index(drop=True)
     return df
+
+
+def _columns_frame(cols: list, columns: dict) -> pd.DataFrame:
+    """:func:`rows_frame` of rows held as columns: the same frame as from their dicts. The
+    standard columns' types are known (``lo``, ``hi`` int64; the others Python objects,
+    as pandas infers for text and dicts); the emit fields are inferred as pandas does
+    for records (from tuples: the same inference, column by column), where a field no
+    row has is NaN. Sorted by (lo, hi) and, only among rows that tie on both, id: the
+    order of a stable sort by the three, without comparing most ids."""
+    n = len(columns["id"])
+    out = {}
+    for c in STD_COLUMNS:
+        v = columns[c]
+        if c in ("lo", "hi"):
+            out[c] = np.asarray(v, dtype=np.int64)
+        else:
+            out[c] = np.empty(n, dtype=object)
+            out[c][:] = v
+    extra = [c for c in cols if c not in STD_COLUMNS]
+    if extra:
+        nan = [np.nan] * n
+        emit = pd.DataFrame(list(zip(*(columns.get(c, nan) for c in extra))), columns=extra)
+        out.update({c: emit[c].to_numpy() for c in extra})
+    lo, hi = out["lo"], out["hi"]
+    order = np.lexsort((hi, lo))
+    same = (lo[order][1:] == lo[order][:-1]) & (hi[order][1:] == hi[order][:-1])
+    if same.any():
+        tied = np.zeros(n, bool)
+        tied[order[1:][same]] = True
+        tied[order[:-1][same]] = True
+        rank = np.zeros(n, np.int64)
+        ids = out["id"][tied]
+        if any(i.endswith("\0") for i in ids):     # numpy text drops trailing NULs
+            rank[tied] = pd.factorize(ids, sort=True)[0]
+        else:   # as numpy text: compared by code point, as Python compares str, in C
+            rank[tied] = np.unique(ids.astype(str), return_inverse=True)[1]
+        order = np.lexsort((rank, hi, lo))
+    return pd.DataFrame({c: out[c][order] for c in cols}, copy=False)

@@ -51,7 +51,7 @@ from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Leaf, PhrasePlan, walk_nodes
 from spatec.runners.common import (STD_COLUMNS, Compiled, attribute_names, choose_crs, dedupe, final_watermark,
                                    keyed_types, needs_source_history, phrase_rows, phrase_types, rows_frame,
-                                   time_fields)
+                                   rows_starting, time_fields)
 from spatec.runners.local import ReplayResult
 from spatec.spatial.crs import Projector
 
@@ -229,10 +229,15 @@ class Stager:
         self._tables: dict = {}
         os.makedirs(root, exist_ok=True)
 
-    def table(self, t: str) -> pa.Table:
-        if t not in self._tables:
-            self._tables[t] = canonical_table(self.program, t, self.frames[t])
-        return self._tables[t]
+    def table(self, t: str, columns: tuple | None = None) -> pa.Table:
+        """Type ``t``'s canonical table, or just ``columns`` of it: converting a column of
+        Python strings to Arrow costs about as much as typing it did, so a column no
+        phrase reads is left out rather than converted and dropped. On one thread: a
+        chunk is staged in a Spark task, beside others that keep the cores busy, where a
+        pool of threads only adds their start and join."""
+        if (t, columns) not in self._tables:
+            self._tables[t, columns] = canonical_table(self.program, t, self.frames[t], columns, nthreads=1)
+        return self._tables[t, columns]
 
     def used(self, plan: PhrasePlan, t: str) -> pa.Table:
         """Type ``t``'s table with the columns the phrase can read: the canonical ones but
@@ -243,8 +248,8 @@ class Stager:
         text = repr(plan)
         keep = {a for a in attribute_names(self.program, t) if f"'{a}'" in text}
         keep |= set(plan.key) | ({decl.source.attr} if decl.source is not None else set())
-        table = self.table(t)
-        return table.select([c for c in table.column_names if c != "_type" and (c in CANONICAL or c in keep)])
+        return self.table(t, tuple(c for c in (*CANONICAL, *attribute_names(self.program, t))
+                                   if c != "_type" and (c in CANONICAL or c in keep)))
 
     def write(self, table: pa.Table, name: str) -> str:
         return write_arrow(table, os.path.join(self.root, f"{self.tag}-{name}.arrow"))
@@ -513,8 +518,7 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                            for t, fs in spec["history"].items()}
                 rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history)
                 if "own" in spec:
-                    start, end = spec["own"]
-                    rows = [r for r in rows if start <= r["lo"] < end]
+                    rows = rows_starting(rows, *spec["own"])
                 if rows_dir is None:
                     yield raw_frame(rows)
                     continue
@@ -583,12 +587,14 @@ def spark_events(spark, program, type_name: str, df: pd.DataFrame):
     return spark.read.schema(_ddl(table.schema)).parquet(path)
 
 
-def canonical_table(program, type_name: str, df: pd.DataFrame) -> pa.Table:
-    """One type's canonical rows (canonical columns, then its attributes) as Arrow, with
-    the types Spark can hold (a column of nothing but missing values is a string column)."""
-    names = attribute_names(program, type_name)
+def canonical_table(program, type_name: str, df: pd.DataFrame, columns=None, nthreads=None) -> pa.Table:
+    """One type's canonical rows (canonical columns, then its attributes; or ``columns``)
+    as Arrow, with the types Spark can hold (a column of nothing but missing values is a
+    string column). ``nthreads``: as :meth:`pyarrow.Table.from_pandas`."""
+    if columns is None:
+        columns = list(CANONICAL) + attribute_names(program, type_name)
     # object columns of Python values: Arrow infers each column's one type
-    table = pa.Table.from_pandas(df, columns=list(CANONICAL) + names, preserve_index=False)
+    table = pa.Table.from_pandas(df, columns=list(columns), preserve_index=False, nthreads=nthreads)
     return table.cast(pa.schema([_spark_field(f) for f in table.schema]))
 
 

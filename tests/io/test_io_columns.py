@@ -58,3 +58,16 @@ def test_text_columns_fast_and_slow_paths_agree():
     assert clean.values[:2].tolist() == messy.values[:2].tolist() == [1.5, 2.0]
     assert clean.missing.tolist() == [False, False, True] and messy.errors == {3: 'cannot parse " x " as a float'}
     assert np.isnan(messy.values[2])
+
+
+@pytest.mark.parametrize("distinct", [0, 1, 7, 300, 5000])
+def test_str_objects_shared_or_not_the_same_text(distinct):
+    # a repetitive column is made of its distinct values (shared), a varied one row by row
+    from spatec.io.columns import str_objects
+
+    rng = np.random.default_rng(distinct)
+    pool = [f"v{i}" for i in range(distinct)] + [None]
+    values = [pool[i] for i in rng.integers(0, len(pool), 5000)]
+    got = str_objects(pa.array(values, pa.string()))
+    assert got.dtype == object and got.tolist() == values
+    assert str_objects(pa.array(values[:10], pa.string())).tolist() == values[:10]

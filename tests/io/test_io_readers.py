@@ -370,3 +370,18 @@ def test_empty_rejects_are_fresh_frames():
     assert str(a["row"].dtype) == "int64" and a["reason"].dtype == object
     a["extra"] = []                     # changing one leaves the next alone
     assert "extra" not in empty_rejects().columns
+
+
+def test_repeats_hashed_or_sorted_agree():
+    # (source, t) as one int64 where it fits, a stable sort where it does not: the same copies
+    from spatec.io.canonical import _repeats
+
+    rng = np.random.default_rng(3)
+    for t in (rng.integers(0, 50, 4000) * 1_000_000,
+              rng.choice(np.array([-2**63, 0, 2**63 - 1]), 4000)):
+        codes = rng.integers(0, 30, 4000)
+        seen, want = set(), []
+        for k in zip(codes.tolist(), t.tolist()):
+            want.append(k in seen)
+            seen.add(k)
+        assert _repeats(codes, t.astype(np.int64)).tolist() == want

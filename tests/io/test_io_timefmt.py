@@ -51,6 +51,18 @@ class TestFormat:
         got = format_times(np.array(xs, dtype=np.int64))
         assert got.dtype == object and got.tolist() == [format_time(x) for x in xs]
 
+    @given(st.lists(st.integers(MIN_US, MAX_US), min_size=1, max_size=30), st.integers(4096, 9000),
+           st.integers(0, 2**32))
+    @settings(max_examples=40, deadline=None)
+    def test_repeated_times_formatted_once_each_agree(self, xs, n, seed):
+        # a long array of few distinct times: those are formatted, then taken (ids too)
+        us = np.random.default_rng(seed).choice(np.array(xs, dtype=np.int64), n)
+        want = [format_time(x) for x in xs]
+        want = [want[xs.index(x)] for x in us.tolist()]
+        assert format_times(us).tolist() == want
+        ids = event_id("T", np.array(["a"] * n, dtype=object), us)
+        assert ids.tolist() == [f"T:a:{w}" for w in want]
+
 
 class TestParse:
     def test_epoch_seconds_in_any_form(self):
