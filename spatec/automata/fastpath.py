@@ -405,17 +405,27 @@ class Matches:
     def ids(self) -> list:
         """:func:`~spatec.automata.machine.composite_id` of every match, from the same JSON
         payload: its fixed parts encoded once (``json.dumps`` encodes strings with
-        ``encode_basestring`` when ``ensure_ascii=False``)."""
+        ``encode_basestring`` when ``ensure_ascii=False``). Ids that JSON writes as
+        they are, in quotes (the usual case; :func:`spatec.io.sinks._verbatim`'s
+        test), go into a ``%`` template of the whole payload: one format per
+        match rather than an encoder call and a string per match and variable."""
         import hashlib
         from json.encoder import encode_basestring as enc
 
+        from spatec.io.sinks import _verbatim
+
+        if not len(self):
+            return []
         vs = sorted(self.fp.vars)        # the payload's pairs, sorted: variables are distinct
         # ["phrase",[["A","id of A"],["B","id of B"]]]
-        cols = [[f"[{enc(v)},{enc(x)}]" for x in self.cols.ids[self.rows[v]].tolist()] for v in vs]
+        ids = [self.cols.ids[self.rows[v]].tolist() for v in vs]
         head = f"[{enc(self.fp.phrase)},["
         sha = hashlib.sha256
-        return [sha((head + ",".join(pairs) + "]]").encode("utf-8")).hexdigest()[:32]
-                for pairs in zip(*cols)] if len(self) else []
+        if all(_verbatim(c) for c in ids):
+            line = (head + ",".join(f"[{enc(v)},\"\0\"]" for v in vs) + "]]").replace("%", "%%").replace("\0", "%s")
+            return [sha((line % pairs).encode("utf-8")).hexdigest()[:32] for pairs in zip(*ids)]
+        cols = [[f"[{enc(v)},{enc(x)}]" for x in c] for v, c in zip(vs, ids)]
+        return [sha((head + ",".join(pairs) + "]]").encode("utf-8")).hexdigest()[:32] for pairs in zip(*cols)]
 
     def event_ids(self) -> list:
         """``{variable: event id}`` per match, variables sorted (as output rows have them)."""
