@@ -569,6 +569,7 @@ class DirSource:
         self._watching = sys.platform.startswith("linux")   # False: list at every poll
         self._listed = -float("inf")                          # when the last full listing was
         self._waiting: set[str] = set()   # names reported or listed, not yet read
+        self._passed: set[str] = set()    # names seen that are not files (directories)
 
     def restore(self, offset) -> None:
         self.done = set(offset or ())
@@ -595,17 +596,18 @@ class DirSource:
         now = time.monotonic()
         if self._watch is not None:
             new, overflow = self._watch.names()
-            self._waiting |= new
+            self._waiting |= self._eligible(new)
             if not overflow and now - self._listed < self.LIST_EVERY:
                 return self._waiting
         try:
-            names = set(os.listdir(self.path))
+            names = self._eligible(os.listdir(self.path))
         except (FileNotFoundError, NotADirectoryError):
             self.close()
             return None
         if self._watch is not None:
             first, self._listed = self._listed == -float("inf"), now
-            missed = () if first or overflow else names - self._waiting - self.done
+            self._passed &= names
+            missed = () if first or overflow else names - self._waiting - self.done - self._passed
             if missed and self._settled(missed):
                 log.warning("%s: inotify did not report %d file(s) (a network file system?); "
                             "listing the directory at every poll from now on", self.path, len(missed))
@@ -613,8 +615,14 @@ class DirSource:
                 self._watching = False
             self.done &= names          # deleted files cannot come back as they were
             self._waiting &= names
-        self._waiting |= names - self.done
+        # (passed-over names stay out while watched: a file that takes one's name is reported)
+        self._waiting |= names - self.done - (self._passed if self._watch is not None else set())
         return self._waiting
+
+    def _eligible(self, names) -> set[str]:
+        """The names a poll reads: not hidden (``.``, ``_``), not partial (``.tmp``, ...)."""
+        ignore = self.IGNORE_SUFFIXES
+        return {n for n in names if not n.startswith((".", "_")) and not n.lower().endswith(ignore)}
 
     def _settled(self, names) -> bool:
         """Whether some of ``names`` were last written before the watch's events were read
@@ -649,15 +657,16 @@ class DirSource:
         cand = self._candidates()
         if not cand:
             return []
-        done, ignore = self.done, self.IGNORE_SUFFIXES
+        done = self.done
         for n in sorted(cand):
-            if n in done or n.startswith((".", "_")) or n.lower().endswith(ignore):
+            if n in done:
                 cand.discard(n)
                 continue
             p = self.path / n
             try:
                 if not p.is_file():
                     cand.discard(n)
+                    self._passed.add(n)
                     continue
                 if not self._complete(p):
                     continue

@@ -174,6 +174,13 @@ def test_directory_source_takes_new_names_from_inotify(tmp_path, monkeypatch, ca
     header = "vehicle,line,operator,lon,lat,ts\n"
     row = "V1,1,OP,0.1,52.1,1569916778\n"
     (d / "a.csv").write_text(header + row)
+    # names a poll passes over, there from the start: not taken for files inotify missed
+    (d / "_SUCCESS").write_text("")
+    (d / ".hidden.csv").write_text(header + row)
+    (d / "sub").mkdir()
+    old_time = time.time() - 5
+    for n in ("_SUCCESS", ".hidden.csv", "sub"):
+        os.utime(d / n, (old_time, old_time))
     src = DirSource(parse_source(f"BusGPS=dir://{d}"), settle=0.0)
     got = src.poll()
     if src._watch is None:
@@ -196,6 +203,7 @@ def test_directory_source_takes_new_names_from_inotify(tmp_path, monkeypatch, ca
     monkeypatch.setattr(DirSource, "LIST_EVERY", 0.0)
     assert src.poll() == [] and listed
     assert src.done == {"b.csv", "c.csv"}
+    assert src._watch is not None           # the passed-over names did not count as missed
     # a file the events missed (here: the watch is blinded), written over a second ago
     monkeypatch.setattr(src._watch, "names", lambda: (set(), False))
     (d / "e.csv").write_text(header + row)
