@@ -511,10 +511,12 @@ class DirWatch:
             pass
         return True
 
-    def names(self) -> tuple[set, bool]:
-        """The names that have landed since the last call (without waiting), and whether
-        some may be missing (the kernel's queue overflowed: list the directory)."""
+    def names(self) -> tuple[set, set, bool]:
+        """The names that have landed since the last call (without waiting); those of them
+        known complete (renamed in, or closed by a writer); and whether some may be
+        missing (the kernel's queue overflowed: list the directory)."""
         out: set = set()
+        closed: set = set()
         overflow = False
         buf = b""
         try:
@@ -531,10 +533,14 @@ class DirWatch:
             if mask & self._IN_Q_OVERFLOW:
                 overflow = True
             elif n:
-                name = buf[i + 16:i + 16 + n].split(b"\0", 1)[0]
-                out.add(os.fsdecode(name))
+                name = os.fsdecode(buf[i + 16:i + 16 + n].split(b"\0", 1)[0])
+                out.add(name)
+                if mask & (self._IN_CLOSE_WRITE | self._IN_MOVED_TO):
+                    closed.add(name)
+                else:
+                    closed.discard(name)   # created (again) after a close
             i += 16 + n
-        return out, overflow
+        return out, closed, overflow
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -570,6 +576,8 @@ class DirSource:
         self._listed = -float("inf")                          # when the last full listing was
         self._waiting: set[str] = set()   # names reported or listed, not yet read
         self._passed: set[str] = set()    # names seen that are not files (directories)
+        self._closed: set[str] = set()    # names inotify reported complete (renamed in, closed)
+        self._open: set[str] = set()      # names inotify reported created, not yet closed
 
     def restore(self, offset) -> None:
         self.done = set(offset or ())
@@ -582,11 +590,21 @@ class DirSource:
         return []   # files stay in the directory: nothing to replay beyond `poll`
 
     def _complete(self, p: Path) -> bool:
+        """Whether a file is written: renamed in or closed by its writer (inotify), or, for a
+        file inotify reported created but not closed, untouched for ``settle`` seconds (a
+        writer that died); otherwise (not watched) the same size and time as at the last
+        look, or untouched for ``settle`` seconds."""
+        name = p.name
+        if name in self._closed:
+            return True
         st = p.stat()
+        old = (time.time() - st.st_mtime) >= self.settle
+        if name in self._open:
+            return old
         sig = (st.st_size, st.st_mtime_ns)
-        before = self._sizes.get(p.name)
-        self._sizes[p.name] = sig
-        return before == sig or (time.time() - st.st_mtime) >= self.settle
+        before = self._sizes.get(name)
+        self._sizes[name] = sig
+        return before == sig or old
 
     def _candidates(self) -> set[str] | None:
         """The names to look at (None: no directory)."""
@@ -595,8 +613,11 @@ class DirSource:
             self._watching = self._watch is not None
         now = time.monotonic()
         if self._watch is not None:
-            new, overflow = self._watch.names()
-            self._waiting |= self._eligible(new)
+            new, closed, overflow = self._watch.names()
+            new = self._eligible(new)
+            self._waiting |= new
+            self._closed |= closed & new
+            self._open = (self._open | new) - self._closed
             if not overflow and now - self._listed < self.LIST_EVERY:
                 return self._waiting
         try:
@@ -607,6 +628,8 @@ class DirSource:
         if self._watch is not None:
             first, self._listed = self._listed == -float("inf"), now
             self._passed &= names
+            self._closed &= names
+            self._open &= names
             missed = () if first or overflow else names - self._waiting - self.done - self._passed
             if missed and self._settled(missed):
                 log.warning("%s: inotify did not report %d file(s) (a network file system?); "
@@ -695,6 +718,8 @@ class DirSource:
         names = [it.offset for it in items if it.source == self.id]
         self.done.update(names)
         self._waiting.difference_update(names)
+        self._closed.difference_update(names)
+        self._open.difference_update(names)
 
     def release(self, upto=None) -> None:
         """After a checkpoint is saved: nothing to delete (the files are the user's)."""

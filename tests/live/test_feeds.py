@@ -205,7 +205,7 @@ def test_directory_source_takes_new_names_from_inotify(tmp_path, monkeypatch, ca
     assert src.done == {"b.csv", "c.csv"}
     assert src._watch is not None           # the passed-over names did not count as missed
     # a file the events missed (here: the watch is blinded), written over a second ago
-    monkeypatch.setattr(src._watch, "names", lambda: (set(), False))
+    monkeypatch.setattr(src._watch, "names", lambda: (set(), set(), False))
     (d / "e.csv").write_text(header + row)
     past = time.time() - 5
     os.utime(d / "e.csv", (past, past))
@@ -265,3 +265,32 @@ def test_directory_source_pickles_without_its_watch(tmp_path):
     assert [it.offset for it in copy.poll()] == ["a.csv"]
     src.close()
     copy.close()
+
+
+def test_watched_directory_waits_for_a_writer_to_close_its_file(tmp_path):
+    """A file written in place is not read while its writer has it open, however long it
+    stays unchanged between polls (a pause in the writing), and is read as soon as the
+    writer closes it, without waiting for ``settle``."""
+    import time
+
+    from spatec.io.feeds import DirSource, parse_source
+
+    d = tmp_path / "in"
+    d.mkdir()
+    src = DirSource(parse_source(f"BusGPS=dir://{d}"), settle=60.0)
+    assert src.poll() == []
+    if src._watch is None:
+        pytest.skip("no inotify here")
+    f = open(d / "a.csv", "w")
+    try:
+        f.write("vehicle,line,operator,lon,lat,ts\nV1,1,OP,0.1,52.1,1569916778\n")
+        f.flush()
+        for _ in range(3):                  # unchanged between looks, still open
+            assert src.poll() == []
+            time.sleep(0.01)
+        f.write("V2,1,OP,0.1,52.1,1569916779\n")
+    finally:
+        f.close()
+    got = src.poll()
+    assert [(it.offset, it.batches[0].table.num_rows) for it in got] == [("a.csv", 2)]
+    src.close()
