@@ -443,12 +443,11 @@ def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, fina
         return None
     types = dict(fp.plan.schema)
     emit = m.emit(program.timezone)
-    columns = [("phrase", [fp.phrase] * len(m)), ("id", m.ids()), ("lo", m.lo.tolist()), ("hi", m.hi.tolist()),
+    columns = [("phrase", [fp.phrase] * len(m)), ("id", m.ids()),
+               ("lo", np.asarray(m.lo, dtype=np.int64)), ("hi", np.asarray(m.hi, dtype=np.int64)),
                ("hull", m.hulls_wkt(projector)), ("events", m.event_ids())]
     columns += [(name, convert_values(vals, types.get(name))) for name, vals in emit.items()]
-    out = ColumnRows(dict(columns))
-    out.columns["lo"], out.columns["hi"] = np.asarray(m.lo, dtype=np.int64), np.asarray(m.hi, dtype=np.int64)
-    return out
+    return ColumnRows(dict(columns))
 
 
 def convert_value(v, t: str | None):
