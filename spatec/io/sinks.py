@@ -21,6 +21,7 @@ place, so a reader never sees half a file.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import datetime as _dt
 import json
@@ -33,6 +34,7 @@ from typing import Any, Callable, Collection, Iterator, Union
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import shapely
 
@@ -283,6 +285,13 @@ def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[s
     return keys.replace_schema_metadata({b"kinds": json.dumps(kinds).encode()})
 
 
+#: Lines per block when merging parts; blocks are joined and written by
+#: :data:`MERGE_THREADS` threads (writing fresh pages of a large file costs kernel
+#: time, which threads spread over the cores the tasks have left idle).
+MERGE_BLOCK = 4096
+MERGE_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
 def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] = ()) -> int:
     """The JSON lines file of the composites in ``parts`` (``[(path, keys)]`` from
     :func:`write_jsonl_part`, in order): what :func:`write_jsonl` writes for
@@ -300,31 +309,66 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
     if not parts:
         _atomic(path, lambda tmp: open(tmp, "wb").close())
         return 0
-    keys = pa.concat_tables([k for _, k in parts]).to_pandas()
-    ends = keys.pop("end").to_numpy()
+    keys = pa.concat_tables([k for _, k in parts]).combine_chunks()
+    ends = keys.column("end").to_numpy()
     which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
     first = np.r_[True, which[1:] != which[:-1]]
     starts = np.where(first, 0, np.r_[0, ends[:-1]])
-    keys = keys[~keys["id"].duplicated()]
-    kept = keys.index.to_numpy()
-    order = kept[np.lexsort((keys["id"].to_numpy().astype("U"), keys["hi"].to_numpy(), keys["lo"].to_numpy()))]
-    which, starts, ends = which[order].tolist(), starts[order].tolist(), ends[order].tolist()
+    ids = keys.column("id")
+    if len(pc.unique(ids)) < len(ids):      # a composite in two parts: the first copy kept
+        kept = np.flatnonzero(~pd.Series(ids.to_numpy(zero_copy_only=False)).duplicated().to_numpy())
+        keys = keys.take(pa.array(kept))
+    else:
+        kept = np.arange(len(ids))
+    # ids compared by their UTF-8 bytes: the order of their code points, as Python's
+    order = kept[pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()]
+    which, starts, ends = which[order], starts[order], ends[order]
+    # where each block of lines goes in the output: blocks are written apart, at once
+    at = np.r_[0, np.cumsum(ends - starts)]
+    blocks = range(0, len(order), MERGE_BLOCK)
 
     def write(tmp: str) -> None:
-        # each part is read front to back (its lines are in the same order in the output;
-        # a copy left out is skipped), so memory stays a buffer per part whatever the size
-        with contextlib.ExitStack() as stack:
-            files = [stack.enter_context(open(p, "rb", buffering=1 << 20)) for p, _ in parts]
-            at = [0] * len(files)
-            out = stack.enter_context(open(tmp, "wb", buffering=1 << 20))
-            for j, a, b in zip(which, starts, ends):
-                if at[j] != a:
-                    files[j].seek(a)
-                at[j] = b
-                out.write(files[j].read(b - a))
+        fds = []
+        try:
+            for p, _ in parts:
+                fds.append(os.open(p, os.O_RDONLY))
+            fds.append(out := os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666))
+
+            def block(a: int) -> None:
+                b = min(a + MERGE_BLOCK, len(order))
+                js, ss, es = which[a:b], starts[a:b], ends[a:b]
+                lines = [b""] * (b - a)
+                for j in np.unique(js).tolist():
+                    # the part's lines in this block, in order: one read of the stretch they span
+                    mine = np.flatnonzero(js == j)
+                    lo, hi = int(ss[mine[0]]), int(es[mine[-1]])
+                    buf = _pread(fds[j], hi - lo, lo, parts[j][0])
+                    for i, x, y in zip(mine.tolist(), (ss[mine] - lo).tolist(), (es[mine] - lo).tolist()):
+                        lines[i] = buf[x:y]
+                data = b"".join(lines)      # releases the GIL when large, as the writes do
+                done = 0
+                while done < len(data):
+                    done += os.pwrite(out, memoryview(data)[done:], int(at[a]) + done)
+
+            with concurrent.futures.ThreadPoolExecutor(MERGE_THREADS) as pool:
+                for f in [pool.submit(block, a) for a in blocks]:
+                    f.result()
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     _atomic(path, write)
     return len(order)
+
+
+def _pread(fd: int, n: int, offset: int, name: str) -> bytes:
+    got = os.pread(fd, n, offset)
+    while len(got) < n:
+        more = os.pread(fd, n - len(got), offset + len(got))
+        if not more:
+            raise OSError(f"{name}: ends at byte {offset + len(got)}, its keys go to {offset + n}")
+        got += more
+    return got
 
 
 def _read_parts(parts: list, time_fields: Collection[str]) -> pd.DataFrame:

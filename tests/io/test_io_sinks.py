@@ -117,13 +117,16 @@ def _row(i, count, lo=None):
             "count": count, "started": lo if i % 3 else None}
 
 
-@pytest.mark.parametrize("mixed", [False, True])
-def test_jsonl_parts_merge_to_what_one_write_gives(tmp_path, mixed):
+@pytest.mark.parametrize("mixed, block", [(False, 4096), (True, 4096), (False, 3), (False, 1)])
+def test_jsonl_parts_merge_to_what_one_write_gives(tmp_path, monkeypatch, mixed, block):
     """Parts written separately (as Spark tasks write them) and merged: byte for byte
     the file that write_jsonl writes for all their rows at once, in (lo, hi, id) order
     across the parts, a composite in two parts written once. With ``mixed`` one part
     has an integer column with a missing value (a float column in pandas) and another
-    not, so the parts' lines differ from the whole's: the merge writes them again."""
+    not, so the parts' lines differ from the whole's: the merge writes them again.
+    ``block``: lines joined per write, by threads that write their blocks in any
+    order (a block's lines from every part, or from one)."""
+    monkeypatch.setattr(sinks, "MERGE_BLOCK", block)
     rows = [_row(i, i) for i in range(40)]
     if mixed:
         rows[3]["count"] = None
