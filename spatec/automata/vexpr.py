@@ -462,12 +462,23 @@ class Patterns:
 
     def __init__(self, places: dict, tz: str, projector):
         self.pc = PatternCompiler(places, tz, projector)
+        self._every: dict = {}
 
     def mask(self, patterns, cols: Columns, rows) -> np.ndarray:
-        """Where every pattern possibly matches (:meth:`PatternCompiler.filter`)."""
+        """Where every pattern possibly matches (:meth:`PatternCompiler.filter`). Over
+        every row of ``cols``, computed once per patterns (two leaves of a phrase often
+        test the same: patterns compare equal whatever their place in the program)."""
+        every = len(rows) == cols.n and (not cols.n or (rows[0] == 0 and bool((np.diff(rows) == 1).all())))
+        key = tuple(patterns)
+        if every:
+            got = self._every.get(key)
+            if got is not None and got[0] is cols:
+                return got[1].copy()
         ok = np.ones(len(rows), dtype=bool)
         for p in patterns:
             ok &= self.relate(p, cols, rows)[0]
+        if every:
+            self._every[key] = (cols, ok.copy())
         return ok
 
     def relate(self, p, cols: Columns, rows):

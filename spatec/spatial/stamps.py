@@ -896,15 +896,44 @@ def relate_many(xs, ys, geoms, rs, region: Loc) -> tuple[np.ndarray, np.ndarray]
     g = geoms.copy()
     make = disc & (near | inside_box)
     g[make] = shapely.points(xs[make], ys[make])
-    possibly[near] = shapely.distance(g[near], region.geom) <= rs[near] + big_r
+    possibly[near] = _distance_within(g[near], box[near], region.geom, rs[near] + big_r) <= rs[near] + big_r
     covered = np.zeros(n, dtype=bool)
     covered[inside_box] = shapely.covered_by(g[inside_box], q)
     certainly[:] = covered & (rs == 0)
     if areal:
         check = covered & (rs > 0)
         if check.any():
-            certainly[check] = shapely.distance(g[check], boundary) >= rs[check]
+            certainly[check] = _distance_within(g[check], box[check], boundary, rs[check]) >= rs[check]
     return possibly, certainly
+
+
+#: A region of at most this many parts is measured part by part (:func:`_distance_within`).
+PARTS_APART = 64
+
+
+def _distance_within(g: np.ndarray, box: np.ndarray, region, reach: np.ndarray) -> np.ndarray:
+    """``shapely.distance(g, region)`` wherever it is at most ``reach``, and a number
+    above ``reach`` elsewhere: exactly what a test ``<= reach`` or ``>= reach`` of the
+    distance needs (``box``: the rows' bounding boxes).
+
+    GEOS measures a point's distance to a multi-part geometry as the least of the
+    same point-to-segment distances over every part's segments, so the least of the
+    distances to the parts is the same number. A part whose box is farther than
+    ``reach`` (and :data:`BOX_SLACK`) from a row's box cannot be the nearest one
+    when the distance is within ``reach``: only the near parts are measured, each
+    against the rows near it. A place set of three stations is measured against
+    one station per bus rather than against all three, most buses against none."""
+    parts = shapely.get_parts(region) if shapely.get_num_geometries(region) > 1 else None
+    if parts is None or len(parts) > PARTS_APART or not len(g):
+        return shapely.distance(g, region)
+    out = np.full(len(g), np.inf)
+    slack = reach + BOX_SLACK
+    for part, (x0, y0, x1, y1) in zip(parts, shapely.bounds(parts)):
+        near = ((box[:, 0] - slack <= x1) & (box[:, 2] + slack >= x0)
+                & (box[:, 1] - slack <= y1) & (box[:, 3] + slack >= y0))
+        if near.any():
+            out[near] = np.fmin(out[near], shapely.distance(g[near], part))
+    return out
 
 
 def possibly_in_many(xs, ys, rs, region: Loc) -> np.ndarray:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastpath_support import CRS, SETTINGS, compile_text, frames, row
+from fastpath_support import CRS, SETTINGS, check_same, compile_text, frames, row
 from spatec.automata import fastpath as F
 from spatec.automata.machine import Ev
 from spatec.automata.vexpr import Columns
@@ -306,3 +306,45 @@ def test_pairs_at_the_distance_bound_are_kept():
         assert list(fast["id"]) == list(slow["id"]), name
         out[name] = len(fast)
     assert out == {"in": 1, "out": 0}
+
+
+def test_equal_leaf_patterns_are_tested_once_over_every_row(monkeypatch):
+    """Two leaves with the same patterns (bunching's ``not (at ...)`` on A and on B)
+    are tested once over the frame's rows, and each gets the answer; a test over
+    other rows, or over another frame's columns, is computed afresh."""
+    from spatec.automata import vexpr
+
+    text = ("phrase Ph = (Bus -> A and not at P) || (Bus -> B and not at P) "
+            "where A.vehicle < B.vehicle and distance(A, B) < 300 m\n")
+    rows = [row("Bus", v, t, dx=dx) for t in range(0, 60, 10) for v, dx in (("a", 0.0), ("b", 250.0), ("c", 400.0))]
+    calls = []
+    real = vexpr.Patterns.relate
+
+    def counted(self, p, cols, rows):
+        calls.append((p, id(cols), len(rows)))
+        return real(self, p, cols, rows)
+
+    monkeypatch.setattr(vexpr.Patterns, "relate", counted)
+    n = check_same(text, rows, "pair")
+    assert n > 0
+    c = compile_text(text)
+    fr = frames(rows)
+    calls.clear()
+    F.run_frame(F.fast_path(c.plan("Ph"), c.program), fr["Bus"], c.program, Projector(CRS), 10 ** 18,
+                lambda d: to_evs(d, c.program, Projector(CRS)))
+    top = [x for x in calls if type(x[0]).__name__ == "Not"]
+    assert len(top) == 1 and top[0][2] == len(fr["Bus"])
+
+    pats = vexpr.Patterns(c.program.places, c.program.timezone, Projector(CRS))
+    cols = F.frame_columns(F.fast_path(c.plan("Ph"), c.program), fr["Bus"], Projector(CRS), None)
+    patterns = c.plan("Ph").root.left.filters
+    every = np.arange(cols.n)
+    first = pats.mask(patterns, cols, every)
+    first[:] = ~first                                   # the caller's copy: not the memo
+    calls.clear()
+    again = pats.mask(patterns, cols, every)
+    assert not calls and (again == ~first).all()
+    pats.mask(patterns, cols, every[1:])
+    other = F.frame_columns(F.fast_path(c.plan("Ph"), c.program), fr["Bus"], Projector(CRS), None)
+    pats.mask(patterns, other, every)
+    assert len([x for x in calls if type(x[0]).__name__ == "Not"]) == 2

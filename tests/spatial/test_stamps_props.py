@@ -199,3 +199,51 @@ def test_certainly_in_polygon_region_near_the_edge(poly, u, t, d, grow):
     r = shapely.distance(p, edge) - d
     assume(r >= 0)
     assert certainly_in(Loc.of(p, r), region) == (d > 0)
+
+
+@st.composite
+def multi_regions(draw):
+    """A region of several parts (a multi-polygon, or the same parts as a collection),
+    as places joined by ``or`` make."""
+    polys = draw(st.lists(geometries(allow_lines=False), min_size=2, max_size=4))
+    g = shapely.union_all([p for p in polys if p.geom_type == "Polygon"] or polys[:1])
+    if draw(st.booleans()):
+        g = shapely.GeometryCollection(list(shapely.get_parts(g)))
+    assume(shapely.get_num_geometries(g) > 1)
+    return Loc.of(g, draw(radius))
+
+
+@SETTINGS
+@given(st.lists(stamps(), min_size=1, max_size=8), st.lists(st.tuples(coord, coord), min_size=1, max_size=8),
+       st.floats(0, 60), multi_regions())
+def test_many_equals_scalar_on_regions_of_several_parts(locs, centres, r, region):
+    """relate_many measures a region of several parts part by part, near parts only:
+    the answers stay the scalar ones, for discs and for other stamps."""
+    geoms = np.array([loc.geom for loc in locs], dtype=object)
+    rs = np.array([loc.r for loc in locs])
+    p, c = relate_many(None, None, geoms, rs, region)
+    assert p.tolist() == [possibly_in(loc, region) for loc in locs]
+    assert c.tolist() == [certainly_in(loc, region) for loc in locs]
+    xs, ys = np.array(centres).T
+    p, c = relate_many(xs, ys, None, np.full(len(xs), r), region)
+    discs = [Loc.disc(x, y, r) for x, y in centres]
+    assert p.tolist() == [possibly_in(d, region) for d in discs]
+    assert c.tolist() == [certainly_in(d, region) for d in discs]
+
+
+@SETTINGS
+@given(st.lists(st.tuples(coord, coord), min_size=1, max_size=12), multi_regions(), st.floats(0, 200))
+def test_distance_within_is_the_distance_up_to_reach(centres, region, reach):
+    """Part by part, the distance wherever it is within reach (the very number
+    shapely gives for the whole), above reach elsewhere; with the reach set to a
+    row's own distance, the test at the threshold still holds exactly."""
+    from spatec.spatial.stamps import _distance_within
+
+    pts = shapely.points(np.array(centres))
+    box = shapely.bounds(pts)
+    true = shapely.distance(pts, region.geom)
+    for reaches in (np.full(len(pts), reach), true.copy()):
+        got = _distance_within(pts, box, region.geom, reaches)
+        within = true <= reaches
+        assert (got[within] == true[within]).all()
+        assert (got[~within] > reaches[~within]).all()
