@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from spatec.io.canonical import DUPLICATE, IngestResult, check_columns, empty_rejects, to_events
 from spatec.io.raw import RawBatch
@@ -90,10 +91,13 @@ class Chunk:
                         self.present, slice_fetch(self.fetch, self.file, self.present, rows))
 
 
-def slice_inputs(program, inputs, root: str, rows: int):
+def slice_inputs(program, inputs, root: str, rows: int, cores: int = 1):
     """Chunks of the CSV and Parquet inputs (written under ``root``) and the inputs of
     other formats, as ``(chunks, {input: (type, path)})``. Rows of every slice are
-    checked against the declaration here, so a missing column fails before any task."""
+    checked against the declaration here, so a missing column fails before any task.
+    A file whose rows are known before it is cut (Parquet, a CSV read whole) is cut
+    into slices of equal size, at most ``rows``, as many as ``cores`` share evenly
+    (:func:`even_rows`)."""
     from spatec.io.formats import StreamFailed, csv_slices, expand, parquet_slices, read_csv
     from spatec.io.sources import _wanted
 
@@ -110,11 +114,12 @@ def slice_inputs(program, inputs, root: str, rows: int):
             continue
         for k, (file, fmt) in enumerate(files):
             if fmt == "parquet":
-                parts = parquet_slices(file, _wanted(decl), rows)
+                parts = parquet_slices(file, _wanted(decl), even_rows(parquet_rows(file), rows, cores))
             elif os.path.getsize(file) > STREAM_CSV_BYTES:
                 parts = csv_slices(file, _wanted(decl), rows)
             else:
-                parts = _slices(read_csv(file, _wanted(decl)), rows)
+                whole = read_csv(file, _wanted(decl))
+                parts = _slices(whole, even_rows(whole.table.num_rows, rows, cores))
             mark = len(chunks)
             try:
                 for b in parts:
@@ -130,6 +135,29 @@ def slice_inputs(program, inputs, root: str, rows: int):
                     check_columns(b, decl)
                     chunks.append(_write_chunk(b, len(chunks), i, t, k, fmt, root))
     return chunks, elsewhere
+
+
+def even_rows(n: int, rows: int, cores: int) -> int:
+    """Rows per slice of ``n`` rows: at most ``rows``, in as many slices as the ``cores``
+    share evenly (a multiple of them, when there is more than one slice). The slices'
+    tasks then end together: 1.32 M rows in slices of 250k would leave one core the
+    short sixth slice, ~15 % of the ingest idle.
+
+    >>> even_rows(1_318_584, 250_000, 2), even_rows(100, 250_000, 2), even_rows(600_000, 250_000, 4)
+    (219764, 100, 150000)
+    """
+    count = -(-n // max(1, rows))
+    if count > 1 and cores > 1:
+        count = -(-count // cores) * cores
+    return max(1, -(-n // max(1, count)))
+
+
+def parquet_rows(path: str) -> int:
+    """Rows of a Parquet file, from its footer (0 when it cannot be read: the reader says why)."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (pa.ArrowInvalid, OSError):
+        return 0
 
 
 def _slices(b: RawBatch, rows: int):
@@ -268,7 +296,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         rows = int(spark.conf.get(INGEST_ROWS_KEY, str(INGEST_ROWS)))
         if ui:
             ui.stage("reading the inputs")
-        chunks, elsewhere = slice_inputs(program, inputs, root, rows)
+        chunks, elsewhere = slice_inputs(program, inputs, root, rows, max(1, spark.sparkContext.defaultParallelism))
         read_here = {}
         seen = seen_across(elsewhere.values())
         for i, (t, path) in elsewhere.items():

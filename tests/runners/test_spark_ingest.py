@@ -267,3 +267,29 @@ def test_window_groups_and_which_phrases_take_them(spark):
 
 def _plan(text: str):
     return compile_program(REPO / "examples" / "inline.spatec", f'include "bus.spatec"\n{text}\n').plans[0]
+
+
+@pytest.mark.parametrize("n, rows, cores, want", [
+    (1000, 300, 2, [250] * 4),          # 4 slices of 300 would leave a core 100 rows
+    (1000, 300, 1, [250] * 4),
+    (1000, 5000, 2, [1000]),            # one slice: nothing to share
+    (7, 3, 2, [2, 2, 2, 1]),
+])
+def test_files_are_cut_in_slices_the_cores_share_evenly(n, rows, cores, want, tmp_path):
+    """A Parquet file (rows known from its footer) and a CSV read whole are cut in equal
+    slices, at most ``rows`` each, as many as the cores share evenly; every record is in
+    one slice, numbered as in the file."""
+    from spatec.runners.spark_ingest import slice_inputs
+
+    c = compile_program(REPO / "examples" / "bus.spatec")
+    df = pd.DataFrame({"vehicle": [f"v{i % 5}" for i in range(n)], "line": "1", "operator": "OP",
+                       "lon": 0.1, "lat": 52.2, "ts": 1_569_916_800 + np.arange(n)})
+    df.to_parquet(tmp_path / "in.parquet", index=False)
+    df.to_csv(tmp_path / "in.csv", index=False)
+    for name in ("in.parquet", "in.csv"):
+        (tmp_path / (name + ".d")).mkdir()
+        chunks, _ = slice_inputs(c.program, [("BusGPS", str(tmp_path / name))], str(tmp_path / name) + ".d",
+                                 rows, cores)
+        assert [ch.rows for ch in chunks] == want, name
+        numbers = np.concatenate([ch.load().rows for ch in chunks])
+        assert numbers.tolist() == list(range(1, n + 1)) or numbers.tolist() == list(range(2, n + 2)), name
