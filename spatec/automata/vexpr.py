@@ -203,6 +203,13 @@ def _attr_col(values) -> Col:
             if len(a) and int(np.abs(a).max()) >= SAFE_INT:
                 return from_python(s.astype(object).where(s.notna(), None).tolist())
             return Col(a, None if known.all() else known)
+        if pd.api.types.infer_dtype(s, skipna=True) == "string":
+            # text (the usual attribute): what from_python makes of the list, without the list
+            known = s.notna().to_numpy()
+            a = s.to_numpy(dtype=object, copy=True)
+            if not known.all():
+                a[~known] = None
+            return Col(a, None if known.all() else known)
         values = s.astype(object).where(s.notna(), None).tolist()
     col = from_python(list(values))
     if col.a.dtype == bool:
