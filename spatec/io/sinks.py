@@ -139,7 +139,11 @@ def _atomic(path: PathLike, write: Callable[[str], None]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    write(str(tmp))
+    try:
+        write(str(tmp))
+    except BaseException:
+        tmp.unlink(missing_ok=True)     # no half file left beside the outputs
+        raise
     os.replace(tmp, path)
 
 

@@ -235,3 +235,17 @@ def test_jsonl_part_ends_are_line_ends(tmp_path, composites):
     data = (tmp_path / "p.jsonl").read_bytes()
     assert keys.column("end").to_pylist() == [i + 1 for i, b in enumerate(data) if b == ord("\n")]
     assert data == b"".join(_dumped(composites, {"started"}))
+
+
+def test_jsonl_merge_of_a_part_cut_short_says_which(tmp_path):
+    """A part shorter than its keys say (a task killed while writing, a full disk) is an
+    error naming the part and where it ends, not a merged file with lines missing."""
+    parts = []
+    for k, rows in enumerate([[_row(i, i) for i in range(0, 6)], [_row(i, i) for i in range(6, 12)]]):
+        p = tmp_path / f"g{k}.jsonl"
+        parts.append((str(p), sinks.write_jsonl_part(_rows_frame(rows), p, {"started"})))
+    whole = (tmp_path / "g1.jsonl").read_bytes()
+    (tmp_path / "g1.jsonl").write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(OSError, match=r"g1\.jsonl: ends at byte \d+, its keys go to \d+"):
+        sinks.merge_jsonl_parts(parts, tmp_path / "merged.jsonl", {"started"})
+    assert not (tmp_path / "merged.jsonl").exists() and not list(tmp_path.glob(".*.tmp"))
