@@ -927,8 +927,11 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
     return _two(fp, cols, node, ev, ii, jj, plo, phi)
 
 
-def hulls_wkt(m: Matches, projector, chunk: int = 50_000) -> list:
-    """:func:`stamps.to_lonlat_wkt` of every match's hull (in chunks: a grown hull is ~100 points)."""
+def hulls_wkt(m: Matches, projector, chunk: int = 4096) -> list:
+    """:func:`stamps.to_lonlat_wkt` of every match's hull, in chunks of ``chunk`` matches
+    (a grown hull is ~100 points): each chunk's arrays, a few MB, are then taken from and
+    given back to malloc's heap, where chunks of 50,000 were mapped afresh and faulted in
+    each time (Stuck's tasks: 7.0 -> 6.3 s of CPU for a bus-day, a third less kernel time)."""
     out = []
     for a in range(0, len(m), chunk):
         part = Matches(m.fp, m.cols, {v: r[a:a + chunk] for v, r in m.rows.items()}, m.lo[a:a + chunk],

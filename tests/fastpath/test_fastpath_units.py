@@ -162,7 +162,9 @@ class TestHullsWkt:
         fp = F.FastPath("chain", "Ph", "T", tuple(vs), None)
         m = F.Matches(fp, cols, {v: np.arange(n) * k + i for i, v in enumerate(vs)}, np.zeros(n), np.zeros(n))
         proj = Projector(CRS)
-        assert m.hulls_wkt(proj) == [S.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
+        want = [S.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
+        assert m.hulls_wkt(proj) == want
+        assert F.hulls_wkt(m, proj, chunk=7) == want         # in chunks (the last one short)
 
     def test_unequal_radii_take_the_scalar_path(self):
         cols = columns([500000, 500030, 500000], [5780000, 5780000, 5780040], [15.0, 5.0, 15.0])
