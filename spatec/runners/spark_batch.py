@@ -37,6 +37,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import time
 import uuid
 
 import numpy as np
@@ -397,6 +398,58 @@ def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
     return out
 
 
+#: Setting: a JSON lines file every task appends its timings to (one line per ingest
+#: chunk and per matched group: stage, phrase, item, process, seconds per step, CPU
+#: and kernel seconds, rows); default off. For profiling a run: which group is the
+#: slowest, how much of a task is matching, writing, or the kernel's.
+TASK_LOG_KEY = "spark.spatec.taskLog"
+
+
+def task_log(spark) -> str | None:
+    """The task log's path (:data:`TASK_LOG_KEY`), None when off."""
+    path = spark.conf.get(TASK_LOG_KEY, "").strip()
+    if not path or path.lower() == "off":
+        return None
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return os.path.abspath(path)
+
+
+class TaskClock:
+    """In a task: the wall time of its steps (:meth:`step`), and its CPU and kernel time,
+    appended as one JSON line to the task log (:meth:`done`); nothing without a log."""
+
+    def __init__(self, log: str | None, stage: str, **what):
+        self.log, self.line = log, {"stage": stage, **what}
+        if log:
+            import resource
+
+            self._usage = resource.getrusage(resource.RUSAGE_SELF)
+            self._start = self._at = time.perf_counter()
+            self.line.update(pid=os.getpid(), start=time.time(), seconds={})
+
+    def step(self, name: str) -> None:
+        if self.log:
+            now = time.perf_counter()
+            self.line["seconds"][name] = round(now - self._at, 6)
+            self._at = now
+
+    def done(self, **more) -> None:
+        if not self.log:
+            return
+        import resource
+
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        self.line.update(more, total_s=round(time.perf_counter() - self._start, 6),
+                         cpu_s=round(u.ru_utime + u.ru_stime - self._usage.ru_utime - self._usage.ru_stime, 6),
+                         kernel_s=round(u.ru_stime - self._usage.ru_stime, 6))
+        data = (json.dumps(self.line) + "\n").encode()
+        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            os.write(fd, data)          # one write in append mode: lines of tasks do not mix
+        finally:
+            os.close(fd)
+
+
 #: What a staged task returns when its rows go to a file (``collect``).
 ROWS_SCHEMA = "g long, path string, n long"
 
@@ -413,7 +466,7 @@ def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, fina
     regions = prefilter_regions(plan, program, crs) if engine else {}
     seeds, tasks = dealt(spark, [groups[g]["rows"] for g in ids])
     fn = staged_fn(plan, program, crs, final_w, dtypes, {i: groups[g] for i, g in enumerate(ids)}, regions,
-                   engine, tasks, rows_dir, drop or {}, jsonl)
+                   engine, tasks, rows_dir, drop or {}, jsonl, log=task_log(spark))
     return seeds.mapInPandas(fn, schema)
 
 
@@ -489,13 +542,13 @@ def source_history(table: pa.Table, g: int) -> pa.Table:
 
 def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, regions: dict,
               engine: str | None, tasks: list, rows_dir: str | None = None, drop: dict | None = None,
-              jsonl: bool = False):
+              jsonl: bool = False, log: str | None = None):
     """The function each task runs: its group's Arrow files → (leaf pre-filter) →
     :func:`~spatec.runners.common.phrase_rows` → raw output rows (or, with
     ``rows_dir``, the rows pickled to a file there, and where; with ``jsonl``
     too, the group's lines of the JSON lines output and their keys,
     :func:`~spatec.io.sinks.write_jsonl_part`). ``tasks``: the groups each seed
-    stands for (:func:`dealt`)."""
+    stands for (:func:`dealt`); ``log``: the task log (:data:`TASK_LOG_KEY`)."""
     drop = drop or {}
 
     def frame(t, table, prefilter=True):
@@ -513,13 +566,17 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
         for pdf in batches:
             for g in items_of(pdf, tasks):
                 spec = groups[g]
+                clock = TaskClock(log, "match", phrase=plan.name, item=int(g))
                 frames = {t: frame(t, load_staged(fs, drop)) for t, fs in spec["frames"].items()}
                 history = {t: frame(t, source_history(load_staged(fs, drop), spec["key"]), prefilter=False)
                            for t, fs in spec["history"].items()}
+                clock.step("load")
                 rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history)
                 if "own" in spec:
                     rows = rows_starting(rows, *spec["own"])
+                clock.step("match")
                 if rows_dir is None:
+                    clock.done(events=int(spec["rows"]), rows=len(rows))
                     yield raw_frame(rows)
                     continue
                 os.makedirs(rows_dir, exist_ok=True)
@@ -531,6 +588,8 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                     with open(path + ".tmp", "wb") as f:
                         pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
                     os.replace(path + ".tmp", path)
+                clock.step("write")
+                clock.done(events=int(spec["rows"]), rows=len(rows))
                 yield pd.DataFrame({"g": pd.Series([int(g)], dtype="int64"), "path": [path],
                                     "n": pd.Series([len(rows)], dtype="int64")})
 

@@ -245,21 +245,27 @@ def _bounds(x0, x1, y0, y1):
     return (float(np.nanmin(x0)), float(np.nanmax(x1)), float(np.nanmin(y0)), float(np.nanmax(y1)))
 
 
-def ingest_fn(program, plans, chunks: list, tasks: list, buckets: int, root: str, windows: dict | None = None):
+def ingest_fn(program, plans, chunks: list, tasks: list, buckets: int, root: str, windows: dict | None = None,
+              log: str | None = None):
     """The function each ingest task runs: its chunks (``tasks``:
     :func:`~spatec.runners.spark_batch.dealt`) → :func:`chunk_result`, pickled
-    beside them; the task returns where."""
-    from spatec.runners.spark_batch import items_of
+    beside them; the task returns where. ``log``: the task log
+    (:data:`~spatec.runners.spark_batch.TASK_LOG_KEY`)."""
+    from spatec.runners.spark_batch import TaskClock, items_of
 
     def run(batches):
         for pdf in batches:
             for c in items_of(pdf, tasks):
                 ch = chunks[c]
+                clock = TaskClock(log, "ingest", item=int(c), input=ch.file)
                 res = to_events([ch.load()], program.events[ch.type], tz=program.timezone)
+                clock.step("type")
                 got = chunk_result(ch.index, ch.input, res, program, plans, buckets, root, windows)
                 path = os.path.join(root, f"c{ch.index}-result.pickle")
                 with open(path, "wb") as f:
                     pickle.dump(got, f, protocol=pickle.HIGHEST_PROTOCOL)
+                clock.step("stage")
+                clock.done(rows=int(ch.rows), events=len(res.events))
                 yield pd.DataFrame({"g": pd.Series([int(c)], dtype="int64"), "path": [path]})
 
     return run
@@ -284,7 +290,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     from spatec.runners.local import ReplayResult, WrittenFrames
     from spatec.runners.replay import seen_across
     from spatec.runners.spark_batch import (_engine_name, bucket_count, merge_stages, run_staged,
-                                            dealt, staging_dir, time_window)
+                                            dealt, staging_dir, task_log, time_window)
     from spatec.io.sources import read_events, write_rejects
 
     program = compiled.program
@@ -311,7 +317,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             if ui:
                 ui.stage(f"typing {len(chunks)} chunk{'s' if len(chunks) > 1 else ''} of input on Spark")
             seeds, tasks = dealt(spark, [ch.rows for ch in chunks])
-            fn = ingest_fn(program, plans, chunks, tasks, buckets, root, windows)
+            fn = ingest_fn(program, plans, chunks, tasks, buckets, root, windows, log=task_log(spark))
             for r in seeds.mapInPandas(fn, "g long, path string").collect():
                 with open(r.path, "rb") as f:
                     results[int(r.g)] = pickle.load(f)

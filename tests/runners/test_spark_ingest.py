@@ -293,3 +293,34 @@ def test_files_are_cut_in_slices_the_cores_share_evenly(n, rows, cores, want, tm
         assert [ch.rows for ch in chunks] == want, name
         numbers = np.concatenate([ch.load().rows for ch in chunks])
         assert numbers.tolist() == list(range(1, n + 1)) or numbers.tolist() == list(range(2, n + 2)), name
+
+
+def test_task_log_times_every_chunk_and_group(spark, chunk_rows, hour_path, tmp_path):
+    """With ``spark.spatec.taskLog`` set, every ingest chunk and every matched group adds
+    one JSON line: its steps' seconds, its CPU and kernel seconds, its rows; the groups'
+    rows add up to the composites written, the chunks' rows to the rows read."""
+    from spatec.runners.spark_batch import TASK_LOG_KEY
+
+    log = tmp_path / "tasks.jsonl"
+    chunk_rows(20_000)
+    spark.conf.set(TASK_LOG_KEY, str(log))
+    try:
+        c = compile_program(SHARED / "spec" / "examples" / "stuck.spatec")
+        result = replay_spark(c, [("BusGPS", str(hour_path))], tmp_path / "out", spark=spark)
+    finally:
+        spark.conf.unset(TASK_LOG_KEY)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    ingest = [x for x in lines if x["stage"] == "ingest"]
+    match = [x for x in lines if x["stage"] == "match"]
+    assert len(ingest) + len(match) == len(lines)
+    assert sorted(x["item"] for x in ingest) == list(range(len(ingest))) and len(ingest) >= 3
+    assert sum(x["rows"] for x in ingest) == result.ingest.read
+    assert {x["phrase"] for x in match} == {"Stuck"}
+    assert sum(x["rows"] for x in match) == result.counts["Stuck"]
+    for x in lines:
+        steps = {"ingest": {"type", "stage"}, "match": {"load", "match", "write"}}[x["stage"]]
+        assert set(x["seconds"]) == steps
+        assert 0 <= x["kernel_s"] <= x["cpu_s"] and sum(x["seconds"].values()) <= x["total_s"] + 1e-6
+    # off again: the next run adds nothing
+    replay_spark(c, [("BusGPS", str(hour_path))], tmp_path / "again", spark=spark)
+    assert len(log.read_text().splitlines()) == len(lines)
