@@ -289,7 +289,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     from spatec.runners.common import dedupe, rows_frame, time_fields
     from spatec.runners.local import ReplayResult, WrittenFrames
     from spatec.runners.replay import seen_across
-    from spatec.runners.spark_batch import (_engine_name, bucket_count, merge_stages, run_staged,
+    from spatec.runners.spark_batch import (TaskClock, _engine_name, bucket_count, merge_stages, run_staged,
                                             dealt, staging_dir, task_log, time_window)
     from spatec.io.sources import read_events, write_rejects
 
@@ -298,6 +298,8 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     root = os.path.join(staging_dir(spark), uuid.uuid4().hex)
     os.makedirs(root, exist_ok=True)
     started = time.perf_counter()
+    log = task_log(spark)
+    clock = TaskClock(log, "driver", phrases=[p.name for p in plans])
     try:
         rows = int(spark.conf.get(INGEST_ROWS_KEY, str(INGEST_ROWS)))
         if ui:
@@ -309,6 +311,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             if ui:
                 ui.stage(f"reading {t} from {path}")
             read_here[i] = read_events(path, program.events[t], tz=program.timezone, seen=seen.get(t))
+        clock.step("read")
         buckets = bucket_count(spark, sum(ch.rows for ch in chunks)
                                + sum(len(res.events) for res in read_here.values()))
         windows = {p.name: time_window(spark, p) for p in plans}
@@ -317,10 +320,11 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             if ui:
                 ui.stage(f"typing {len(chunks)} chunk{'s' if len(chunks) > 1 else ''} of input on Spark")
             seeds, tasks = dealt(spark, [ch.rows for ch in chunks])
-            fn = ingest_fn(program, plans, chunks, tasks, buckets, root, windows, log=task_log(spark))
+            fn = ingest_fn(program, plans, chunks, tasks, buckets, root, windows, log=log)
             for r in seeds.mapInPandas(fn, "g long, path string").collect():
                 with open(r.path, "rb") as f:
                     results[int(r.g)] = pickle.load(f)
+        clock.step("ingest tasks")
         for j, (i, res) in enumerate(read_here.items()):
             index = len(chunks) + j
             results[index] = chunk_result(index, i, res, program, plans, buckets, root, windows)
@@ -345,11 +349,13 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         staged = {p.name: merge_stages([(r["index"], r["stages"][p.name]) for r in results
                                         if p.name in r["stages"]]) for p in plans}
         ingested = time.perf_counter()
+        clock.step("decide")
         if ui:
             ui.stage("matching on Spark")
         engine = _engine_name(spark) if prefilter_leaves else None
         raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root,
                          "jsonl" if fmt == "jsonl" else True, drop)
+        clock.step("match tasks")
         result = ReplayResult({}, crs)
         if fmt == "jsonl":
             if ui:
@@ -359,8 +365,11 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
                 result.counts[plan.name] = merge_jsonl_parts(raw[plan.name], result.paths[plan.name],
                                                              time_fields(plan))
             result.frames = WrittenFrames(result.paths, {p.name: p for p in plans})
+            clock.step("merge")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    clock.step("clean up")
+    clock.done()
     if fmt != "jsonl":
         for plan in plans:
             df = rows_frame(plan, dedupe(raw[plan.name]))

@@ -298,7 +298,8 @@ def test_files_are_cut_in_slices_the_cores_share_evenly(n, rows, cores, want, tm
 def test_task_log_times_every_chunk_and_group(spark, chunk_rows, hour_path, tmp_path):
     """With ``spark.spatec.taskLog`` set, every ingest chunk and every matched group adds
     one JSON line: its steps' seconds, its CPU and kernel seconds, its rows; the groups'
-    rows add up to the composites written, the chunks' rows to the rows read."""
+    rows add up to the composites written, the chunks' rows to the rows read. The
+    driver adds one line per replay, its own steps from reading to cleaning up."""
     from spatec.runners.spark_batch import TASK_LOG_KEY
 
     log = tmp_path / "tasks.jsonl"
@@ -312,12 +313,15 @@ def test_task_log_times_every_chunk_and_group(spark, chunk_rows, hour_path, tmp_
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     ingest = [x for x in lines if x["stage"] == "ingest"]
     match = [x for x in lines if x["stage"] == "match"]
-    assert len(ingest) + len(match) == len(lines)
+    driver = [x for x in lines if x["stage"] == "driver"]
+    assert len(ingest) + len(match) + len(driver) == len(lines) and len(driver) == 1
+    assert list(driver[0]["seconds"]) == ["read", "ingest tasks", "decide", "match tasks", "merge", "clean up"]
+    assert sum(driver[0]["seconds"].values()) <= driver[0]["total_s"] + 1e-6
     assert sorted(x["item"] for x in ingest) == list(range(len(ingest))) and len(ingest) >= 3
     assert sum(x["rows"] for x in ingest) == result.ingest.read
     assert {x["phrase"] for x in match} == {"Stuck"}
     assert sum(x["rows"] for x in match) == result.counts["Stuck"]
-    for x in lines:
+    for x in ingest + match:
         steps = {"ingest": {"type", "stage"}, "match": {"load", "match", "write"}}[x["stage"]]
         assert set(x["seconds"]) == steps
         assert 0 <= x["kernel_s"] <= x["cpu_s"] and sum(x["seconds"].values()) <= x["total_s"] + 1e-6
