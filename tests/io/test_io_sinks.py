@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -249,3 +250,24 @@ def test_jsonl_merge_of_a_part_cut_short_says_which(tmp_path):
     with pytest.raises(OSError, match=r"g1\.jsonl: ends at byte \d+, its keys go to \d+"):
         sinks.merge_jsonl_parts(parts, tmp_path / "merged.jsonl", {"started"})
     assert not (tmp_path / "merged.jsonl").exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_merge_writes_resume_after_short_writes(tmp_path, monkeypatch):
+    """The merge's vectored writes resume where a short write stopped, inside a line or
+    between lines: the file is the same as when every write goes through whole."""
+    parts = []
+    for k, rows in enumerate([[_row(i, i) for i in range(0, 9)], [_row(i, i) for i in range(9, 20)]]):
+        p = tmp_path / f"g{k}.jsonl"
+        parts.append((str(p), sinks.write_jsonl_part(_rows_frame(rows), p, {"started"})))
+    sinks.merge_jsonl_parts(parts, tmp_path / "whole.jsonl", {"started"})
+    real = os.pwritev
+    sizes = iter([7, 1, 300, 2, 5000] * 1000)
+
+    def short(fd, bufs, offset):
+        n = next(sizes)
+        data = b"".join(bytes(b) for b in bufs)[:n]
+        return real(fd, [data], offset)
+
+    monkeypatch.setattr(os, "pwritev", short)
+    sinks.merge_jsonl_parts(parts, tmp_path / "short.jsonl", {"started"})
+    assert (tmp_path / "short.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
