@@ -22,7 +22,6 @@ place, so a reader never sees half a file.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import datetime as _dt
 import json
 import math
@@ -290,7 +289,7 @@ def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[s
     return keys.replace_schema_metadata({b"kinds": json.dumps(kinds).encode()})
 
 
-#: Lines per block when merging parts; blocks are joined and written by
+#: Lines per block when merging parts; blocks are read and written by
 #: :data:`MERGE_THREADS` threads (writing fresh pages of a large file costs kernel
 #: time, which threads spread over the cores the tasks have left idle).
 MERGE_BLOCK = 4096
