@@ -631,21 +631,36 @@ def _overlap_exact(cols: Columns, left: list, right: list) -> np.ndarray:
 
 def group_search(g: np.ndarray, v: np.ndarray, gq: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
     """``searchsorted`` of values ``q`` within groups ``gq``, rows sorted by (group, ``v``)."""
-    if len(v) == 0 or len(q) == 0:
-        return np.zeros(len(q), dtype=np.int64)
-    vmin, vmax = int(v.min()), int(v.max())
-    span = vmax - vmin + 3
-    groups = int(g.max()) + 1
-    if groups * span < 2 ** 62:
-        key = g * span + (v - vmin + 1)
-        qk = gq * span + (np.clip(q, vmin - 1, vmax + 1) - vmin + 1)
-        return np.searchsorted(key, qk, side=side).astype(np.int64)
-    out = np.empty(len(q), dtype=np.int64)
-    for grp in np.unique(gq).tolist():
-        sel = gq == grp
-        a, b = np.searchsorted(g, grp, side="left"), np.searchsorted(g, grp, side="right")
-        out[sel] = a + np.searchsorted(v[a:b], q[sel], side=side)
-    return out
+    return GroupSearch(g, v).search(gq, q, side)
+
+
+class GroupSearch:
+    """:func:`group_search` over one sorted ``(g, v)``, its search key made once for many
+    searches: rows sorted by (group, ``v``); ``search(gq, q, side)`` finds where each
+    value ``q`` goes within its group ``gq``."""
+
+    def __init__(self, g: np.ndarray, v: np.ndarray):
+        self.g, self.v, self.key = g, v, None
+        if len(v):
+            self.vmin, self.vmax = int(v.min()), int(v.max())
+            self.span = self.vmax - self.vmin + 3
+            if (int(g.max()) + 1) * self.span < 2 ** 62:
+                # one number per row, in order: the group, then the value within it
+                self.key = g * self.span + (v - self.vmin + 1)
+
+    def search(self, gq: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
+        g, v = self.g, self.v
+        if len(v) == 0 or len(q) == 0:
+            return np.zeros(len(q), dtype=np.int64)
+        if self.key is not None:
+            qk = gq * self.span + (np.clip(q, self.vmin - 1, self.vmax + 1) - self.vmin + 1)
+            return np.searchsorted(self.key, qk, side=side).astype(np.int64)
+        out = np.empty(len(q), dtype=np.int64)
+        for grp in np.unique(gq).tolist():
+            sel = gq == grp
+            a, b = np.searchsorted(g, grp, side="left"), np.searchsorted(g, grp, side="right")
+            out[sel] = a + np.searchsorted(v[a:b], q[sel], side=side)
+        return out
 
 
 # ---------------------------------------------------------------------------- absences
@@ -835,16 +850,21 @@ def _grid_pairs(cols, ia, jb, lower, upper, near: float):
     jbs, cell_b = jb[order], cell_b[order]
     cells, dense = np.unique(cell_b, return_inverse=True)       # B's cells, numbered in order
     lob = lo[jbs]
+    within = GroupSearch(dense, lob)
+    # A's rows share few cells: each neighbour of each of A's cells is looked up once
+    cells_a, of_a = np.unique(cell_a, return_inverse=True)
     out_i, out_j = [], []
     for dx in (-1, 0, 1):
         for dy in (-1, 0, 1):
-            q = cell_a + dx * ny + dy
-            pos = np.minimum(np.searchsorted(cells, q), len(cells) - 1)
-            hit = np.flatnonzero(cells[pos] == q)
-            if not len(hit):
+            q = cells_a + dx * ny + dy
+            pos_u = np.minimum(np.searchsorted(cells, q), len(cells) - 1)
+            found = cells[pos_u] == q
+            if not found.any():
                 continue
-            s = group_search(dense, lob, pos[hit], lower[hit], "left")
-            e = group_search(dense, lob, pos[hit], upper[hit], "right")
+            hit = np.flatnonzero(found[of_a])
+            pos = pos_u[of_a[hit]]
+            s = within.search(pos, lower[hit], "left")
+            e = within.search(pos, upper[hit], "right")
             cnt = np.maximum(e - s, 0)
             out_i.append(np.repeat(ia[hit], cnt))
             out_j.append(jbs[_ranges(s, cnt)])
