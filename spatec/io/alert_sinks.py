@@ -41,6 +41,7 @@ import heapq
 import json
 import logging
 import os
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -132,8 +133,6 @@ class _Syncer:
     batches go on meanwhile."""
 
     def __init__(self, fd: int):
-        import threading
-
         self.fd = fd
         self._want = threading.Event()
         self._stop = False

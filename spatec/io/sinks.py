@@ -350,9 +350,10 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
                     mine = np.flatnonzero(js == j)
                     spans.append((j, mine, int(ss[mine[0]]), int(es[mine[-1]])))
                 need = sum(hi - lo for _, _, lo, hi in spans)
-                if getattr(local, "buf", None) is None or len(local.buf) < need:
-                    local.buf = bytearray(max(need, 2 * len(getattr(local, "buf", None) or b"")))
-                view = memoryview(local.buf)
+                buf = getattr(local, "buf", b"")
+                if len(buf) < need:
+                    local.buf = buf = bytearray(max(need, 2 * len(buf)))
+                view = memoryview(buf)
                 lines = [None] * (b - a)
                 at_ = 0
                 for j, mine, lo, hi in spans:
@@ -392,13 +393,11 @@ def _pwritev_all(fd: int, bufs: list, offset: int) -> None:
     """Write ``bufs`` one after another from ``offset`` (``pwritev``, short writes resumed)."""
     i = 0
     while i < len(bufs):
-        batch = bufs[i:i + _IOV]
-        n = os.pwritev(fd, batch, offset)
+        n = os.pwritev(fd, bufs[i:i + _IOV], offset)
         offset += n
         # skip the buffers written whole; resume inside a buffer written in part
-        while batch and n >= len(batch[0]):
-            n -= len(batch[0])
-            batch.pop(0)
+        while i < len(bufs) and n >= len(bufs[i]):
+            n -= len(bufs[i])
             i += 1
         if n:
             bufs[i] = bufs[i][n:]

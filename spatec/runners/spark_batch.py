@@ -35,6 +35,7 @@ import atexit
 import json
 import os
 import pickle
+import resource
 import shutil
 import tempfile
 import time
@@ -421,8 +422,6 @@ class TaskClock:
     def __init__(self, log: str | None, stage: str, **what):
         self.log, self.line = log, {"stage": stage, **what}
         if log:
-            import resource
-
             self._usage = resource.getrusage(resource.RUSAGE_SELF)
             self._start = self._at = time.perf_counter()
             self.line.update(pid=os.getpid(), start=time.time(), seconds={})
@@ -436,8 +435,6 @@ class TaskClock:
     def done(self, **more) -> None:
         if not self.log:
             return
-        import resource
-
         u = resource.getrusage(resource.RUSAGE_SELF)
         self.line.update(more, total_s=round(time.perf_counter() - self._start, 6),
                          cpu_s=round(u.ru_utime + u.ru_stime - self._usage.ru_utime - self._usage.ru_stime, 6),
@@ -582,7 +579,7 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                 os.makedirs(rows_dir, exist_ok=True)
                 path = os.path.join(rows_dir, f"g{int(g)}.{'jsonl' if jsonl else 'pickle'}")
                 if jsonl:     # the output file's lines, and the keys the driver merges them by
-                    keys = write_jsonl_part(rows_frame(plan, dedupe(rows)), path, time_fields(plan))
+                    keys = write_jsonl_part(rows_frame(plan, rows), path, time_fields(plan))   # deduplicated
                     write_arrow(keys, path + ".keys")
                 else:
                     with open(path + ".tmp", "wb") as f:
