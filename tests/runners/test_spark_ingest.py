@@ -321,6 +321,7 @@ def test_task_log_times_every_chunk_and_group(spark, chunk_rows, hour_path, tmp_
     assert sum(x["rows"] for x in ingest) == result.ingest.read
     assert {x["phrase"] for x in match} == {"Stuck"}
     assert sum(x["rows"] for x in match) == result.counts["Stuck"]
+    assert sorted(x["item"] for x in match) == list(range(len(match)))     # each group once
     for x in ingest + match:
         steps = {"ingest": {"type", "stage"}, "match": {"load", "match", "write"}}[x["stage"]]
         assert set(x["seconds"]) == steps
@@ -328,3 +329,53 @@ def test_task_log_times_every_chunk_and_group(spark, chunk_rows, hour_path, tmp_
     # off again: the next run adds nothing
     replay_spark(c, [("BusGPS", str(hour_path))], tmp_path / "again", spark=spark)
     assert len(log.read_text().splitlines()) == len(lines)
+
+
+def test_tasks_take_unbegun_groups_from_each_other_and_do_each_once(tmp_path):
+    """Groups dealt to two tasks (:func:`balance`: largest first) are claimed as they are
+    begun (:func:`items_of`): a task done with its own takes the others' not yet begun,
+    from the end of their lists; every group is matched once however the tasks interleave,
+    and a retried task (same seed) takes its claimed groups again, never another's."""
+    from spatec.runners.spark_batch import balance, items_of
+
+    sizes = [50, 10, 40, 30, 20, 5]
+    tasks = balance(sizes, 2)
+    assert tasks == [[0, 4, 1], [2, 3, 5]]        # 50 + 20 + 10 against 40 + 30 + 5
+    seed = lambda s: pd.DataFrame({"g": [s]})     # noqa: E731
+
+    assert list(items_of(seed(1), tasks)) == [2, 3, 5]     # no claims: its own only
+
+    # one task after the other: the first takes everything, the second nothing
+    claims = tmp_path / "one"
+    claims.mkdir()
+    assert list(items_of(seed(0), tasks, str(claims))) == [0, 4, 1, 5, 3, 2]
+    assert list(items_of(seed(1), tasks, str(claims))) == []
+
+    # interleaved, one group at a time each: task 1 is slow (3 steps per group)
+    claims = tmp_path / "two"
+    claims.mkdir()
+    a, b = items_of(seed(0), tasks, str(claims)), items_of(seed(1), tasks, str(claims))
+    done = {0: [], 1: []}
+    busy = {0: 0, 1: 0}
+    live = {0: a, 1: b}
+    while live:
+        for s, it in list(live.items()):
+            if busy[s]:
+                busy[s] -= 1
+                continue
+            g = next(it, None)
+            if g is None:
+                del live[s]
+                continue
+            done[s].append(g)
+            busy[s] = 2 if s == 1 else 0
+    assert sorted(done[0] + done[1]) == list(range(6))
+    assert done[1][0] == 2 and 5 in done[0]          # the slow task's last group taken by the other
+
+    # a retry of task 0 after it failed: its claims again, and the groups no one claimed
+    claims = tmp_path / "retry"
+    claims.mkdir()
+    first = items_of(seed(0), tasks, str(claims))
+    assert [next(first), next(first)] == [0, 4]      # ... then task 0 dies
+    assert next(items_of(seed(1), tasks, str(claims))) == 2
+    assert list(items_of(seed(0), tasks, str(claims))) == [0, 4, 1, 5, 3]
