@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import doctest
 import json
+import errno
+import fcntl
 import os
 
 import numpy as np
@@ -118,16 +120,21 @@ def _row(i, count, lo=None):
             "count": count, "started": lo if i % 3 else None}
 
 
-@pytest.mark.parametrize("mixed, block", [(False, 4096), (True, 4096), (False, 3), (False, 1)])
-def test_jsonl_parts_merge_to_what_one_write_gives(tmp_path, monkeypatch, mixed, block):
+@pytest.mark.parametrize("mixed, segment, direct", [
+    (False, 4 << 20, True), (True, 4 << 20, True), (False, 4096, True), (False, 4096, False),
+    (False, 300, False), (False, 37, False), (False, 1, False)])
+def test_jsonl_parts_merge_to_what_one_write_gives(tmp_path, monkeypatch, mixed, segment, direct):
     """Parts written separately (as Spark tasks write them) and merged: byte for byte
     the file that write_jsonl writes for all their rows at once, in (lo, hi, id) order
     across the parts, a composite in two parts written once. With ``mixed`` one part
     has an integer column with a missing value (a float column in pandas) and another
     not, so the parts' lines differ from the whole's: the merge writes them again.
-    ``block``: lines joined per write, by threads that write their blocks in any
-    order (a block's lines from every part, or from one)."""
-    monkeypatch.setattr(sinks, "MERGE_BLOCK", block)
+    ``segment``: bytes of the output filled and written at a time, by threads that write
+    their segments in any order (the file is about 11 KB: one segment; three, the last
+    padded when written around the page cache, ``direct``; or segments shorter than a
+    line, ~260 bytes, so that lines begin and end inside them and cross several)."""
+    monkeypatch.setattr(sinks, "MERGE_SEGMENT", segment)
+    monkeypatch.setattr(sinks, "MERGE_DIRECT", direct)
     rows = [_row(i, i) for i in range(40)]
     if mixed:
         rows[3]["count"] = None
@@ -271,3 +278,51 @@ def test_merge_writes_resume_after_short_writes(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "pwritev", short)
     sinks.merge_jsonl_parts(parts, tmp_path / "short.jsonl", {"started"})
     assert (tmp_path / "short.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+
+
+def test_merge_falls_back_to_the_page_cache_where_direct_writes_are_refused(tmp_path, monkeypatch):
+    """Written around the page cache (O_DIRECT) where the file system takes it; where it
+    refuses to open the file so (tmpfs) or refuses a write (EINVAL), through it: the same
+    bytes either way, the last segment's padding cut off."""
+    parts = []
+    for k, rows in enumerate([[_row(i, i) for i in range(0, 25)], [_row(i, i) for i in range(25, 60)]]):
+        p = tmp_path / f"g{k}.jsonl"
+        parts.append((str(p), sinks.write_jsonl_part(_rows_frame(rows), p, {"started"})))
+    monkeypatch.setattr(sinks, "MERGE_SEGMENT", 4096)
+    write_jsonl(_rows_frame([_row(i, i) for i in range(60)]), tmp_path / "whole.jsonl", {"started"})
+    whole = (tmp_path / "whole.jsonl").read_bytes()
+    assert len(whole) % 4096 and len(whole) > 3 * 4096
+
+    opened, real_open, real_pwritev = [], os.open, os.pwritev
+
+    def spy_open(path, flags, *a):
+        opened.append(bool(flags & getattr(os, "O_DIRECT", 0)))
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(os, "open", spy_open)
+    sinks.merge_jsonl_parts(parts, tmp_path / "direct.jsonl", {"started"})
+    assert (tmp_path / "direct.jsonl").read_bytes() == whole
+    assert any(opened) == hasattr(os, "O_DIRECT")
+
+    def no_direct_open(path, flags, *a):
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(os, "open", no_direct_open)
+    sinks.merge_jsonl_parts(parts, tmp_path / "refused_open.jsonl", {"started"})
+    assert (tmp_path / "refused_open.jsonl").read_bytes() == whole
+
+    refused = []
+
+    def no_direct_write(fd, bufs, offset):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0):
+            refused.append(offset)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwritev(fd, bufs, offset)
+
+    monkeypatch.setattr(os, "open", real_open)
+    monkeypatch.setattr(os, "pwritev", no_direct_write)
+    sinks.merge_jsonl_parts(parts, tmp_path / "refused_write.jsonl", {"started"})
+    assert (tmp_path / "refused_write.jsonl").read_bytes() == whole
+    assert len(refused) >= (1 if hasattr(os, "O_DIRECT") and any(opened) else 0)
