@@ -271,7 +271,7 @@ class Stager:
         types = sorted(t for t in phrase_types(plan, program) if t in self.frames)
         keyed = keyed_types(plan, program, types)
         tag = _safe(plan.name)
-        out: dict = {"groups": {}, "all": {}, "src": {}, "rows": {}}
+        out: dict = {"groups": {}, "all": {}, "src": {}, "rows": {}, "lo": {}}
         if window:
             out["window"] = window
         history = needs_source_history(plan, program)
@@ -289,10 +289,14 @@ class Stager:
                 bs = b[order]
             cuts = np.flatnonzero(np.diff(bs)) + 1
             table = self.used(plan, t)
+            lo = df["_lo"].to_numpy(np.int64)
             for idx, g in zip(np.split(order, cuts), np.split(bs, cuts)):
                 if len(idx):
                     g = int(g[0])
                     out["rows"][g] = out["rows"].get(g, 0) + len(idx)
+                    los = lo[idx]
+                    a, b = out["lo"].get(g, (int(los.min()), int(los.max())))
+                    out["lo"][g] = (min(a, int(los.min())), max(b, int(los.max())))
                     out["groups"].setdefault(g, {})[t] = self.write(table.take(pa.array(idx)),
                                                                     f"{tag}-b{g}-{_safe(t)}")
             decl = program.events[t]
@@ -317,13 +321,48 @@ def time_window(spark, plan: PhrasePlan) -> int | None:
     span into a stretch is in the one before too, and few are), and two spans (so
     that no event is in three). None for a phrase with a key, or not so bounded: it
     is one group."""
-    if plan.key or plan.span_bound is None or plan.deferred or plan.negated:
+    if plan.key or not local_in_time(plan):
         return None
-    for n in walk_nodes(plan.root):
-        if isinstance(n, After) or getattr(n, "absence", None) is not None:
-            return None
     least = int(float(spark.conf.get(TIME_WINDOW_KEY, str(TIME_WINDOW))) * 1_000_000)
     return max(least, 2 * plan.span_bound, 1)
+
+
+def local_in_time(plan: PhrasePlan) -> bool:
+    """Whether every match of ``plan`` lies within ``span_bound`` and depends on its own
+    events only (no absence, no ``successive``, no negated leaf): then the matches that
+    start in ``[t0, t1)`` are exactly those among the events that start in
+    ``[t0, t1 + span]`` (:func:`time_window`, :func:`split_in_time`)."""
+    if plan.span_bound is None or plan.deferred or plan.negated:
+        return False
+    return not any(isinstance(n, After) or getattr(n, "absence", None) is not None for n in walk_nodes(plan.root))
+
+
+def split_in_time(groups: list, plan: PhrasePlan, cores: int) -> list:
+    """Groups of a phrase with a key (specs of :func:`merge_stages`) with one or a few keys
+    holding much more than their share of the events, each cut into stretches of time
+    matched apart, when the phrase is :func:`local_in_time`: a stretch's spec reports the
+    matches that start in it (``own``) from the events that start in it or up to a span
+    after (``lo_range``, :func:`staged_fn`). Keys cannot be cut, but their matches can:
+    Bunching's lines, one of which held 29% of its bus-day's matching, a core's tail.
+    A group of more than one and a half ``share`` is cut into ``ceil(rows / share)``
+    stretches of equal time, ``share`` being what :data:`GROUPS_PER_CORE` groups a core
+    would hold."""
+    if not plan.key or not groups or not local_in_time(plan):
+        return groups
+    share = sum(spec["rows"] for spec in groups) / max(1, cores * GROUPS_PER_CORE)
+    span = int(plan.span_bound)
+    out = []
+    for spec in groups:
+        lo0, lo1 = spec.get("lo", (0, 0))
+        k = -int(-spec["rows"] // max(share, 1)) if spec["rows"] > 1.5 * share else 1
+        k = min(k, (lo1 - lo0) // max(2 * span, 1))         # stretches at least two spans long
+        if k < 2 or "own" in spec:
+            out.append(spec)
+            continue
+        cuts = [lo0 + (lo1 + 1 - lo0) * i // k for i in range(k + 1)]
+        for t0, t1 in zip(cuts[:-1], cuts[1:]):
+            out.append({**spec, "rows": spec["rows"] // k, "own": (t0, t1), "lo_range": (t0, t1 + span)})
+    return out
 
 
 def window_groups(lo: np.ndarray, window: int, span: int) -> tuple[np.ndarray, np.ndarray]:
@@ -363,6 +402,9 @@ def merge_stages(chunks: list) -> dict:
         for g, files in st["groups"].items():
             spec = groups.setdefault(g, {"frames": {}, "history": {}, "key": g, "rows": 0})
             spec["rows"] += st["rows"][g]
+            if g in st.get("lo", {}):      # the least and greatest start of its events
+                a, b = st["lo"][g]
+                spec["lo"] = (min(a, spec["lo"][0]), max(b, spec["lo"][1])) if "lo" in spec else (a, b)
             for t, path in files.items():
                 spec["frames"].setdefault(t, []).append((c, path))
         for t, path in st["all"].items():
@@ -459,10 +501,11 @@ def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, fina
     schema = ROWS_SCHEMA if rows_dir else RAW_SCHEMA
     if not groups:
         return spark.createDataFrame([], schema)
-    ids = sorted(groups)
+    specs = split_in_time([groups[g] for g in sorted(groups)], plan,
+                          max(1, spark.sparkContext.defaultParallelism))
     regions = prefilter_regions(plan, program, crs) if engine else {}
-    seeds, tasks = dealt(spark, [groups[g]["rows"] for g in ids])
-    fn = staged_fn(plan, program, crs, final_w, dtypes, {i: groups[g] for i, g in enumerate(ids)}, regions,
+    seeds, tasks = dealt(spark, [spec["rows"] for spec in specs])
+    fn = staged_fn(plan, program, crs, final_w, dtypes, dict(enumerate(specs)), regions,
                    engine, tasks, rows_dir, drop or {}, jsonl, log=task_log(spark))
     return seeds.mapInPandas(fn, schema)
 
@@ -608,7 +651,8 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
             for g in items_of(pdf, tasks, claims):
                 spec = groups[g]
                 clock = TaskClock(log, "match", phrase=plan.name, item=int(g))
-                frames = {t: frame(t, load_staged(fs, drop)) for t, fs in spec["frames"].items()}
+                frames = {t: frame(t, _starting(load_staged(fs, drop), spec.get("lo_range")))
+                          for t, fs in spec["frames"].items()}
                 history = {t: frame(t, source_history(load_staged(fs, drop), spec["key"]), prefilter=False)
                            for t, fs in spec["history"].items()}
                 clock.step("load")
@@ -637,6 +681,14 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                                     "n": pd.Series([len(rows)], dtype="int64")})
 
     return run
+
+
+def _starting(table: pa.Table, lo_range: tuple | None) -> pa.Table:
+    """The events of ``table`` that start in ``lo_range`` (both ends in; all without one)."""
+    if lo_range is None or not table.num_rows:
+        return table
+    lo = table.column("_lo")
+    return table.filter(pc.and_(pc.greater_equal(lo, lo_range[0]), pc.less_equal(lo, lo_range[1])))
 
 
 def _prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Table:

@@ -4,6 +4,7 @@ counts, CRS — whatever the chunk boundaries, duplicates across chunks included
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -379,3 +380,51 @@ def test_tasks_take_unbegun_groups_from_each_other_and_do_each_once(tmp_path):
     assert [next(first), next(first)] == [0, 4]      # ... then task 0 dies
     assert next(items_of(seed(1), tasks, str(claims))) == 2
     assert list(items_of(seed(0), tasks, str(claims))) == [0, 4, 1, 5, 3]
+
+
+def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark, hour_path, tmp_path):
+    """A phrase with a key whose matches lie within a span and depend on their own events
+    (Bunching: a line is its key) has its largest groups cut into stretches of equal time
+    (:func:`split_in_time`): a stretch reports the matches that start in it, from the events
+    that start in it or up to a span after; the stretches cover the group's starts end to
+    end. A phrase with ``successive`` (Stuck) is never cut. The replay of the Cambridge
+    hour, with its groups cut, is the local runner's, byte for byte."""
+    from spatec.runners.spark_batch import GROUPS_PER_CORE, split_in_time
+
+    bunching = compile_program(REPO / "examples" / "bunching" / "bunching.spatec").plans[0]
+    stuck = compile_program(SHARED / "spec" / "examples" / "stuck.spatec").plans[0]
+    span = bunching.span_bound
+    big = {"rows": 900, "lo": (0, 100 * span), "key": 0, "frames": {}, "history": {}}
+    small = {"rows": 100, "lo": (5, 50 * span), "key": 1, "frames": {}, "history": {}}
+    # a share is 1,000 / (2 cores * GROUPS_PER_CORE) rows; the big group is cut in
+    # ceil(900 / share), the small one (100 rows, less than 1.5 shares) not
+    k = math.ceil(900 / (1000 / (2 * GROUPS_PER_CORE)))
+    got = split_in_time([big, small], bunching, 2)
+    assert k >= 2 and len(got) == k + 1 and got[-1] is small
+    owns = [g["own"] for g in got[:-1]]
+    assert owns[0][0] == 0 and owns[-1][1] == 100 * span + 1
+    assert all(a[1] == b[0] for a, b in zip(owns, owns[1:]))
+    assert all(g["lo_range"] == (g["own"][0], g["own"][1] + span) for g in got[:-1])
+    assert split_in_time([big, small], stuck, 2) == [big, small]
+    narrow = {**big, "lo": (0, 3 * span)}                  # stretches are at least two spans
+    assert len(split_in_time([narrow, small], bunching, 2)) == 2
+
+    out_s, out_l = tmp_path / "spark", tmp_path / "local"
+    c = compile_program(REPO / "examples" / "bunching" / "bunching.spatec")
+    seen = []
+    import spatec.runners.spark_batch as sb
+    real = sb.split_in_time
+
+    def spy(groups, plan, cores):
+        got = real(groups, plan, cores)
+        seen.append((len(groups), len(got)))
+        return got
+
+    sb.split_in_time = spy
+    try:
+        replay_spark(c, [("BusGPS", str(hour_path))], out_s, spark=spark)
+    finally:
+        sb.split_in_time = real
+    replay_local(c, [("BusGPS", str(hour_path))], out_l)
+    assert seen and seen[0][1] > seen[0][0]               # some group was cut
+    assert (out_s / "Bunching.jsonl").read_bytes() == (out_l / "Bunching.jsonl").read_bytes()
