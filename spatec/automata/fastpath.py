@@ -845,6 +845,11 @@ def _grid_pairs(cols, ia, jb, lower, upper, near: float):
     nx, ny = int(nx), int(ny)
     cell_a = (cols.group[ia] * nx + cx[:len(ia)]) * ny + cy[:len(ia)]
     cell_b = (cols.group[jb] * nx + cx[len(ia):]) * ny + cy[len(ia):]
+    # A's rows in order of (cell, lower): each search below then looks its values up in
+    # order, which numpy's binary search does about four times faster than at random
+    # (Bunching's hour: 18 searches, 25 -> 7 ms); the pairs come out in another order
+    oa = np.lexsort((lower, cell_a))
+    ia, lower, upper, cell_a = ia[oa], lower[oa], upper[oa], cell_a[oa]
     lo = cols.lo
     order = np.lexsort((lo[jb], cell_b))
     jbs, cell_b = jb[order], cell_b[order]
