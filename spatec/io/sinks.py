@@ -162,10 +162,10 @@ def write_jsonl(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] =
     _atomic(path, write)
 
 
-def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[tuple[bytes, list]]:
+def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[tuple[Any, list]]:
     """The rows' lines, as ``json.dumps(row, ensure_ascii=False, allow_nan=False)``
     writes :func:`_rows`'s dicts, in blocks of up to :data:`_CHUNK` lines: each
-    block's bytes and the length in bytes of each of its lines."""
+    block's bytes (a bytes-like object) and the length in bytes of each of its lines."""
     names = [*FIXED, *_emit_fields(df)]
     if len(set(names)) != len(names) or not all(type(n) is str for n in names):
         dumps = json.dumps
@@ -175,41 +175,45 @@ def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[tup
         return
     for a in range(0, len(df), _CHUNK):
         lines = _jsonl_chunk(df.iloc[a:a + _CHUNK], names, time_fields)
-        text = "".join(lines)
-        if text.isascii():
-            yield text.encode("ascii"), list(map(len, lines))
-        else:
-            yield text.encode("utf-8"), [len(line.encode("utf-8")) for line in lines]
+        ends = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=4 * lines.offset)
+        yield memoryview(lines.buffers()[2])[int(ends[0]):int(ends[-1])], np.diff(ends).tolist()
 
 
 #: Lines rendered at a time: bounds the text held in memory to a few MB.
 _CHUNK = 4096
 
 
-def _jsonl_chunk(df: pd.DataFrame, names: list, time_fields: Collection[str]) -> list:
-    """The lines of ``df``'s rows, built column by column rather than row by row.
+def _jsonl_chunk(df: pd.DataFrame, names: list, time_fields: Collection[str]) -> pa.Array:
+    """The lines of ``df``'s rows (an Arrow string array), built column by column rather
+    than row by row.
 
-    ``json.dumps`` of a row dict is ``{"name": value, ...}`` with each value
-    as ``json.dumps`` writes it alone, so each column is turned into its JSON
-    texts at once (text that needs no escaping into a ``"%s"`` in the line's
-    template, which takes it as it is) and a line is one ``%`` of a template:
-    no dict and no encoder call per row."""
-    template, columns = [], []
-    for name in names:
-        fmt, cols = _json_column(name, df[name], time_fields)
-        template.append(_json_key(name) + ": " + fmt)
-        columns.extend(cols)
-    line = "{" + ", ".join(template) + "}\n"
-    return [line % row for row in zip(*columns)]
+    ``json.dumps`` of a row dict is ``{"name": value, ...}`` with each value as
+    ``json.dumps`` writes it alone, so each column is turned into its JSON texts at
+    once (text that needs no escaping goes between quotes as it is), and the lines
+    are joined from the columns and the text between them by Arrow, in C
+    (``binary_join_element_wise``): no dict, no encoder call and no string per row."""
+    pieces: list = []
+    text = "{"
+    for i, name in enumerate(names):
+        between, cols = _json_column(name, df[name], time_fields)
+        text += ("" if i == 0 else ", ") + _json_key(name) + ": " + between[0]
+        for col, after in zip(cols, between[1:]):
+            pieces += [text, col if isinstance(col, pa.Array) else pa.array(col, pa.string())]
+            text = after
+    pieces.append(text + "}\n")
+    if len(pieces) == 1:
+        return pa.array([pieces[0]] * len(df), pa.string())
+    return pc.binary_join_element_wise(*pieces, "")
 
 
 def _json_key(name: str) -> str:
-    """A key as JSON text, ready for a ``%`` template."""
-    return json.dumps(name, ensure_ascii=False).replace("%", "%%")
+    """A key as JSON text."""
+    return json.dumps(name, ensure_ascii=False)
 
 
-def _json_column(name: str, s: pd.Series, time_fields: Collection[str]) -> tuple[str, list]:
-    """A column's part of the line template and the values it takes (a list per ``%s``)."""
+def _json_column(name: str, s: pd.Series, time_fields: Collection[str]) -> tuple[tuple, list]:
+    """A column's texts: the text around and between its values (one more than the columns
+    of values) and the columns of values (JSON text, a list or an Arrow string array)."""
     if name in ("lo", "hi") or name in time_fields:
         return _json_values(list(format_times(s)))
     if name == "events":
@@ -217,43 +221,52 @@ def _json_column(name: str, s: pd.Series, time_fields: Collection[str]) -> tuple
     return _json_values(_plain_column(s))
 
 
-def _json_values(values: list) -> tuple[str, list]:
+def _json_values(values: list) -> tuple[tuple, list]:
     """:func:`_json_column` of JSON-ready values (as :func:`_plain` gives them)."""
-    if _verbatim(values):
-        return '"%s"', [values]
+    text = _verbatim(values)
+    if text is not None:
+        return ('"', '"'), [text]
     if set(map(type, values)) <= _SCALAR.keys():
         enc = _SCALAR
-        return "%s", [[enc[type(v)](v) for v in values]]
+        return ("", ""), [[enc[type(v)](v) for v in values]]
     dumps = json.dumps
-    return "%s", [[dumps(v, ensure_ascii=False, allow_nan=False) for v in values]]
+    return ("", ""), [[dumps(v, ensure_ascii=False, allow_nan=False) for v in values]]
 
 
-def _verbatim(values: list) -> bool:
-    """Whether every value is a str that JSON writes as it is, in quotes: no quote,
-    backslash or control character (what ``json.dumps`` escapes with ``ensure_ascii=False``)."""
+def _verbatim(values: list) -> pa.Array | None:
+    """``values`` as an Arrow string array when every one is a str that JSON writes as it
+    is, in quotes: no quote, backslash or control character (what ``json.dumps`` escapes
+    with ``ensure_ascii=False``); else None."""
     if not values or set(map(type, values)) != {str}:
-        return not values
+        return pa.array([], pa.string()) if not values else None
+    arr = pa.array(values, pa.string())
     # in UTF-8 a byte below 0x20 is a control character: no other character has one
-    joined = "".join(values).encode("utf-8")
-    if b'"' in joined or b"\\" in joined:
-        return False
-    return not joined or np.frombuffer(joined, np.uint8).min() >= 0x20
+    ends = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1)
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[ends[0]:ends[-1]] if arr.buffers()[2] else \
+        np.zeros(0, np.uint8)
+    if len(data) and (data.min() < 0x20 or (data == 0x22).any() or (data == 0x5C).any()):
+        return None
+    return arr
 
 
-def _json_events(values: list) -> tuple[str, list]:
+def _json_events(values: list) -> tuple[tuple, list]:
     """:func:`_json_column` of ``events``. When every row binds the same variables, in
     order, to text that needs no escaping (the usual case: a phrase's variables to event
-    ids), a template ``{"A": "%s", ...}`` and a column of ids per variable; else each
-    row's dict as :func:`_events_dict` makes it."""
+    ids), ``{"A": "…", ...}`` around a column of ids per variable; else each row's dict as
+    :func:`_events_dict` makes it."""
     if values and all(type(v) is dict for v in values):
         keys = tuple(values[0])
         if all(type(k) is str for k in keys) and list(keys) == sorted(keys) \
                 and all(tuple(v) == keys for v in values):
-            cols = [[v[k] for v in values] for k in keys]
-            if all(_verbatim(c) for c in cols):
-                return "{" + ", ".join(_json_key(k) + ': "%s"' for k in keys) + "}", cols
+            cols = [_verbatim([v[k] for v in values]) for k in keys]
+            if all(c is not None for c in cols):
+                if not keys:
+                    return ("{}",), []
+                between = ["{" + _json_key(keys[0]) + ': "']
+                between += ['", ' + _json_key(k) + ': "' for k in keys[1:]]
+                return (*between, '"}'), cols
     dumps = json.dumps
-    return "%s", [[dumps(_events_dict(v), ensure_ascii=False) for v in values]]
+    return ("", ""), [[dumps(_events_dict(v), ensure_ascii=False) for v in values]]
 
 
 #: JSON text of a plain value, as json.dumps writes it (floats are finite here: _plain
