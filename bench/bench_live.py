@@ -1,7 +1,7 @@
 """Alert latency of live detection: position lands at the source → alert at the sink.
 
 Synthetic buses report every 2 s (a third of them standing still) as CSV
-files written, every 0.1 s (``--file-every``), into a directory that the live runner reads
+files written, every 0.01 s (``--file-every``), into a directory that the live runner reads
 (``dir://`` source; each file written aside and renamed in). The phrase
 fires as soon as its second event arrives, so what is timed is the runner,
 not a decision waiting for the watermark::
@@ -28,13 +28,18 @@ The baseline printed first is the same pipeline with the runner's work left
 out: files written, listed and read, no phrase; its latency is the landing
 of a file to its being read (what the directory source adds).
 
-    .venv/bin/python bench/bench_live.py [--seconds 12] [--rates 100,1000,10000] [--file-every 0.1]
+    .venv/bin/python bench/bench_live.py [--seconds 12] [--rates 100,1000,10000] [--file-every 0.01]
+                                         [--bursts-every 0.1]
                                          [--spark] [--profile]
 
 ``--file-every`` is the file cadence, a parameter of the workload: at 10,000
-positions/s a file every 0.1 s holds 1,000 positions, every 0.01 s 100. An
+positions/s a file every 0.01 s holds 100 positions, every 0.1 s 1,000. An
 alert's latency is always from the moment its file landed, so a position
 waits for the rest of its file to be processed; the tables name the cadence.
+The default, 0.01 s, is the nearest this source comes to positions arriving
+one by one (a stream); ``--bursts-every`` (default 0.1 s) then runs the
+highest rate again in bursts, where the last position of a burst waits for
+the work on all before it (about 35 µs each on one core).
 
 Bounded: under 3 minutes with the defaults (local runner only); ``--spark``
 adds the Spark runner at 100 and 1,000 positions/s (about 2 more minutes).
@@ -71,7 +76,7 @@ def program_text() -> str:
     return PROGRAM.replace("WITHIN", WORKLOADS[WORKLOAD])
 
 PERIOD = 2.0           # s between two fixes of one bus
-TICK = 0.1             # s between two files (--file-every)
+TICK = 0.01            # s between two files (--file-every)
 CRS = "EPSG:32631"
 CHECKPOINT_EVERY = None  # s between two checkpoint saves of the local runner (None: its default)
 
@@ -339,8 +344,11 @@ def main(argv=None) -> int:
     ap.add_argument("--workload", choices=sorted(WORKLOADS), default="consecutive",
                     help="consecutive: one alert per standing fix (default); pairs: every pair of a "
                          "standing bus's fixes up to 30 s apart (the work grows over the run)")
-    ap.add_argument("--file-every", type=float, default=0.1, metavar="SECONDS",
-                    help="seconds between two input files (default 0.1: 1,000 positions a file at 10,000/s)")
+    ap.add_argument("--file-every", type=float, default=0.01, metavar="SECONDS",
+                    help="seconds between two input files (default 0.01: 100 positions a file at 10,000/s)")
+    ap.add_argument("--bursts-every", type=float, default=0.1, metavar="SECONDS",
+                    help="then the local runner at the highest rate again with a file every SECONDS "
+                         "(default 0.1: bursts of 1,000 positions at 10,000/s; 0: not)")
     ap.add_argument("--checkpoint-every", type=float, default=None,
                     help="local runner: seconds between checkpoint saves (default: the runner's, 10; "
                          "0: every batch)")
@@ -378,6 +386,16 @@ def main(argv=None) -> int:
         every = default_every if CHECKPOINT_EVERY is None else CHECKPOINT_EVERY
         table(f"local runner (a file every {TICK:g} s, checkpoint saved every {every:g} s)  "
               f"load average {_load()}", rows)
+        if args.bursts_every and rates:
+            # the same rate in bursts: a position waits for those of its file before it
+            stream, TICK = TICK, args.bursts_every
+            try:
+                top = max(rates)
+                burst = [run_local(top, args.seconds, work / f"b{top}")]
+            finally:
+                TICK = stream
+            table(f"local runner in bursts (a file every {args.bursts_every:g} s: "
+                  f"{int(top * args.bursts_every):,} positions a file)  load average {_load()}", burst)
         if args.no_search:
             raise _SkipLocal
         # the highest sustained rate: bisect between the rates tried
