@@ -346,6 +346,9 @@ def main(argv=None) -> int:
                          "standing bus's fixes up to 30 s apart (the work grows over the run)")
     ap.add_argument("--file-every", type=float, default=0.01, metavar="SECONDS",
                     help="seconds between two input files (default 0.01: 100 positions a file at 10,000/s)")
+    ap.add_argument("--spark-file-every", type=float, default=0.1, metavar="SECONDS",
+                    help="the Spark runner's file cadence (default 0.1: its file source lists and opens "
+                         "every file, so at 0.01 s a micro-batch handles ten times the files)")
     ap.add_argument("--bursts-every", type=float, default=0.1, metavar="SECONDS",
                     help="then the local runner at the highest rate again with a file every SECONDS "
                          "(default 0.1: bursts of 1,000 positions at 10,000/s; 0: not)")
@@ -430,9 +433,13 @@ def main(argv=None) -> int:
             conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.locality.wait": "0s"}
             conf.update(kv.split("=", 1) for kv in args.spark_conf)
             spark = get_or_create("local[2]", conf)
-            srows = [run_spark(spark, rate, args.seconds, work / f"s{rate}") for rate in spark_rates]
-            table(f"spark runner (trigger 0: a micro-batch as soon as the last ends)  load average {_load()}",
-                  srows)
+            stream, TICK = TICK, args.spark_file_every
+            try:
+                srows = [run_spark(spark, rate, args.seconds, work / f"s{rate}") for rate in spark_rates]
+            finally:
+                TICK = stream
+            table(f"spark runner (a file every {args.spark_file_every:g} s; trigger 0: a micro-batch as soon as "
+                  f"the last ends)  load average {_load()}", srows)
             spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
