@@ -52,7 +52,7 @@ import numpy as np
 from spatec.plan.build import expr_vars
 from spatec.automata.machine import Composite, composite_id
 from spatec.automata.relations import op_parts
-from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, source_codes
+from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, present, source_codes
 from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
 from spatec.spatial.stamps import _ranges
@@ -252,7 +252,7 @@ def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
         if fp.shape in ("after", "between"):
             return None
         key = []      # a type without the key is broadcast: one partition of everything
-    keyed = df[key].notna().all(axis=1).to_numpy() if key else np.ones(len(df), dtype=bool)
+    keyed = np.logical_and.reduce([present(df[k]) for k in key]) if key else np.ones(len(df), dtype=bool)
     src = source_codes(df["_source"])
     pos = pos[src[pos] >= 0] if fp.shape == "chain" else pos[keyed[pos]]
     part = np.zeros(len(df), dtype=np.int64)
@@ -995,6 +995,18 @@ def _hulls_wkt(m: Matches, projector) -> list:
     ex, ey = ex.reshape(k, n), ey.reshape(k, n)
     if k == 1:
         hull = shapely.points(ex[0], ey[0])
+    elif k == 2:
+        # GEOS's hull of two points is the line between them, as given, or the point when
+        # they are one: made so, without asking GEOS (Bunching: 1.6 -> 0.7 us a match)
+        same = (ex[0] == ex[1]) & (ey[0] == ey[1])
+        hull = np.empty(n, dtype=object)
+        two = np.flatnonzero(~same)
+        if len(two):
+            xy = np.stack([ex[:, two].T, ey[:, two].T], axis=-1).reshape(-1, 2)
+            hull[two] = shapely.from_ragged_array(shapely.GeometryType.LINESTRING, xy,
+                                                  (np.arange(0, 2 * len(two) + 1, 2, dtype=np.int64),))
+        if len(two) < n:
+            hull[same] = shapely.points(ex[0][same], ey[0][same])
     else:
         coords = np.stack([ex, ey], axis=-1).transpose(1, 0, 2)
         hull = _hulls(coords.reshape(-1, 2), np.full(n, k))   # a point where every centre is the same

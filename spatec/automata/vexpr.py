@@ -188,6 +188,15 @@ def source_codes(sources) -> np.ndarray:
                         else sources)[0].astype(np.int64)
 
 
+def present(s: pd.Series) -> np.ndarray:
+    """``s.notna()`` as an array; for a column of text with no missing value found with one
+    type check per value (``infer_dtype``, in C) rather than a test for each kind of NA
+    (Bunching's hour: 11 of its fast path's 112 ms went to those tests)."""
+    if s.dtype == object and pd.api.types.infer_dtype(s, skipna=False) == "string":
+        return np.ones(len(s), dtype=bool)
+    return s.notna().to_numpy()
+
+
 def _attr_col(values) -> Col:
     """An attribute column as the scalar path sees it (``_pycol``: NaN and NA are None)."""
     if isinstance(values, pd.Series):
@@ -203,6 +212,8 @@ def _attr_col(values) -> Col:
             if len(a) and int(np.abs(a).max()) >= SAFE_INT:
                 return from_python(s.astype(object).where(s.notna(), None).tolist())
             return Col(a, None if known.all() else known)
+        if s.dtype == object and pd.api.types.infer_dtype(s, skipna=False) == "string":
+            return Col(s.to_numpy(dtype=object, copy=True), None)     # text, none missing: no NA test
         if pd.api.types.infer_dtype(s, skipna=True) == "string":
             # text (the usual attribute): what from_python makes of the list, without the list
             known = s.notna().to_numpy()
