@@ -294,9 +294,9 @@ class Stager:
                 if len(idx):
                     g = int(g[0])
                     out["rows"][g] = out["rows"].get(g, 0) + len(idx)
-                    los = lo[idx]
-                    a, b = out["lo"].get(g, (int(los.min()), int(los.max())))
-                    out["lo"][g] = (min(a, int(los.min())), max(b, int(los.max())))
+                    first, last = int(lo[idx].min()), int(lo[idx].max())
+                    was = out["lo"].get(g, (first, last))
+                    out["lo"][g] = (min(was[0], first), max(was[1], last))
                     out["groups"].setdefault(g, {})[t] = self.write(table.take(pa.array(idx)),
                                                                     f"{tag}-b{g}-{_safe(t)}")
             decl = program.events[t]
