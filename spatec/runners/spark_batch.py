@@ -530,12 +530,18 @@ def items_of(pdf: pd.DataFrame, tasks: list, claims: str | None = None):
     was idle 0.4 s of 3.4 s, with groups dealt evenly by events).
 
     An item is claimed (:func:`claim`) before it is begun; a task skips one another has
-    claimed. Items come lazily: each claim is made when the item before it is done."""
+    claimed. Items come lazily: each claim is made when the item before it is done. On a
+    file system without symbolic links every task does its own items, as without claims."""
     seeds = pdf["g"].tolist()
     for seed in seeds:
         for i in tasks[seed]:
-            if claims is None or claim(claims, i, seed):
-                yield i
+            if claims is not None:
+                try:
+                    if not claim(claims, i, seed):
+                        continue
+                except _NoClaims:
+                    claims = None
+            yield i
     if claims is None or not seeds:
         return
     mine = set(seeds)
@@ -544,8 +550,15 @@ def items_of(pdf: pd.DataFrame, tasks: list, claims: str | None = None):
         for q in queues:
             if q:
                 i = q.pop(0)
-                if claim(claims, i, seeds[0]):
-                    yield i
+                try:
+                    if claim(claims, i, seeds[0]):
+                        yield i
+                except _NoClaims:
+                    return
+
+
+class _NoClaims(Exception):
+    """The claims' directory cannot hold a symbolic link."""
 
 
 def claim(claims: str, item: int, seed: int) -> bool:
@@ -553,13 +566,17 @@ def claim(claims: str, item: int, seed: int) -> bool:
     the one that did (a retry of a task that failed after claiming: its items are done
     again, as a task's output is all or nothing). A claim is a symbolic link named after
     the item whose target is the seed, made at once with its content (``symlink`` fails
-    when the name exists, also on a shared file system)."""
+    when the name exists, also on a shared file system). :class:`_NoClaims` where the
+    file system has no symbolic links: no task can claim anything there (they all see
+    the one directory), so each does its own items."""
     path = os.path.join(claims, str(int(item)))
     try:
         os.symlink(str(int(seed)), path)
         return True
     except FileExistsError:
         return os.readlink(path) == str(int(seed))
+    except OSError as e:
+        raise _NoClaims(str(e)) from e
 
 
 def balance(sizes: list, tasks: int) -> list:

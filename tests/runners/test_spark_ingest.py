@@ -382,6 +382,22 @@ def test_tasks_take_unbegun_groups_from_each_other_and_do_each_once(tmp_path):
     assert list(items_of(seed(0), tasks, str(claims))) == [0, 4, 1, 5, 3]
 
 
+def test_tasks_do_their_own_groups_where_claims_cannot_be_made(tmp_path, monkeypatch):
+    """A staging directory on a file system without symbolic links: no claim can be made,
+    so each task does the groups dealt to it, all of them, and takes none of another's."""
+    import os
+
+    from spatec.runners.spark_batch import balance, items_of
+
+    def refused(*a):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "symlink", refused)
+    tasks = balance([50, 10, 40, 30, 20, 5], 2)
+    got = [list(items_of(pd.DataFrame({"g": [s]}), tasks, str(tmp_path))) for s in (0, 1)]
+    assert got == tasks
+
+
 def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark, hour_path, tmp_path):
     """A phrase with a key whose matches lie within a span and depend on their own events
     (Bunching: a line is its key) has its largest groups cut into stretches of equal time
