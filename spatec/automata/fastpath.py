@@ -421,7 +421,7 @@ class Matches:
         ids = [self.cols.ids[self.rows[v]].tolist() for v in vs]
         head = f"[{enc(self.fp.phrase)},["
         sha = hashlib.sha256
-        if all(_verbatim(c) for c in ids):
+        if all(_verbatim(c) is not None for c in ids):     # (an Arrow array, or None)
             line = (head + ",".join(f"[{enc(v)},\"\0\"]" for v in vs) + "]]").replace("%", "%%").replace("\0", "%s")
             return [sha((line % pairs).encode("utf-8")).hexdigest()[:32] for pairs in zip(*ids)]
         cols = [[f"[{enc(v)},{enc(x)}]" for x in c] for v, c in zip(vs, ids)]
