@@ -47,6 +47,7 @@ adds the Spark runner at 100 and 1,000 positions/s (about 2 more minutes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import sys
@@ -329,6 +330,17 @@ def _load() -> str:
         return "?"
 
 
+@contextlib.contextmanager
+def cadence(seconds: float):
+    """The feed's file cadence (:data:`TICK`) set to ``seconds`` for a run, then back."""
+    global TICK
+    before, TICK = TICK, seconds
+    try:
+        yield
+    finally:
+        TICK = before
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=12.0, help="seconds of input per rate (default 12)")
@@ -391,12 +403,9 @@ def main(argv=None) -> int:
               f"load average {_load()}", rows)
         if args.bursts_every and rates:
             # the same rate in bursts: a position waits for those of its file before it
-            stream, TICK = TICK, args.bursts_every
-            try:
-                top = max(rates)
+            top = max(rates)
+            with cadence(args.bursts_every):
                 burst = [run_local(top, args.seconds, work / f"b{top}")]
-            finally:
-                TICK = stream
             table(f"local runner in bursts (a file every {args.bursts_every:g} s: "
                   f"{int(top * args.bursts_every):,} positions a file)  load average {_load()}", burst)
         if args.no_search:
@@ -433,11 +442,8 @@ def main(argv=None) -> int:
             conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.locality.wait": "0s"}
             conf.update(kv.split("=", 1) for kv in args.spark_conf)
             spark = get_or_create("local[2]", conf)
-            stream, TICK = TICK, args.spark_file_every
-            try:
+            with cadence(args.spark_file_every):
                 srows = [run_spark(spark, rate, args.seconds, work / f"s{rate}") for rate in spark_rates]
-            finally:
-                TICK = stream
             table(f"spark runner (a file every {args.spark_file_every:g} s; trigger 0: a micro-batch as soon as "
                   f"the last ends)  load average {_load()}", srows)
             spark.stop()

@@ -200,9 +200,7 @@ def _jsonl_chunk(df: pd.DataFrame, names: list, time_fields: Collection[str]) ->
         for col, after in zip(cols, between[1:]):
             pieces += [text, col if isinstance(col, pa.Array) else pa.array(col, pa.string())]
             text = after
-    pieces.append(text + "}\n")
-    if len(pieces) == 1:
-        return pa.array([pieces[0]] * len(df), pa.string())
+    pieces.append(text + "}\n")         # (the fixed fields always give columns to join)
     return pc.binary_join_element_wise(*pieces, "")
 
 
@@ -464,9 +462,10 @@ def _vectored(call, fd: int, bufs: list, offset: int, name: str) -> None:
     i = 0
     while i < len(bufs):
         n = call(fd, bufs[i:i + _IOV], offset)
-        if not n and call is os.preadv:
+        if not n:           # a read at the file's end; a write that wrote nothing would loop
             need = offset + sum(len(b) for b in bufs[i:])
-            raise OSError(f"{name}: ends at byte {offset}, its keys go to {need}")
+            raise OSError(f"{name}: ends at byte {offset}, its keys go to {need}" if call is os.preadv
+                          else f"{name}: no byte written at {offset} of {need}")
         offset += n
         # skip the buffers done whole; resume inside a buffer done in part
         while i < len(bufs) and n >= len(bufs[i]):

@@ -294,9 +294,7 @@ class Stager:
                 if len(idx):
                     g = int(g[0])
                     out["rows"][g] = out["rows"].get(g, 0) + len(idx)
-                    first, last = int(lo[idx].min()), int(lo[idx].max())
-                    was = out["lo"].get(g, (first, last))
-                    out["lo"][g] = (min(was[0], first), max(was[1], last))
+                    out["lo"][g] = _widened(out["lo"].get(g), (int(lo[idx].min()), int(lo[idx].max())))
                     out["groups"].setdefault(g, {})[t] = self.write(table.take(pa.array(idx)),
                                                                     f"{tag}-b{g}-{_safe(t)}")
             decl = program.events[t]
@@ -402,9 +400,7 @@ def merge_stages(chunks: list) -> dict:
         for g, files in st["groups"].items():
             spec = groups.setdefault(g, {"frames": {}, "history": {}, "key": g, "rows": 0})
             spec["rows"] += st["rows"][g]
-            if g in st.get("lo", {}):      # the least and greatest start of its events
-                a, b = st["lo"][g]
-                spec["lo"] = (min(a, spec["lo"][0]), max(b, spec["lo"][1])) if "lo" in spec else (a, b)
+            spec["lo"] = _widened(spec.get("lo"), st["lo"][g])      # its events' least and greatest start
             for t, path in files.items():
                 spec["frames"].setdefault(t, []).append((c, path))
         for t, path in st["all"].items():
@@ -421,6 +417,11 @@ def merge_stages(chunks: list) -> dict:
         for t, paths in src.items():
             spec["history"][t] = list(paths)
     return {g: groups[g] for g in sorted(groups)}
+
+
+def _widened(span: tuple | None, more: tuple) -> tuple:
+    """The least and greatest of ``span`` (None: none yet) and ``more``."""
+    return more if span is None else (min(span[0], more[0]), max(span[1], more[1]))
 
 
 def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
@@ -662,7 +663,7 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
         claims = None
         if rows_dir is not None:      # the output goes to files: a task may take another's groups
             claims = os.path.join(rows_dir, "claims")
-            os.makedirs(claims, exist_ok=True)
+            os.makedirs(claims, exist_ok=True)        # (and rows_dir with it)
         for pdf in batches:
             own = {i for seed in pdf["g"].tolist() for i in tasks[seed]}
             for g in items_of(pdf, tasks, claims):
@@ -681,7 +682,6 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                     clock.done(events=int(spec["rows"]), rows=len(rows))
                     yield raw_frame(rows)
                     continue
-                os.makedirs(rows_dir, exist_ok=True)
                 path = os.path.join(rows_dir, f"g{int(g)}.{'jsonl' if jsonl else 'pickle'}")
                 tmp = f"{path}.{os.getpid()}.tmp"     # (two attempts of one task may both write it)
                 if jsonl:     # the output file's lines, and the keys the driver merges them by
