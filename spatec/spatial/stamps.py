@@ -803,12 +803,12 @@ def _classify(xs, ys, geoms, rs):
         raise ValueError("xs, ys and rs must have the same length")
     if not np.all((rs >= 0) & np.isfinite(rs)):
         raise ValueError("radii must be finite and >= 0")
-    if geoms is None:
-        geoms = np.full(n, None, dtype=object)
-    else:
-        geoms = np.asarray(geoms, dtype=object)
-        if geoms.shape != rs.shape:
-            raise ValueError("geoms and rs must have the same length")
+    if geoms is None:                      # discs only: no geometry to look at
+        disc = np.isfinite(xs) & np.isfinite(ys)
+        return xs, ys, None, rs, disc, ~disc
+    geoms = np.asarray(geoms, dtype=object)
+    if geoms.shape != rs.shape:
+        raise ValueError("geoms and rs must have the same length")
     given = ~shapely.is_missing(geoms)
     has = given & ~shapely.is_empty(geoms)
     pt = has & (shapely.get_type_id(geoms) == _POINT)
@@ -821,7 +821,9 @@ def _classify(xs, ys, geoms, rs):
 
 
 def _boxes(xs, ys, geoms, disc):
-    """Bounding boxes ``(n, 4)`` of each row's ``G``."""
+    """Bounding boxes ``(n, 4)`` of each row's ``G`` (``geoms`` None: discs only)."""
+    if geoms is None:
+        return np.column_stack([xs, ys, xs, ys])
     b = shapely.bounds(geoms)
     b[disc] = np.column_stack([xs[disc], ys[disc], xs[disc], ys[disc]])
     return b
@@ -882,8 +884,8 @@ def relate_many(xs, ys, geoms, rs, region: Loc) -> tuple[np.ndarray, np.ndarray]
             certainly[other] = far + rs[other] <= big_r
         return possibly, certainly
 
-    # Skip rows whose box is clear of the region's box: the exact tests below
-    # cost a GEOS call each.
+    # Skip rows whose box is clear of the region's box, and discs that the region's
+    # parts' inner and outer discs decide: the exact tests below cost a GEOS call each.
     box = _boxes(xs, ys, geoms, disc)
     rx0, ry0, rx1, ry1 = shapely.bounds(region.geom)
     reach = rs + big_r + BOX_SLACK
@@ -893,18 +895,79 @@ def relate_many(xs, ys, geoms, rs, region: Loc) -> tuple[np.ndarray, np.ndarray]
     qx0, qy0, qx1, qy1 = shapely.bounds(q)
     inside_box = (~unknown & (box[:, 0] >= qx0 - BOX_SLACK) & (box[:, 2] <= qx1 + BOX_SLACK)
                   & (box[:, 1] >= qy0 - BOX_SLACK) & (box[:, 3] <= qy1 + BOX_SLACK))
-    g = geoms.copy()
+    meets, misses = _by_part_discs(xs, ys, rs + big_r, disc & near, _part_discs(region, "region", region.geom),
+                                   room=False)
+    possibly |= meets
+    near &= ~(meets | misses)
+    inside, outside = _by_part_discs(xs, ys, rs, disc & inside_box, _part_discs(region, "containment", q) if areal
+                                     else None, room=True)
+    certainly |= inside
+    inside_box &= ~(inside | outside)
+    g = np.full(n, None, dtype=object) if geoms is None else geoms.copy()
     make = disc & (near | inside_box)
     g[make] = shapely.points(xs[make], ys[make])
     possibly[near] = _distance_within(g[near], box[near], region.geom, rs[near] + big_r) <= rs[near] + big_r
     covered = np.zeros(n, dtype=bool)
     covered[inside_box] = shapely.covered_by(g[inside_box], q)
-    certainly[:] = covered & (rs == 0)
+    certainly |= covered & (rs == 0)
     if areal:
         check = covered & (rs > 0)
         if check.any():
             certainly[check] = _distance_within(g[check], box[check], boundary, rs[check]) >= rs[check]
     return possibly, certainly
+
+
+def _part_discs(region: Loc, key: str, geom):
+    """``(cx, cy, inner, outer)`` for each polygon of ``geom`` (one of
+    ``region``'s, memoised under ``key``): the disc of radius ``inner`` about
+    ``(cx, cy)`` lies inside the polygon (0 when the centre is not inside it)
+    and the disc of radius ``outer`` contains it. None when ``geom`` is not
+    polygonal or has more than :data:`PARTS_APART` parts."""
+
+    def make():
+        parts = shapely.get_parts(geom)
+        tid = shapely.get_type_id(parts)
+        if not len(parts) or len(parts) > PARTS_APART or not (tid == _POLYGON).all():
+            return None
+        b = shapely.bounds(parts)
+        cx, cy = (b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2
+        coords, idx = shapely.get_coordinates(parts, return_index=True)
+        outer = np.zeros(len(parts))
+        np.maximum.at(outer, idx, np.hypot(coords[:, 0] - cx[idx], coords[:, 1] - cy[idx]))
+        centres = shapely.points(cx, cy)
+        inner = np.where(shapely.covered_by(centres, parts),
+                         shapely.distance(centres, shapely.boundary(parts)), -np.inf)
+        return cx, cy, inner, outer
+
+    return region._memoised(f"part_discs_{key}", make)
+
+
+def _by_part_discs(xs, ys, reach, rows, discs, room: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Discs ``(xs, ys) ⊕ reach`` (where ``rows``) that a region's parts'
+    inner and outer discs (:func:`_part_discs`) decide, :data:`BOX_SLACK` away
+    from the limit so that GEOS's exact test could not answer otherwise:
+    ``(yes, no)``. ``room=False`` asks whether the disc meets the region: yes
+    if it meets an inner disc, no if it misses every outer disc. ``room=True``
+    asks whether it lies inside the region at ``reach`` or more from its
+    boundary: yes if it lies so inside an inner disc, no if its centre is
+    outside every outer disc (not covered)."""
+    n = len(reach)
+    yes, no = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    if discs is None or not rows.any():
+        return yes, no
+    at = np.flatnonzero(rows)
+    x, y, r = xs[at], ys[at], reach[at]
+    y_at, n_at = np.zeros(len(at), dtype=bool), np.ones(len(at), dtype=bool)
+    for cx, cy, inner, outer in zip(*discs):
+        d = np.hypot(x - cx, y - cy)
+        if room:
+            y_at |= d + r <= inner - BOX_SLACK
+            n_at &= d >= outer + BOX_SLACK
+        else:
+            y_at |= d <= inner + r - BOX_SLACK
+            n_at &= d >= outer + r + BOX_SLACK
+    yes[at], no[at] = y_at, n_at
+    return yes, no
 
 
 #: A region of at most this many parts is measured part by part (:func:`_distance_within`).

@@ -318,6 +318,34 @@ class TestMany:
             possibly_in_many([0.0], [0.0], [1.0], UNIVERSE)
 
 
+    def test_parts_inner_and_outer_discs_decide_only_clear_discs(self):
+        """Three stations as one region: a disc deep in a part or clear of every
+        part is decided by the parts' inner and outer discs; one within
+        BOX_SLACK of an answer's limit is left to GEOS (neither yes nor no)."""
+        from spatec.spatial.stamps import BOX_SLACK, _by_part_discs, _part_discs
+
+        region = Loc.of(shapely.union_all([Point(0, 0).buffer(100), Point(500, 0).buffer(50), box(0, 300, 100, 400)]))
+        discs = _part_discs(region, "region", region.geom)
+        assert len(discs[0]) == 3
+        xs = np.array([10.0, 480.0, 250.0, 0.0, 50.0, 100.0 - BOX_SLACK / 2])
+        ys = np.array([0.0, 0.0, 0.0, 190.0, 390.0, 0.0])
+        rs = np.array([5.0, 10.0, 20.0, 89.5, 40.0, 0.0])
+        rows = np.ones(len(xs), dtype=bool)
+        meets, misses = _by_part_discs(xs, ys, rs, rows, discs, room=False)
+        inside, outside = _by_part_discs(xs, ys, rs, rows, discs, room=True)
+        # deep in a part, deep in another, clear of all, 0.5 m clear of the first circle,
+        # in the box but 10 m from its edge (r = 40), half a slack inside the first circle's rim
+        assert meets.tolist() == [True, True, False, False, True, False]
+        assert misses.tolist() == [False, False, True, False, False, False]
+        assert inside.tolist() == [True, True, False, False, False, False]
+        assert outside.tolist() == [False, False, True, True, False, False]
+        assert not (meets & misses).any() and not (inside & outside).any()
+        p, c = relate_many(xs, ys, None, rs, region)
+        assert (p[meets] & ~p[misses]).all() and (c[inside].all() and not c[outside].any())
+        assert p.tolist() == [possibly_in(Loc.disc(x, y, r), region) for x, y, r in zip(xs, ys, rs)]
+        assert c.tolist() == [certainly_in(Loc.disc(x, y, r), region) for x, y, r in zip(xs, ys, rs)]
+
+
 class TestWkt:
     proj = Projector(utm_epsg(0.1404, 52.1751))
 

@@ -247,3 +247,31 @@ def test_distance_within_is_the_distance_up_to_reach(centres, region, reach):
         within = true <= reaches
         assert (got[within] == true[within]).all()
         assert (got[~within] > reaches[~within]).all()
+
+
+@SETTINGS
+@given(multi_regions(), st.lists(st.tuples(st.floats(0, 2 * math.pi), st.floats(-3, 3)), min_size=1, max_size=12),
+       st.one_of(st.just(0.0), st.floats(0, 3)))
+def test_many_equals_scalar_for_discs_at_a_parts_edge(region, spots, r):
+    """Discs whose centres lie within a few metres of a part's boundary (where
+    the parts' inner and outer discs must leave the answer to GEOS) and the
+    same discs shrunk to points: relate_many's answers are the scalar ones."""
+    parts = shapely.get_parts(region.geom)
+    xs, ys = [], []
+    for i, (a, off) in enumerate(spots):
+        part = parts[i % len(parts)]
+        c = part.centroid
+        ray = LineString([(c.x, c.y), (c.x + 1000 * math.cos(a), c.y + 1000 * math.sin(a))])
+        hit = shapely.get_coordinates(ray.intersection(part.exterior))
+        if not len(hit):
+            continue
+        x, y = hit[0]
+        xs.append(x + off * math.cos(a))
+        ys.append(y + off * math.sin(a))
+    assume(xs)
+    xs, ys = np.array(xs), np.array(ys)
+    for rad in (r, 0.0):
+        p, c = relate_many(xs, ys, None, np.full(len(xs), rad), region)
+        discs = [Loc.disc(x, y, rad) for x, y in zip(xs, ys)]
+        assert p.tolist() == [possibly_in(d, region) for d in discs]
+        assert c.tolist() == [certainly_in(d, region) for d in discs]
