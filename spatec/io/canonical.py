@@ -27,18 +27,19 @@ Events keep input order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spatec.errors import DataError
 from spatec.frontend.ast import EventDecl, TimeBound
 from spatec.io.columns import convert, geometry_bounds, str_objects
 from spatec.io.raw import RawBatch, show, to_arrow, unify
-from spatec.io.timefmt import event_id, format_time, format_times
+from spatec.io.timefmt import event_id, event_ids_arrow, format_time, format_times
 
 HEAD_COLUMNS = ("_type", "_id", "_source", "_t", "_lo", "_hi", "_place", "_lon", "_lat", "_r", "_geom")
 TAIL_COLUMNS = ("_file", "_row")
@@ -88,6 +89,11 @@ class IngestResult:
     events: pd.DataFrame
     rejects: pd.DataFrame
     read: int
+    #: Some of ``events``' text columns as Arrow string arrays, row for row (what
+    #: ``pa.array`` makes of the column, nulls for None): read as they were, so that a
+    #: runner that hands the events on as Arrow need not convert Python strings back.
+    #: Only what :func:`to_events` returns holds any; a result made otherwise has none.
+    texts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.read != self.used + self.rejected:
@@ -166,7 +172,7 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
     sizes = np.array([b.table.num_rows for b in batches], dtype=np.int64)
     n = int(sizes.sum())
     problems = _Problems(n)
-    typed, source_text = _typed(batches, decl, tz, problems)
+    typed, source_text, texts = _typed(batches, decl, tz, problems)
 
     t, lo, hi = _stamps(decl, typed, n)
     flipped = np.flatnonzero(~problems.mask() & (lo > hi))
@@ -179,7 +185,8 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
         # _source is text whatever the attribute's type, and never the attribute's own array
         sources = str_objects(source_text)
         text = source_text.take(pa.array(keep)) if len(keep) < n else source_text
-        ids_kept = event_id(decl.name, text, t[keep]) if len(keep) else np.zeros(0, object)
+        id_text = event_ids_arrow(decl.name, text, t[keep]) if len(keep) else None
+        ids_kept = id_text.to_numpy(zero_copy_only=False) if len(keep) else np.zeros(0, object)
         dup = _repeats(text.dictionary_encode().indices.fill_null(-1).to_numpy(), t[keep])
     else:
         ids_kept = _record_ids(decl, typed, keep)
@@ -197,20 +204,47 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
     rows = np.concatenate([b.rows for b in batches]) if batches else np.zeros(0, np.int64)
     events = _frame(decl, typed, keep, n, ids, sources, t, lo, hi, files, rows)
     rejects = _rejects(decl, batches, problems, files, rows, sizes)
-    return IngestResult(decl.name, events, rejects, int(sum(b.read for b in batches)))
+    if len(events) and decl.source is not None:
+        texts["_id"] = id_text.filter(pa.array(~dup))
+        texts["_source"] = source_text
+    if len(events):
+        texts = _kept_texts(decl, texts, keep, n, batches)
+    return IngestResult(decl.name, events, rejects, int(sum(b.read for b in batches)), texts if len(events) else {})
+
+
+def _kept_texts(decl: EventDecl, texts: dict, keep: np.ndarray, n: int, batches) -> dict:
+    """:attr:`IngestResult.texts` of the kept rows: the text attributes and the source
+    (``n`` rows, read), the ids (kept already), and the columns of one value."""
+    m = len(keep)
+    at = pa.array(keep) if m < n else None
+    out = {c: (a.take(at) if at is not None and c != "_id" else a) for c, a in texts.items()
+           if isinstance(a, pa.Array) and a.type == pa.string()}
+    place = decl.place
+    kind = "none" if place is None else "geom" if place.geom is not None else "point"
+    out["_type"] = pa.repeat(pa.scalar(decl.name, pa.string()), m)
+    out["_place"] = pa.repeat(pa.scalar(kind, pa.string()), m)
+    if kind != "geom":
+        out["_geom"] = pa.nulls(m, pa.string())
+    if decl.source is None:
+        out["_source"] = pa.nulls(m, pa.string())
+    if len({b.file for b in batches}) == 1 and isinstance(batches[0].file, str):
+        out["_file"] = pa.repeat(pa.scalar(batches[0].file, pa.string()), m)
+    return out
 
 
 def _typed(batches: Sequence[RawBatch], decl: EventDecl, tz: str,
            problems: _Problems) -> tuple[dict[str, object], pa.Array | None]:
     """Each declared attribute typed; each bad value, and each missing one that its role
     needs (source, time, coordinate, place geometry), noted as a problem of its row.
-    Second: the source as Arrow text, for making ids."""
+    Second: the source as Arrow text, for making ids; third: the text attributes as Arrow
+    (:attr:`IngestResult.texts`)."""
     place = decl.place
     coords = {place.lon: (-180, 180), place.lat: (-90, 90)} if place and place.geom is None else {}
     geom = place.geom if place is not None else None
     source = decl.source.attr if decl.source else None
     typed: dict[str, object] = {}
     source_text = None
+    texts: dict[str, pa.Array] = {}
     for a in decl.attrs:
         raw = unify([b.column(a.name) for b in batches])
         shown = lambda i, raw=raw: show(raw[int(i)].as_py())  # noqa: E731
@@ -218,6 +252,9 @@ def _typed(batches: Sequence[RawBatch], decl: EventDecl, tz: str,
         typed[a.name] = p.values
         if a.name == source:
             source_text = p.arrow if p.arrow is not None else to_arrow(p.values).cast(pa.string())
+        if a.type == "str" and isinstance(p.arrow, pa.Array) and p.arrow.type == pa.string():
+            # as the values: a missing (blank) text is None there, null here
+            texts[a.name] = pc.if_else(pa.array(p.missing), None, p.arrow) if p.missing.any() else p.arrow
         problems.add(sorted(p.errors), lambda i, a=a, p=p: f"{a.name}: {p.errors[i]}")
         role = ("empty source" if a.name == source else "missing time" if a.type == "time"
                 else "missing coordinate" if a.name in coords else "missing geometry" if a.name == geom else None)
@@ -234,7 +271,7 @@ def _typed(batches: Sequence[RawBatch], decl: EventDecl, tz: str,
             problems.add(np.flatnonzero(out), lambda i, a=a, shown=shown, text=text: f"{a.name}: {shown(i)} {text}")
         if a.name == geom:
             _check_geometry(a.name, p.values, problems, shown)
-    return typed, source_text
+    return typed, source_text, texts
 
 
 def _repeats(codes: np.ndarray, t: np.ndarray) -> np.ndarray:

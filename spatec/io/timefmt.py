@@ -409,8 +409,13 @@ def event_id(type_name: str, source: Any = None, t: Any = None,
         return f"{type_name}:#{digest[:16]}"
     if isinstance(source, (str, int, np.integer)) and np.ndim(t) == 0:
         return f"{type_name}:{source}:{format_time(t)}"
+    return event_ids_arrow(type_name, source, t).to_numpy(zero_copy_only=False)
+
+
+def event_ids_arrow(type_name: str, source: Any, t: Any) -> pa.Array:
+    """:func:`event_id` of arrays of sources and local times (µs), as an Arrow string array."""
     times = _format_arrow(t)
     src = to_arrow(source)
     if not pa.types.is_string(src.type):
         src = src.cast(pa.string())
-    return pc.binary_join_element_wise(type_name, src, times, ":").to_numpy(zero_copy_only=False)
+    return pc.binary_join_element_wise(type_name, src, times, ":")

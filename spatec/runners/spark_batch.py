@@ -223,9 +223,10 @@ class Stager:
     :mod:`spatec.runners.spark_ingest`); :func:`merge_stages` puts the chunks'
     files together, in input order, for the tasks that match them."""
 
-    def __init__(self, program, frames: dict, root: str, tag: str = "d"):
+    def __init__(self, program, frames: dict, root: str, tag: str = "d", texts: dict | None = None):
         self.program = program
         self.frames = {t: df for t, df in frames.items() if len(df)}
+        self.texts = texts or {}        # type → its frame's text columns as Arrow (IngestResult.texts)
         self.root = root
         self.tag = tag
         self._tables: dict = {}
@@ -238,7 +239,8 @@ class Stager:
         chunk is staged in a Spark task, beside others that keep the cores busy, where a
         pool of threads only adds their start and join."""
         if (t, columns) not in self._tables:
-            self._tables[t, columns] = canonical_table(self.program, t, self.frames[t], columns, nthreads=1)
+            self._tables[t, columns] = canonical_table(self.program, t, self.frames[t], columns, nthreads=1,
+                                                       texts=self.texts.get(t))
         return self._tables[t, columns]
 
     def used(self, plan: PhrasePlan, t: str) -> pa.Table:
@@ -758,14 +760,22 @@ def spark_events(spark, program, type_name: str, df: pd.DataFrame):
     return spark.read.schema(_ddl(table.schema)).parquet(path)
 
 
-def canonical_table(program, type_name: str, df: pd.DataFrame, columns=None, nthreads=None) -> pa.Table:
+def canonical_table(program, type_name: str, df: pd.DataFrame, columns=None, nthreads=None,
+                    texts: dict | None = None) -> pa.Table:
     """One type's canonical rows (canonical columns, then its attributes; or ``columns``)
     as Arrow, with the types Spark can hold (a column of nothing but missing values is a
-    string column). ``nthreads``: as :meth:`pyarrow.Table.from_pandas`."""
+    string column). ``nthreads``: as :meth:`pyarrow.Table.from_pandas`. ``texts``: some
+    of ``df``'s text columns as Arrow already (:attr:`~spatec.io.canonical.IngestResult.texts`),
+    taken as they are rather than converted from Python strings again."""
     if columns is None:
         columns = list(CANONICAL) + attribute_names(program, type_name)
+    columns = list(columns)
+    given = {c: a for c, a in (texts or {}).items() if c in columns and len(a) == len(df)}
+    rest = [c for c in columns if c not in given]
     # object columns of Python values: Arrow infers each column's one type
-    table = pa.Table.from_pandas(df, columns=list(columns), preserve_index=False, nthreads=nthreads)
+    table = pa.Table.from_pandas(df, columns=rest, preserve_index=False, nthreads=nthreads)
+    if given:
+        table = pa.table({c: given[c] if c in given else table.column(c) for c in columns})
     return table.cast(pa.schema([_spark_field(f) for f in table.schema]))
 
 

@@ -194,7 +194,7 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
            "max_hi": None, "bounds": None, "keys": None, "sources": None, "spans": None}
     if not len(ev):
         return out
-    stager = Stager(program, {t: ev}, root, tag)
+    stager = Stager(program, {t: ev}, root, tag, texts={t: res.texts})
     for plan in plans:
         if t in phrase_types(plan, program):
             out["stages"][plan.name] = stager.stage(plan, buckets, (windows or {}).get(plan.name))

@@ -98,6 +98,63 @@ class TestCanonicalFrame:
         assert r.events["_t"].dtype == np.dtype("int64")
 
 
+
+class TestTexts:
+    """IngestResult.texts: text columns handed on as Arrow (the Spark runner stages
+    them so) must be the very columns the frame holds, whatever was rejected."""
+
+    @staticmethod
+    def same_as_the_frame(result, decl):
+        from spatec.runners.spark_batch import canonical_table
+
+        ev = result.events
+        for c, arr in result.texts.items():
+            assert arr.type == pa.string() and arr.to_pylist() == ev[c].tolist(), c
+        columns = event_columns(decl)
+        converted = canonical_table(None, decl.name, ev, columns)
+        handed = canonical_table(None, decl.name, ev, columns, texts=result.texts)
+        assert handed.schema == converted.schema and handed.equals(converted)
+
+    def test_bus_with_rejects_blanks_and_duplicates(self, tmp_path, bus_header):
+        rows = bus_rows({}, {"ts": ""}, {"line": "  ", "vehicle": "WP-103"}, {"vehicle": ""}, {},
+                        {"operator": "", "vehicle": "WP-104"}, {"vehicle": "WP-105", "line": "é 2"})
+        r = counted(read_events(write_csv(tmp_path / "b.csv", bus_header, rows), BUS))
+        assert r.used == 4 and r.rejected == 3
+        assert {"_id", "_source", "_type", "_place", "_geom", "_file", "vehicle", "line", "operator"} <= set(r.texts)
+        assert r.texts["line"].to_pylist() == ["401", None, "401", "é 2"]
+        self.same_as_the_frame(r, BUS)
+
+    def test_a_source_read_as_numbers(self, tmp_path):
+        p = write_jsonl(tmp_path / "obs.jsonl", [
+            {"who": 7, "n": 1, "x": 1.0, "ok": True, "at": T0, "lon": 0.1, "lat": 52},
+            {"who": 8.5, "n": 2, "x": 2.0, "ok": False, "at": T0, "lon": 0.1, "lat": 52},
+            {"who": None, "n": 3, "x": 3.0, "ok": False, "at": T0, "lon": 0.1, "lat": 52},
+        ])
+        r = counted(read_events(p, OBS))
+        assert r.used == 2
+        self.same_as_the_frame(r, OBS)
+
+    def test_geometries_without_source_and_no_place(self, tmp_path):
+        sq = "POLYGON ((0.1 52.2, 0.2 52.2, 0.2 52.3, 0.1 52.2))"
+        rows = [["c1", "1.5", "2019-10-01T07:00:00Z", "2019-10-01T07:15:00Z", sq],
+                ["", "0", "2019-10-01T07:00:00Z", "2019-10-01T07:15:00Z", sq]]
+        r = counted(read_events(write_csv(tmp_path / "c.csv", ["cell", "mm_h", "start", "end", "area"], rows), CELL))
+        assert "_geom" not in r.texts and "_id" not in r.texts       # converted as before
+        self.same_as_the_frame(r, CELL)
+        r = counted(read_events(write_csv(tmp_path / "t.csv", ["name", "at"], [["a", str(T0)], ["", str(T0 + 1)]]),
+                                TICK))
+        self.same_as_the_frame(r, TICK)
+
+    def test_several_files_and_nothing_kept(self, tmp_path, bus_header):
+        write_csv(tmp_path / "a.csv", bus_header, bus_rows({}))
+        write_csv(tmp_path / "b.csv", bus_header, bus_rows({"vehicle": "WP-2"}))
+        r = counted(read_events(str(tmp_path / "*.csv"), BUS))
+        assert r.used == 2 and "_file" not in r.texts
+        self.same_as_the_frame(r, BUS)
+        r = counted(read_events(write_csv(tmp_path / "bad.csv", bus_header, bus_rows({"ts": ""})), BUS))
+        assert r.used == 0 and r.texts == {}
+
+
 class TestRejects:
     def test_every_row_reason(self, tmp_path, bus_header):
         rows = bus_rows(
