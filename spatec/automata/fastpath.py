@@ -52,7 +52,7 @@ import numpy as np
 from spatec.plan.build import expr_vars
 from spatec.automata.machine import Composite, composite_id
 from spatec.automata.relations import op_parts
-from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, present, source_codes
+from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, TextColumn, n_distinct, present, source_codes
 from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
 from spatec.spatial.stamps import _ranges
@@ -283,7 +283,9 @@ def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
     def attr_values(name, rows):
         return df[name].iloc[pos if rows is None else pos[rows]]
 
-    cols = Columns(ids=df["_id"].to_numpy(object)[pos], src_code=src[pos], t=t[pos],
+    lazy = TextColumn.of(df["_id"])         # ids still Arrow (a Spark task's staged events)
+    ids = lazy.take(pos) if lazy is not None else df["_id"].to_numpy(object)[pos]
+    cols = Columns(ids=ids, src_code=src[pos], t=t[pos],
                    lo=df["_lo"].to_numpy(np.int64)[pos], hi=df["_hi"].to_numpy(np.int64)[pos],
                    r=df["_r"].to_numpy(float)[pos], locate=locate, attr_values=attr_values,
                    materialise=lambda rows: materialise(df.iloc[pos[rows]]), group=g[pos], part=part[pos])
@@ -337,7 +339,7 @@ def event_columns(fp: FastPath, evs: list) -> Columns | None:
 def _fits(fp: FastPath, cols: Columns) -> bool:
     """What the shapes assume of the data: distinct local times in a group, ``lo <= t <= hi``,
     stamps ending in local-time order, one source per partition for the absences."""
-    if len(set(cols.ids.tolist())) != cols.n:
+    if n_distinct(cols.ids) != cols.n:
         return False        # one id, two events: which composite the automaton keeps depends on its order
     if fp.shape == "leaf" or cols.n == 0:
         return True
@@ -418,7 +420,7 @@ class Matches:
             return []
         vs = sorted(self.fp.vars)        # the payload's pairs, sorted: variables are distinct
         # ["phrase",[["A","id of A"],["B","id of B"]]]
-        ids = [self.cols.ids[self.rows[v]].tolist() for v in vs]
+        ids = [self._bound_ids(v) for v in vs]
         head = f"[{enc(self.fp.phrase)},["
         sha = hashlib.sha256
         if all(_verbatim(c) is not None for c in ids):     # (an Arrow array, or None)
@@ -430,8 +432,16 @@ class Matches:
     def event_ids(self) -> list:
         """``{variable: event id}`` per match, variables sorted (as output rows have them)."""
         vs = sorted(self.fp.vars)
-        cols = [self.cols.ids[self.rows[v]].tolist() for v in vs]
+        cols = [self._bound_ids(v) for v in vs]
         return [dict(zip(vs, ids)) for ids in zip(*cols)] if len(self) else []
+
+    def _bound_ids(self, v: str) -> list:
+        """The ids of the events variable ``v`` binds, one per match (made once: :meth:`ids`
+        and :meth:`event_ids` both need them)."""
+        got = self.__dict__.setdefault("_ids", {})
+        if v not in got:
+            got[v] = self.cols.ids[self.rows[v]].tolist()
+        return got[v]
 
     def emit(self, tz: str) -> dict:
         """Emitted field → Python values (None where missing), as the scalar closures give them."""

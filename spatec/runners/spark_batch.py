@@ -653,12 +653,16 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
     def frame(t, table, prefilter=True):
         if prefilter and t in regions:
             table = _prefiltered(table, regions[t], crs, engine)
-        df = table.to_pandas()
+        # ids stay Arrow text (pandas' ArrowDtype): the fast path makes strings of the ids
+        # its composites bind only (vexpr.TextColumn), the rest read them as strings
+        ids = pd.Series(pd.arrays.ArrowExtensionArray(table.column("_id")), name="_id")
+        df = table.drop_columns(["_id"]).to_pandas()
         df.insert(0, "_type", t)
+        df.insert(1, "_id", ids)
         for a in attribute_names(program, t):
             if a not in df:
                 df[a] = None          # an attribute the phrase never reads (Stager.used)
-        return _restore(df, dtypes.get(t, {}))
+        return _restore(df, {c: dt for c, dt in dtypes.get(t, {}).items() if c != "_id"})
 
     def run(batches):
         proj = Projector(crs)

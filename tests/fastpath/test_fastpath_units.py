@@ -174,6 +174,28 @@ class TestHullsWkt:
         assert m.hulls_wkt(proj) == [S.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
 
 
+class TestTextColumn:
+    def test_rows_asked_for_become_strings(self):
+        import pyarrow as pa
+
+        from spatec.automata.vexpr import TextColumn, n_distinct
+
+        arr = pa.chunked_array([["a", "b", "é"], ["d", "a"]])
+        col = TextColumn(arr)
+        assert len(col) == 5 and col.tolist() == ["a", "b", "é", "d", "a"]
+        got = col[np.array([2, 0, 2])]
+        assert got.dtype == object and got.tolist() == ["é", "a", "é"]
+        assert col[np.array([True, False, False, True, False])].tolist() == ["a", "d"]
+        assert col[np.zeros(0, dtype=np.int64)].tolist() == [] and col[3] == "d"
+        sub = col.take(np.array([4, 1, 3]))                   # still unmade: rows of rows
+        assert len(sub) == 3 and sub[np.array([2, 0])].tolist() == ["d", "a"] and sub[1] == "b"
+        assert sub.take(np.array([0])).tolist() == ["a"]
+        assert n_distinct(col) == 4 and n_distinct(sub) == 3 and n_distinct(np.array(["x", "x"], dtype=object)) == 1
+        series = pd.Series(pd.array(["p", "q"], dtype=pd.ArrowDtype(pa.string())))
+        assert TextColumn.of(series).tolist() == ["p", "q"]
+        assert TextColumn.of(pd.Series(["p", "q"], dtype=object)) is None
+
+
 class TestGroupSearch:
     @settings(max_examples=100, **SETTINGS)
     @given(st.lists(st.tuples(st.integers(0, 3), st.integers(-50, 50)), min_size=1, max_size=30, unique=True),
