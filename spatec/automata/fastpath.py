@@ -52,7 +52,7 @@ import numpy as np
 from spatec.plan.build import expr_vars
 from spatec.automata.machine import Composite, composite_id
 from spatec.automata.relations import op_parts
-from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, TextColumn, n_distinct, present, source_codes
+from spatec.automata.vexpr import Bound, Columns, Evaluator, Patterns, TextColumn, all_distinct, present, source_codes
 from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
 from spatec.spatial.stamps import _ranges
@@ -339,7 +339,7 @@ def event_columns(fp: FastPath, evs: list) -> Columns | None:
 def _fits(fp: FastPath, cols: Columns) -> bool:
     """What the shapes assume of the data: distinct local times in a group, ``lo <= t <= hi``,
     stamps ending in local-time order, one source per partition for the absences."""
-    if n_distinct(cols.ids) != cols.n:
+    if not all_distinct(cols.ids):
         return False        # one id, two events: which composite the automaton keeps depends on its order
     if fp.shape == "leaf" or cols.n == 0:
         return True
@@ -1003,6 +1003,11 @@ def _hulls_wkt(m: Matches, projector) -> list:
         return [S.to_lonlat_wkt(c.loc, projector) for c in m.composites()]
     r = float(cols.r[every[0]])
     ex, ey = ex.reshape(k, n), ey.reshape(k, n)
+    if k == 2 and r > 0:
+        # the grown hull of two discs, from their centres: no GEOS geometry made (Bunching)
+        ring = S.wkt_ring(r)
+        return S.lonlat_wkts(None, projector, coords=S.grown_segments(np.column_stack([ex[0], ey[0]]),
+                                                                      np.column_stack([ex[1], ey[1]]), ring))
     if k == 1:
         hull = shapely.points(ex[0], ey[0])
     elif k == 2:

@@ -40,6 +40,7 @@ __all__ = [
     "possibly_in", "certainly_in", "relate_many",
     "possibly_in_many", "certainly_in_many", "possibly_in_many_geoms", "certainly_in_many_geoms",
     "to_lonlat_wkt", "lonlat_wkts", "wkt_ring", "grown_convex", "grown_convex_coords", "grown_convex_parts",
+    "grown_segments",
 ]
 
 #: Largest error, metres, of an approximation that takes part in a decision
@@ -440,10 +441,9 @@ def grown_convex_parts(geoms: np.ndarray, ring: np.ndarray) -> tuple:
     ``centres[src[i]] + ring[k[i]]`` (a vertex of ``G`` and an offset), or
     ``src[i] = k[i] = -1`` for the rings GEOS's convex hull makes. What
     :func:`lonlat_wkts` needs to unproject a grown ring from its few centres."""
-    m, n = len(geoms), len(ring)
+    m = len(geoms)
     if m == 0:
-        none = np.zeros(0, dtype=np.int64)
-        return np.empty((0, 2)), np.zeros(1, dtype=np.int64), (np.empty((0, 2)), none, none, ring)
+        return _no_parts(ring)
     c, idx = shapely.get_coordinates(geoms, return_index=True)
     tid = shapely.get_type_id(geoms)
     nc = np.bincount(idx, minlength=m)
@@ -456,7 +456,40 @@ def grown_convex_parts(geoms: np.ndarray, ring: np.ndarray) -> tuple:
     first = np.r_[0, np.cumsum(nc)[:-1]]
     keep = np.zeros(len(c), dtype=bool)
     keep[_ranges(first, np.where(poly, nc - 1, np.where(point | line, nc, 0)))] = True
-    v, vid = c[keep], idx[keep]
+    return _grown_vertices(c[keep], idx[keep], point, line, poly, ring, c, idx)
+
+
+def grown_segments(p: np.ndarray, q: np.ndarray, ring: np.ndarray) -> tuple:
+    """:func:`grown_convex_parts` of the convex hulls of point pairs ``p[i], q[i]``
+    (``(m, 2)`` each) without making them: the hull of two points is, as GEOS
+    makes it, the line from ``p`` to ``q``, or the point where they are one.
+    The same vertices go through the same arithmetic, so the same numbers."""
+    m = len(p)
+    if m == 0:
+        return _no_parts(ring)
+    same = (p[:, 0] == q[:, 0]) & (p[:, 1] == q[:, 1])
+    n = np.where(same, 1, 2)
+    at = np.r_[0, np.cumsum(n)[:-1]]
+    v = np.empty((int(n.sum()), 2))
+    v[at] = p
+    two = np.flatnonzero(~same)
+    v[at[two] + 1] = q[two]
+    vid = np.repeat(np.arange(m), n)
+    return _grown_vertices(v, vid, same, ~same, np.zeros(m, dtype=bool), ring, v, vid)
+
+
+def _no_parts(ring: np.ndarray) -> tuple:
+    none = np.zeros(0, dtype=np.int64)
+    return np.empty((0, 2)), np.zeros(1, dtype=np.int64), (np.empty((0, 2)), none, none, ring)
+
+
+def _grown_vertices(v: np.ndarray, vid: np.ndarray, point: np.ndarray, line: np.ndarray, poly: np.ndarray,
+                    ring: np.ndarray, c: np.ndarray, idx: np.ndarray) -> tuple:
+    """:func:`grown_convex_parts` from the geometries' vertices ``v`` (their ids
+    ``vid``, in order) and kinds (a point, a two-point line, a polygon of its
+    shell's vertices, or other); ``c, idx``: every coordinate and its id, of
+    which the other geometries' hulls are made."""
+    m, n = len(point), len(ring)
     nv = np.bincount(vid, minlength=m)
     vfirst = np.repeat(np.r_[0, np.cumsum(nv)[:-1]], nv)
     pos = np.arange(len(v)) - vfirst

@@ -178,7 +178,7 @@ class TestTextColumn:
     def test_rows_asked_for_become_strings(self):
         import pyarrow as pa
 
-        from spatec.automata.vexpr import TextColumn, n_distinct
+        from spatec.automata.vexpr import TextColumn, all_distinct
 
         arr = pa.chunked_array([["a", "b", "é"], ["d", "a"]])
         col = TextColumn(arr)
@@ -190,7 +190,12 @@ class TestTextColumn:
         sub = col.take(np.array([4, 1, 3]))                   # still unmade: rows of rows
         assert len(sub) == 3 and sub[np.array([2, 0])].tolist() == ["d", "a"] and sub[1] == "b"
         assert sub.take(np.array([0])).tolist() == ["a"]
-        assert n_distinct(col) == 4 and n_distinct(sub) == 3 and n_distinct(np.array(["x", "x"], dtype=object)) == 1
+        assert not all_distinct(col) and all_distinct(sub) and not all_distinct(col.take(np.array([0, 4])))
+        assert all_distinct(col.take(np.array([1, 2, 3]))) and not all_distinct(col.take(np.array([1, 1])))
+        unique = TextColumn(pa.array(["u", "v", "w"]))
+        assert all_distinct(unique) and all_distinct(unique.take(np.array([2, 0]))) and all_distinct(unique.take(
+            np.zeros(0, dtype=np.int64))) and not all_distinct(unique.take(np.array([2, 0, 2])))
+        assert not all_distinct(np.array(["x", "x"], dtype=object)) and all_distinct(np.array(["x", "y"], dtype=object))
         series = pd.Series(pd.array(["p", "q"], dtype=pd.ArrowDtype(pa.string())))
         assert TextColumn.of(series).tolist() == ["p", "q"]
         assert TextColumn.of(pd.Series(["p", "q"], dtype=object)) is None

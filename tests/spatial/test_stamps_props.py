@@ -275,3 +275,20 @@ def test_many_equals_scalar_for_discs_at_a_parts_edge(region, spots, r):
         discs = [Loc.disc(x, y, rad) for x, y in zip(xs, ys)]
         assert p.tolist() == [possibly_in(d, region) for d in discs]
         assert c.tolist() == [certainly_in(d, region) for d in discs]
+
+
+@SETTINGS
+@given(st.lists(st.tuples(coord, coord, coord, coord, st.booleans()), max_size=12), st.floats(0.5, 120))
+def test_grown_segments_are_the_grown_hulls_of_point_pairs(pairs, r):
+    """grown_segments (no geometry made) gives grown_convex_parts of GEOS's hull of each
+    pair, number for number: the line between them, or the point where they are one."""
+    from spatec.spatial.stamps import grown_convex_parts, grown_segments, wkt_ring
+
+    ring = wkt_ring(r)
+    p = np.array([(a, b) for a, b, _, _, _ in pairs], dtype=float).reshape(-1, 2)
+    q = np.array([(a, b) if same else (c, d) for a, b, c, d, same in pairs], dtype=float).reshape(-1, 2)
+    hulls = shapely.convex_hull(shapely.linestrings(np.stack([p, q], axis=1))) if len(p) else \
+        np.zeros(0, dtype=object)
+    got, want = grown_segments(p, q, ring), grown_convex_parts(np.asarray(hulls, dtype=object), ring)
+    for a, b in zip((got[0], got[1], *got[2][:3]), (want[0], want[1], *want[2][:3])):
+        assert a.shape == b.shape and (a == b).all()
