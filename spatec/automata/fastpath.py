@@ -48,6 +48,7 @@ import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from spatec.plan.build import expr_vars
 from spatec.automata.machine import Composite, composite_id
@@ -336,10 +337,25 @@ def event_columns(fp: FastPath, evs: list) -> Columns | None:
     return cols if _fits(fp, cols) else None
 
 
+def _ids_distinct(cols: Columns) -> bool:
+    """Whether the rows' events (of one type) have distinct ids. An event with a source
+    is named by its type, source and local time (SPEC §4, ``TYPE:source:t``, ``t`` in
+    ISO text, which no such id's text can end otherwise), so when every row has a
+    source, distinct (source, time) pairs are distinct ids: integers compared, where
+    hashing the ids' text took 3% of Bunching's Spark tasks."""
+    src, t = cols.src_code, cols.t
+    if cols.n and (src >= 0).all():
+        t0 = int(t.min())
+        span = int(t.max()) - t0 + 1
+        if (int(src.max()) + 1) * span < 2 ** 62:
+            return bool(pd.Series(src * span + (t - t0), copy=False).is_unique)
+    return all_distinct(cols.ids)
+
+
 def _fits(fp: FastPath, cols: Columns) -> bool:
     """What the shapes assume of the data: distinct local times in a group, ``lo <= t <= hi``,
     stamps ending in local-time order, one source per partition for the absences."""
-    if not all_distinct(cols.ids):
+    if not _ids_distinct(cols):
         return False        # one id, two events: which composite the automaton keeps depends on its order
     if fp.shape == "leaf" or cols.n == 0:
         return True

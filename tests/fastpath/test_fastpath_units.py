@@ -377,3 +377,28 @@ def test_equal_leaf_patterns_are_tested_once_over_every_row(monkeypatch):
     other = F.frame_columns(F.fast_path(c.plan("Ph"), c.program), fr["Bus"], Projector(CRS), None)
     pats.mask(patterns, other, every)
     assert len([x for x in calls if type(x[0]).__name__ == "Not"]) == 2
+
+
+class TestIdsDistinct:
+    """_fits refuses rows where two events share an id; with a source on every row the
+    ids are told apart by (source, time), otherwise by their text."""
+
+    @staticmethod
+    def cols(ids, sources, ts):
+        from spatec.automata.vexpr import Columns, source_codes
+
+        t = np.array(ts, dtype=np.int64)
+        return Columns(ids=np.array(ids, dtype=object), src_code=source_codes(sources), t=t, lo=t, hi=t,
+                       r=np.zeros(len(t)), locate=None, attr_values=None, materialise=None)
+
+    def test_by_source_and_time_or_by_text(self):
+        from spatec.automata.fastpath import _ids_distinct
+
+        assert _ids_distinct(self.cols(["B:a:1", "B:a:2", "B:b:1"], ["a", "a", "b"], [1, 2, 1]))
+        assert not _ids_distinct(self.cols(["B:a:1", "B:a:1"], ["a", "a"], [1, 1]))
+        # an event without a source: its id's text decides
+        assert _ids_distinct(self.cols(["C:#1", "C:#2"], [None, None], [1, 1]))
+        assert not _ids_distinct(self.cols(["C:#1", "C:#1", "B:a:1"], [None, None, "a"], [1, 2, 1]))
+        assert _ids_distinct(self.cols([], [], []))
+        huge = [0, 2 ** 62]         # (source, time) too wide for one integer: the text again
+        assert _ids_distinct(self.cols(["B:a:0", "B:a:x"], ["a", "a"], huge))
