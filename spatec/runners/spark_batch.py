@@ -659,10 +659,11 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
         df = table.drop_columns(["_id"]).to_pandas()
         df.insert(0, "_type", t)
         df.insert(1, "_id", ids)
-        for a in attribute_names(program, t):
-            if a not in df:
-                df[a] = None          # an attribute the phrase never reads (Stager.used)
-        return _restore(df, {c: dt for c, dt in dtypes.get(t, {}).items() if c != "_id"})
+        kept = dtypes.get(t, {})
+        unread = [a for a in attribute_names(program, t) if a not in df]
+        for a in unread:              # an attribute the phrase never reads (Stager.used)
+            df[a] = _missing_column(len(df), kept.get(a))
+        return _restore(df, {c: dt for c, dt in kept.items() if c != "_id" and c not in unread})
 
     def run(batches):
         proj = Projector(crs)
@@ -980,6 +981,20 @@ def raw_frame(rows: list) -> pd.DataFrame:
     out["emit"] = [dumps({k: v for k, v in r.items() if k not in STD_COLUMNS}) for r in rows]
     return pd.DataFrame({c: pd.Series(v, dtype="int64" if c in ("lo", "hi") else object)
                          for c, v in out.items()})
+
+
+def _missing_column(n: int, dtype: str | None):
+    """``n`` missing values as :func:`_restore` makes a column of None of ``dtype``
+    (NaN, NA, NaT; None where the dtype holds no missing value), made as such
+    rather than converted from None one by one."""
+    if dtype == "float64":
+        return np.full(n, np.nan)
+    if dtype is None or dtype == "object":
+        return None
+    try:
+        return pd.array(np.full(n, None, dtype=object), dtype=dtype)
+    except (TypeError, ValueError):
+        return None
 
 
 def _restore(df: pd.DataFrame, dtypes: dict) -> pd.DataFrame:

@@ -444,3 +444,18 @@ def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark,
     replay_local(c, [("BusGPS", str(hour_path))], out_l)
     assert seen and seen[0][1] > seen[0][0]               # some group was cut
     assert (out_s / "Bunching.jsonl").read_bytes() == (out_l / "Bunching.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "Int64", "boolean", "object", "datetime64[ns]", "string", None])
+def test_an_unread_attribute_is_missing_as_the_driver_typed_it(dtype):
+    """A task puts back the attributes its phrase never reads as missing values of the
+    driver's dtype (_missing_column): what converting a column of None gave."""
+    from spatec.runners.spark_batch import _missing_column, _restore
+
+    converted = pd.DataFrame({"x": range(4)})
+    converted["c"] = None
+    converted = _restore(converted, {"c": dtype} if dtype else {})
+    made = pd.DataFrame({"x": range(4)})
+    made["c"] = _missing_column(4, dtype)
+    assert made["c"].dtype == converted["c"].dtype and made["c"].isna().all()
+    assert [repr(v) for v in made["c"]] == [repr(v) for v in converted["c"]]
