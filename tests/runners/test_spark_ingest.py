@@ -424,6 +424,11 @@ def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark,
     assert split_in_time([big, small], stuck, 2) == [big, small]
     narrow = {**big, "lo": (0, 3 * span)}                  # stretches are at least two spans
     assert len(split_in_time([narrow, small], bunching, 2)) == 2
+    # a share above ``most`` events (more days, the same keys): stretches of at most ``most``
+    assert split_in_time([big, small], bunching, 2, most=200) == got
+    capped = split_in_time([big, small], bunching, 1, most=50)
+    assert len(capped) == math.ceil(900 / 50) + math.ceil(100 / 50)
+    assert all(g["rows"] <= 50 for g in capped) and {g["key"] for g in capped} == {0, 1}
 
     out_s, out_l = tmp_path / "spark", tmp_path / "local"
     c = compile_program(REPO / "examples" / "bunching" / "bunching.spatec")
@@ -431,8 +436,8 @@ def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark,
     import spatec.runners.spark_batch as sb
     real = sb.split_in_time
 
-    def spy(groups, plan, cores):
-        got = real(groups, plan, cores)
+    def spy(groups, plan, cores, most=None):
+        got = real(groups, plan, cores, most)
         seen.append((len(groups), len(got)))
         return got
 
