@@ -465,9 +465,10 @@ class Matches:
         b = Bound(self.cols, self.rows)
         return {f.name: (ev.emit(f.expr, b) if len(self) else []) for f in self.fp.plan.emit}
 
-    def hulls_wkt(self, projector) -> list:
-        """:func:`stamps.to_lonlat_wkt` of each composite's location stamp."""
-        return hulls_wkt(self, projector)
+    def hulls_wkt(self, projector, arrow: bool = False):
+        """:func:`stamps.to_lonlat_wkt` of each composite's location stamp (``arrow``: as an
+        Arrow string array)."""
+        return hulls_wkt(self, projector, arrow=arrow)
 
 
 def evaluate(fp: FastPath, cols: Columns, final_watermark: int, tz: str, filters: Filters) -> Matches:
@@ -978,20 +979,26 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
     return _two(fp, cols, node, ev, ii, jj, plo, phi)
 
 
-def hulls_wkt(m: Matches, projector, chunk: int = 4096) -> list:
+def hulls_wkt(m: Matches, projector, chunk: int = 4096, arrow: bool = False):
     """:func:`stamps.to_lonlat_wkt` of every match's hull, in chunks of ``chunk`` matches
     (a grown hull is ~100 points): each chunk's arrays, a few MB, are then taken from and
     given back to malloc's heap, where chunks of 50,000 were mapped afresh and faulted in
-    each time (Stuck's tasks: 7.0 -> 6.3 s of CPU for a bus-day, a third less kernel time)."""
+    each time (Stuck's tasks: 7.0 -> 6.3 s of CPU for a bus-day, a third less kernel time).
+    ``arrow``: the texts as one Arrow string array, no Python string each."""
     out = []
     for a in range(0, len(m), chunk):
         part = Matches(m.fp, m.cols, {v: r[a:a + chunk] for v, r in m.rows.items()}, m.lo[a:a + chunk],
                        m.hi[a:a + chunk])
-        out += _hulls_wkt(part, projector)
+        got = _hulls_wkt(part, projector, arrow)
+        out += [got] if arrow else got
+    if arrow:
+        import pyarrow as pa
+
+        return pa.concat_arrays(out) if out else pa.array([], pa.string())
     return out
 
 
-def _hulls_wkt(m: Matches, projector) -> list:
+def _hulls_wkt(m: Matches, projector, arrow: bool = False):
     """:func:`stamps.to_lonlat_wkt` of every match's hull, computed for all at once.
 
     The same GEOS, numpy and pyproj calls on the same coordinates as the
@@ -1009,21 +1016,23 @@ def _hulls_wkt(m: Matches, projector) -> list:
 
     n = len(m)
     if n == 0:
-        return []
+        return [] if not arrow else _text([])
     cols = m.cols
     rows = [m.rows[v] for v in m.fp.vars]
     k = len(rows)
     every = np.concatenate(rows)
     ex, ey, edisc = cols.centres(every)
     if not edisc.all() or not np.all(cols.r[every] == cols.r[every[0]]):
-        return [S.to_lonlat_wkt(c.loc, projector) for c in m.composites()]
+        got = [S.to_lonlat_wkt(c.loc, projector) for c in m.composites()]
+        return _text(got) if arrow else got
     r = float(cols.r[every[0]])
     ex, ey = ex.reshape(k, n), ey.reshape(k, n)
     if k == 2 and r > 0:
         # the grown hull of two discs, from their centres: no GEOS geometry made (Bunching)
         ring = S.wkt_ring(r)
         return S.lonlat_wkts(None, projector, coords=S.grown_segments(np.column_stack([ex[0], ey[0]]),
-                                                                      np.column_stack([ex[1], ey[1]]), ring))
+                                                                      np.column_stack([ex[1], ey[1]]), ring),
+                             arrow=arrow)
     if k == 1:
         hull = shapely.points(ex[0], ey[0])
     elif k == 2:
@@ -1042,8 +1051,15 @@ def _hulls_wkt(m: Matches, projector) -> list:
         coords = np.stack([ex, ey], axis=-1).transpose(1, 0, 2)
         hull = _hulls(coords.reshape(-1, 2), np.full(n, k))   # a point where every centre is the same
     if r == 0:
-        return S.lonlat_wkts(hull, projector)
-    return S.lonlat_wkts(None, projector, coords=S.grown_convex_parts(hull, S.wkt_ring(r)))
+        return S.lonlat_wkts(hull, projector, arrow=arrow)
+    return S.lonlat_wkts(None, projector, coords=S.grown_convex_parts(hull, S.wkt_ring(r)), arrow=arrow)
+
+
+def _text(values: list):
+    """Texts (or None) as an Arrow string array."""
+    import pyarrow as pa
+
+    return pa.array(values, pa.string())
 
 
 def _hulls(coords: np.ndarray, counts: np.ndarray) -> np.ndarray:

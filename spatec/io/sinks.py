@@ -216,6 +216,12 @@ def _json_column(name: str, s: pd.Series, time_fields: Collection[str]) -> tuple
         return _json_values(list(format_times(s)))
     if name == "events":
         return _json_events(s.tolist())
+    if isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_string(s.dtype.pyarrow_dtype):
+        # Arrow text (the Spark tasks' hulls): between quotes as it is when nothing needs escaping
+        arr = pa.array(s.array)
+        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        if not arr.null_count and _plain_text(arr):
+            return ('"', '"'), [arr]
     return _json_values(_plain_column(s))
 
 
@@ -238,18 +244,23 @@ def _verbatim(values: list) -> pa.Array | None:
     if not values or set(map(type, values)) != {str}:
         return pa.array([], pa.string()) if not values else None
     arr = pa.array(values, pa.string())
+    return arr if _plain_text(arr) else None
+
+
+def _plain_text(arr: pa.Array) -> bool:
+    """Whether JSON writes every text of a string array as it is (:func:`_verbatim`)."""
     # in UTF-8 a byte below 0x20 is a control character: no other character has one;
     # quotes and backslashes looked for with bytes.find (memchr), not a numpy pass each
-    ends = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1)
+    ends = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
     a, b = int(ends[0]), int(ends[-1])
     if b > a:
         buf = arr.buffers()[2]
         if np.frombuffer(buf, dtype=np.uint8)[a:b].min() < 0x20:
-            return None
+            return False
         raw = buf.to_pybytes()
         if raw.find(b'"', a, b) >= 0 or raw.find(b"\\", a, b) >= 0:
-            return None
-    return arr
+            return False
+    return True
 
 
 def _json_events(values: list) -> tuple[tuple, list]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import shapely
 from shapely import wkt as shp_wkt
 
@@ -316,7 +317,7 @@ def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunStat
 
 def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Projector, final_watermark: int,
                 fastpath: bool | None = None, history: dict | None = None, evs_by_type=None,
-                progress=None) -> tuple[list, int]:
+                progress=None, arrow_hulls: bool = False) -> tuple[list, int]:
     """One phrase over canonical event frames (type → DataFrame): its output rows
     (as :func:`output_row`, each id once) and the largest per-key state size.
 
@@ -327,6 +328,7 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
     ``fastpath`` is False or the data does not fit it. ``evs_by_type``: a
     callable giving the run-time events of ``frames`` by type (a cache shared
     by phrases). ``progress(phrase, events, composites)`` per partition.
+    ``arrow_hulls``: the fast path's hulls as Arrow text (:func:`fast_rows`).
     """
     from spatec.automata.fastpath import fast_path
 
@@ -338,7 +340,8 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
         if hist is not None:
             df = pd.concat([df.assign(_hist=False), hist.assign(_hist=True)], ignore_index=True) \
                 if df is not None else None
-        rows = [] if df is None or not len(df) else fast_rows(fp, df, program, projector, final_watermark)
+        rows = [] if df is None or not len(df) else fast_rows(fp, df, program, projector, final_watermark,
+                                                              arrow_hulls)
         if rows is not None:
             if progress:
                 progress(plan.name, 0 if df is None else len(df), len(rows))
@@ -374,12 +377,14 @@ class ColumnRows:
 
     def __iter__(self):
         names = list(self.columns)
-        lists = [v.tolist() if isinstance(v, np.ndarray) else v for v in self.columns.values()]
+        lists = [v.tolist() if isinstance(v, np.ndarray) else v.to_pylist() if isinstance(v, pa.Array) else v
+                 for v in self.columns.values()]
         return (dict(zip(names, values)) for values in zip(*lists))
 
     def take(self, idx) -> "ColumnRows":
         idx = np.asarray(idx, dtype=np.int64)
-        return ColumnRows({k: v[idx] if isinstance(v, np.ndarray) else [v[i] for i in idx.tolist()]
+        return ColumnRows({k: v[idx] if isinstance(v, np.ndarray) else v.take(pa.array(idx))
+                           if isinstance(v, pa.Array) else [v[i] for i in idx.tolist()]
                            for k, v in self.columns.items()})
 
 
@@ -432,10 +437,12 @@ def output_row(am: Automaton, c, projector: Projector, state: RunState | None = 
     return row
 
 
-def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, final_watermark: int):
+def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, final_watermark: int,
+              arrow_hulls: bool = False):
     """Output rows (as :func:`output_row`, held as :class:`ColumnRows`) of a fast-path
     phrase over the canonical events of its type, every partition at once; None when
-    the data does not fit."""
+    the data does not fit. ``arrow_hulls``: the hulls' texts as an Arrow string array
+    (a frame of them has an Arrow text column; for the JSON lines writer)."""
     from spatec.automata.fastpath import run_frame
 
     m = run_frame(fp, df, program, projector, final_watermark, lambda d: to_evs(d, program, projector))
@@ -445,7 +452,7 @@ def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, fina
     emit = m.emit(program.timezone)
     columns = [("phrase", [fp.phrase] * len(m)), ("id", m.ids()),
                ("lo", np.asarray(m.lo, dtype=np.int64)), ("hi", np.asarray(m.hi, dtype=np.int64)),
-               ("hull", m.hulls_wkt(projector)), ("events", m.event_ids())]
+               ("hull", m.hulls_wkt(projector, arrow=arrow_hulls)), ("events", m.event_ids())]
     columns += [(name, convert_values(vals, types.get(name))) for name, vals in emit.items()]
     return ColumnRows(dict(columns))
 
@@ -508,6 +515,8 @@ def _columns_frame(cols: list, columns: dict) -> pd.DataFrame:
         v = columns[c]
         if c in ("lo", "hi"):
             out[c] = np.asarray(v, dtype=np.int64)
+        elif isinstance(v, pa.Array):       # Arrow text (fast_rows' arrow_hulls): kept so
+            out[c] = pd.arrays.ArrowExtensionArray(v)
         else:
             out[c] = np.empty(n, dtype=object)
             out[c][:] = v

@@ -686,7 +686,8 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                 history = {t: frame(t, source_history(load_staged(fs, drop), spec["key"]), prefilter=False)
                            for t, fs in spec["history"].items()}
                 clock.step("load")
-                rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history)
+                rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history,
+                                          arrow_hulls=jsonl and rows_dir is not None)
                 if "own" in spec:
                     rows = rows_starting(rows, *spec["own"])
                 clock.step("match")

@@ -613,7 +613,7 @@ def wkt_ring(radius: float) -> np.ndarray:
     return ring
 
 
-def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None) -> list:
+def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None, arrow: bool = False):
     """The WKT in lon/lat of projected ``shapes`` (as :func:`to_lonlat_wkt`
     writes them): rings counter-clockwise, edges split to :data:`WKT_MAX_EDGE`,
     unprojected, 7 decimals.
@@ -625,7 +625,18 @@ def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None) -> l
     (:func:`~spatec.spatial.wkt.polygon_wkts`: GEOS's text, byte for byte),
     never built as polygons; the others take the way of ``shapes``. Which way
     a polygon takes depends on it alone, so a stamp gets the same text
-    whatever it is written with."""
+    whatever it is written with. ``arrow``: the texts as an Arrow string array
+    (:func:`~spatec.spatial.wkt.polygon_wkts`)."""
+    if arrow:
+        import pyarrow as pa
+
+        if coords is not None and len(coords[0]):
+            xy, offsets, (centres, src, k, ring) = coords
+            lo = np.minimum.reduceat(xy, offsets[:-1])
+            hi = np.maximum.reduceat(xy, offsets[:-1])
+            if (np.hypot(*(hi - lo).T) < WKT_MAX_EDGE - 1.0).all():      # the usual case: no edge to split
+                return polygon_wkts(_unproject_grown(xy, src, k, centres, ring, projector), offsets, arrow=True)
+        return pa.array(lonlat_wkts(shapes, projector, coords), pa.string())
     def unproject(xy):
         lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
         return np.column_stack([lon, lat])

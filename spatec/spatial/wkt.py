@@ -39,6 +39,8 @@ The NUL bytes, few, are then deleted in one ``bytes.replace``.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import shapely
 
 __all__ = ["polygon_wkts"]
@@ -104,9 +106,11 @@ def _head_width(head: np.ndarray) -> int:
     return w
 
 
-def polygon_wkts(xy: np.ndarray, offsets: np.ndarray) -> list:
+def polygon_wkts(xy: np.ndarray, offsets: np.ndarray, arrow: bool = False):
     """``shapely.to_wkt(polygons, rounding_precision=7, trim=True).tolist()`` of the
     polygons whose (closed, non-empty) rings are ``xy[offsets[i]:offsets[i + 1]]``.
+    ``arrow``: the same texts as an Arrow string array, cut from the buffer they are
+    written in, without a Python string each (for a writer that takes Arrow).
 
     >>> polygon_wkts(np.array([[0.1, 52.0], [0.2, 52.0], [-0.2, 52.1234567], [0.1, 52.0]]), np.array([0, 4]))
     ['POLYGON ((0.1 52, 0.2 52, -0.2 52.1234567, 0.1 52))']
@@ -116,11 +120,14 @@ def polygon_wkts(xy: np.ndarray, offsets: np.ndarray) -> list:
     out: list = []
     for a in range(0, len(offsets) - 1, _CHUNK):
         o = offsets[a:a + _CHUNK + 1]
-        out += _chunk(xy[o[0]:o[-1]], o - o[0])
+        got = _chunk(xy[o[0]:o[-1]], o - o[0], arrow)
+        out += [got] if arrow else got
+    if arrow:
+        return pa.concat_arrays(out) if out else pa.array([], pa.string())
     return out
 
 
-def _chunk(xy: np.ndarray, offsets: np.ndarray) -> list:
+def _chunk(xy: np.ndarray, offsets: np.ndarray, arrow: bool = False):
     """:func:`polygon_wkts` of a few polygons (offsets from 0)."""
     m = len(offsets) - 1
     a = np.abs(xy)
@@ -139,9 +146,9 @@ def _chunk(xy: np.ndarray, offsets: np.ndarray) -> list:
         polys = shapely.from_ragged_array(shapely.GeometryType.POLYGON, xy[~keep],
                                           (np.r_[0, np.cumsum(rings[~ours])], np.arange(m - ours.sum() + 1)))
         out[~ours] = shapely.to_wkt(polys, rounding_precision=DECIMALS, trim=True)
-        return out.tolist()
+        return pa.array(out.tolist(), pa.string()) if arrow else out.tolist()
     if not m:
-        return []
+        return pa.array([], pa.string()) if arrow else []
     xh, xt = _number(np.ascontiguousarray(xy[:, 0]))
     yh, yt = _number(np.ascontiguousarray(xy[:, 1]))
     # a vertex's row: x's head (as wide as the widest) and tail, a space, y's, the separator
@@ -155,6 +162,17 @@ def _chunk(xy: np.ndarray, offsets: np.ndarray) -> list:
     row[:, at + wy:at + wy + 8] = yt.view(np.uint8)
     row[:, -2], row[:, -1] = ord(","), ord(" ")
     end = offsets[1:] - 1
+    if arrow:
+        # a ring's last row ends ")" and nothing: with the NULs gone, the polygons' texts
+        # (less "POLYGON ((" and the last ")") follow one another, each ending at its
+        # only ")"; Arrow puts the rest around them
+        row[end, -2], row[end, -1] = ord(")"), 0
+        data = row.tobytes().replace(b"\0", b"")
+        ends = np.empty(m + 1, dtype=np.int32)
+        ends[0] = 0
+        ends[1:] = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord(")")) + 1
+        body = pa.StringArray.from_buffers(m, pa.py_buffer(ends), pa.py_buffer(data))
+        return pc.binary_join_element_wise("POLYGON ((", body, ")", "")
     row[end, -2], row[end, -1] = ord(")"), ord("\n")
     text = row.tobytes().replace(b"\0", b"").decode("ascii")
     return ("POLYGON ((" + text.replace("\n", ")\nPOLYGON ((")).split("\n")[:-1]

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +43,14 @@ def test_as_columns_or_as_dicts_the_same(rows):
     assert list(once) == dedupe(dicts)
     pd.testing.assert_frame_equal(rows_frame(PLAN, once), rows_frame(PLAN, dedupe(dicts)), check_exact=True)
     assert list(rows_starting(rows, 1, 3)) == rows_starting(dicts, 1, 3)
+    # the hulls as Arrow text (fast_rows' arrow_hulls, for the Spark tasks' JSON lines)
+    arrow = ColumnRows({**rows.columns, "hull": pa.array(rows.columns["hull"], pa.string())})
+    assert list(arrow) == dicts and list(dedupe(arrow)) == dedupe(dicts)
+    assert list(rows_starting(arrow, 1, 3)) == rows_starting(dicts, 1, 3)
+    frame = rows_frame(PLAN, dedupe(arrow))
+    assert isinstance(frame["hull"].dtype, pd.ArrowDtype)
+    pd.testing.assert_frame_equal(frame.assign(hull=frame["hull"].astype(object).where(frame["hull"].notna(), None)),
+                                  rows_frame(PLAN, dedupe(dicts)), check_exact=True)
 
 
 def test_unique_rows_are_not_copied():

@@ -326,3 +326,21 @@ def test_merge_falls_back_to_the_page_cache_where_direct_writes_are_refused(tmp_
     sinks.merge_jsonl_parts(parts, tmp_path / "refused_write.jsonl", {"started"})
     assert (tmp_path / "refused_write.jsonl").read_bytes() == whole
     assert len(refused) >= (1 if hasattr(os, "O_DIRECT") and any(opened) else 0)
+
+
+def test_a_text_column_held_as_arrow_writes_the_same_lines(tmp_path):
+    """The Spark tasks' hulls come as Arrow text (pandas ArrowDtype): the JSON lines are
+    those of the same texts as Python strings, also when one needs escaping or is missing."""
+    import pyarrow as pa
+
+    from spatec.io.sinks import write_jsonl_part
+
+    base = pd.DataFrame({"phrase": ["P"] * 3, "id": ["a", "b", "c"], "lo": [1, 2, 3], "hi": [4, 5, 6],
+                         "hull": ["POLYGON ((0 0, 1 0, 1 1, 0 0))", "POINT (1 2)", "POINT (3 4)"],
+                         "events": [{"A": "e1"}, {"A": "e2"}, {"A": "e3"}]})
+    for hulls in (base["hull"].tolist(), ['say "hi"', "back\\slash", "tab\tand é"], ["POINT (1 2)", None, "x"]):
+        plain = base.assign(hull=pd.Series(hulls, dtype=object))
+        arrow = base.assign(hull=pd.array(hulls, dtype=pd.ArrowDtype(pa.string())))
+        a = write_jsonl_part(plain, tmp_path / "a.jsonl")
+        b = write_jsonl_part(arrow, tmp_path / "b.jsonl")
+        assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes() and a.equals(b)

@@ -538,6 +538,11 @@ def test_grown_polygons_are_written_alone_as_in_a_batch():
     alone = [S.lonlat_wkts(None, p, coords=grown_convex_parts(geoms[i:i + 1], ring))[0] for i in range(len(geoms))]
     assert batch == alone == [to_lonlat_wkt(s, p) for s in stamps]
     assert grown_convex_parts(geoms[3:], ring)[2][1].min() == -1
+    # as Arrow text (the Spark tasks' JSON lines): the same texts, with a split edge or without
+    for some in (geoms, geoms[:2], geoms[:0]):
+        arrow = S.lonlat_wkts(None, p, coords=grown_convex_parts(some, ring), arrow=True)
+        assert str(arrow.type) == "string" and arrow.to_pylist() == S.lonlat_wkts(None, p, coords=grown_convex_parts(some, ring))
+    assert S.lonlat_wkts(geoms[:2], p, arrow=True).to_pylist() == S.lonlat_wkts(geoms[:2], p)
     assert len(shapely.get_coordinates(shapely.from_wkt(batch[2]))) > len(shapely.get_coordinates(shapely.from_wkt(batch[1]))) + 5
 
 

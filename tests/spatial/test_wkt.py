@@ -24,6 +24,14 @@ def geos(xy, offsets):
     return shapely.to_wkt(polys, rounding_precision=7, trim=True).tolist()
 
 
+def texts(xy, offsets):
+    """polygon_wkts' texts, the same as Python strings and as Arrow text (``arrow=True``)."""
+    got = polygon_wkts(xy, offsets)
+    arr = polygon_wkts(xy, offsets, arrow=True)
+    assert str(arr.type) == "string" and arr.null_count == 0 and arr.to_pylist() == got
+    return got
+
+
 def rings(values, per):
     """Closed rings of ``per`` points from a flat list of numbers, and their offsets."""
     v = np.asarray(values, dtype=float)
@@ -45,9 +53,9 @@ def test_numbers_geos_writes_its_own_way():
               400.0, -400.0, 1e6, 1e17, -1e17, np.inf, -np.inf, 0.1, 52.0, 1.0, -179.9999999]
     for v in values:
         xy, off = rings([v, 52.1, 0.1, v, v, v], 3)
-        assert polygon_wkts(xy, off) == geos(xy, off), v
+        assert texts(xy, off) == geos(xy, off), v
     xy, off = rings([0.12345665, 52.0, 0.1, 52.1, -0.0, 52.2], 3)
-    assert polygon_wkts(xy, off) == ["POLYGON ((0.1234566 52, 0.1 52.1, 0 52.2, 0.1234566 52))"]
+    assert texts(xy, off) == ["POLYGON ((0.1234566 52, 0.1 52.1, 0 52.2, 0.1234566 52))"]
 
 
 def _halfway(j):
@@ -68,7 +76,7 @@ _number = (st.floats(-400, 400)
 @given(st.lists(_number, min_size=6, max_size=120), st.integers(3, 7))
 def test_same_text_as_geos(values, per):
     xy, off = rings(values, per)
-    assert polygon_wkts(xy, off) == geos(xy, off)
+    assert texts(xy, off) == geos(xy, off)
 
 
 def test_chunks_and_mixed_polygons(monkeypatch):
@@ -78,8 +86,8 @@ def test_chunks_and_mixed_polygons(monkeypatch):
     values = rng.uniform(-3.0, 60.0, 40 * 2 * 5)
     values[[13, 101, 333]] = [2e-5, -7e-6, 1234.5]
     xy, off = rings(values, 5)
-    assert polygon_wkts(xy, off) == geos(xy, off)
-    assert polygon_wkts(np.empty((0, 2)), np.array([0])) == []
+    assert texts(xy, off) == geos(xy, off)
+    assert texts(np.empty((0, 2)), np.array([0])) == []
 
 
 @pytest.mark.slow
@@ -102,4 +110,4 @@ def test_cambridge_hulls():
     coords, offsets, (centres, src, k, ring) = S.grown_convex_parts(hulls, S.wkt_ring(15.0))
     lonlat = S._unproject_grown(coords, src, k, centres, ring, p)
     assert len(lonlat) > 500_000
-    assert polygon_wkts(lonlat, offsets) == geos(lonlat, offsets)
+    assert texts(lonlat, offsets) == geos(lonlat, offsets)
