@@ -251,14 +251,15 @@ def _plain_text(arr: pa.Array) -> bool:
     """Whether JSON writes every text of a string array as it is (:func:`_verbatim`)."""
     # in UTF-8 a byte below 0x20 is a control character: no other character has one;
     # quotes and backslashes looked for with bytes.find (memchr), not a numpy pass each
+    # (a slice of an array shares the whole array's buffer: only its own bytes are read)
     ends = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
     a, b = int(ends[0]), int(ends[-1])
     if b > a:
-        buf = arr.buffers()[2]
-        if np.frombuffer(buf, dtype=np.uint8)[a:b].min() < 0x20:
+        text = memoryview(arr.buffers()[2])[a:b]
+        if np.frombuffer(text, dtype=np.uint8).min() < 0x20:
             return False
-        raw = buf.to_pybytes()
-        if raw.find(b'"', a, b) >= 0 or raw.find(b"\\", a, b) >= 0:
+        raw = text.tobytes()
+        if b'"' in raw or b"\\" in raw:
             return False
     return True
 

@@ -344,3 +344,14 @@ def test_a_text_column_held_as_arrow_writes_the_same_lines(tmp_path):
         a = write_jsonl_part(plain, tmp_path / "a.jsonl")
         b = write_jsonl_part(arrow, tmp_path / "b.jsonl")
         assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes() and a.equals(b)
+
+
+def test_plain_text_reads_a_slices_own_bytes():
+    """An Arrow text slice shares its array's buffer: only its own texts decide."""
+    import pyarrow as pa
+
+    from spatec.io.sinks import _plain_text
+
+    arr = pa.array(['a "quoted" one', "plain", "also plain", "back\\slash", "ctrl\x01", ""], pa.string())
+    assert _plain_text(arr.slice(1, 2)) and _plain_text(arr.slice(5, 1)) and _plain_text(arr.slice(2, 0))
+    assert not _plain_text(arr.slice(0, 2)) and not _plain_text(arr.slice(2, 2)) and not _plain_text(arr.slice(4, 1))
