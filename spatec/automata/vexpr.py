@@ -36,6 +36,7 @@ from spatec.automata.machine import RunState, _Ctx
 from spatec.automata.patterns import PatternCompiler, _domain
 from spatec.frontend import ast as A
 from spatec.frontend.check import time_literal_micros
+from spatec.io.columns import arrow_text, one_array
 
 SAFE_INT = 2 ** 53
 
@@ -121,17 +122,13 @@ class TextColumn:
     was a quarter of a Spark task's loading."""
 
     def __init__(self, arr, pos: np.ndarray | None = None):
-        if isinstance(arr, pa.ChunkedArray):
-            arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-        self.arr, self.pos = arr, pos
+        self.arr, self.pos = one_array(arr), pos
 
     @classmethod
     def of(cls, values) -> "TextColumn | None":
         """The column of a pandas Series or array backed by Arrow text; None for any other."""
-        dtype = getattr(values, "dtype", None)
-        if isinstance(dtype, pd.ArrowDtype) and pa.types.is_string(dtype.pyarrow_dtype):
-            return cls(pa.array(values.array if isinstance(values, pd.Series) else values))
-        return None
+        arr = arrow_text(values)
+        return None if arr is None else cls(arr)
 
     def __len__(self) -> int:
         return len(self.arr) if self.pos is None else len(self.pos)

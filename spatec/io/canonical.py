@@ -204,12 +204,13 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
     rows = np.concatenate([b.rows for b in batches]) if batches else np.zeros(0, np.int64)
     events = _frame(decl, typed, keep, n, ids, sources, t, lo, hi, files, rows)
     rejects = _rejects(decl, batches, problems, files, rows, sizes)
-    if len(events) and decl.source is not None:
-        texts["_id"] = id_text.filter(pa.array(~dup))
-        texts["_source"] = source_text
     if len(events):
+        if decl.source is not None:
+            texts.update(_id=id_text.filter(pa.array(~dup)), _source=source_text)
         texts = _kept_texts(decl, texts, keep, n, batches)
-    return IngestResult(decl.name, events, rejects, int(sum(b.read for b in batches)), texts if len(events) else {})
+    else:
+        texts = {}
+    return IngestResult(decl.name, events, rejects, int(sum(b.read for b in batches)), texts)
 
 
 def _kept_texts(decl: EventDecl, texts: dict, keep: np.ndarray, n: int, batches) -> dict:
@@ -233,7 +234,7 @@ def _kept_texts(decl: EventDecl, texts: dict, keep: np.ndarray, n: int, batches)
 
 
 def _typed(batches: Sequence[RawBatch], decl: EventDecl, tz: str,
-           problems: _Problems) -> tuple[dict[str, object], pa.Array | None]:
+           problems: _Problems) -> tuple[dict[str, object], pa.Array | None, dict[str, pa.Array]]:
     """Each declared attribute typed; each bad value, and each missing one that its role
     needs (source, time, coordinate, place geometry), noted as a problem of its row.
     Second: the source as Arrow text, for making ids; third: the text attributes as Arrow

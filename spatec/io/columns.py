@@ -75,6 +75,22 @@ def to_str(values: Any) -> Parsed:
     return Parsed(out, missing, {}, arrow=arr)
 
 
+def one_array(arr) -> pa.Array:
+    """An Arrow array, or a chunked one as one array."""
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    return arr
+
+
+def arrow_text(values) -> pa.Array | None:
+    """The Arrow string array behind a pandas Series (or array) of ``pd.ArrowDtype``
+    text, as one array; None for a column held otherwise."""
+    dtype = getattr(values, "dtype", None)
+    if isinstance(dtype, pd.ArrowDtype) and pa.types.is_string(dtype.pyarrow_dtype):
+        return one_array(pa.array(values.array if isinstance(values, pd.Series) else values))
+    return None
+
+
 def str_objects(arr: pa.Array) -> np.ndarray:
     """A string array as a numpy array of Python strings. Text columns repeat a few
     values (vehicles, lines, operators): each distinct value is made a Python string

@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import shapely
 
+from spatec.io.columns import arrow_text
 from spatec.io.raw import to_arrow
 from spatec.io.timefmt import format_times, parse_times
 
@@ -216,12 +217,10 @@ def _json_column(name: str, s: pd.Series, time_fields: Collection[str]) -> tuple
         return _json_values(list(format_times(s)))
     if name == "events":
         return _json_events(s.tolist())
-    if isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_string(s.dtype.pyarrow_dtype):
-        # Arrow text (the Spark tasks' hulls): between quotes as it is when nothing needs escaping
-        arr = pa.array(s.array)
-        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-        if not arr.null_count and _plain_text(arr):
-            return ('"', '"'), [arr]
+    arr = arrow_text(s)
+    if arr is not None and not arr.null_count and _plain_text(arr):
+        # Arrow text (the Spark tasks' hulls): between quotes as it is, nothing to escape
+        return ('"', '"'), [arr]
     return _json_values(_plain_column(s))
 
 

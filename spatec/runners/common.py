@@ -377,15 +377,27 @@ class ColumnRows:
 
     def __iter__(self):
         names = list(self.columns)
-        lists = [v.tolist() if isinstance(v, np.ndarray) else v.to_pylist() if isinstance(v, pa.Array) else v
-                 for v in self.columns.values()]
-        return (dict(zip(names, values)) for values in zip(*lists))
+        return (dict(zip(names, values)) for values in zip(*map(_as_list, self.columns.values())))
 
     def take(self, idx) -> "ColumnRows":
         idx = np.asarray(idx, dtype=np.int64)
-        return ColumnRows({k: v[idx] if isinstance(v, np.ndarray) else v.take(pa.array(idx))
-                           if isinstance(v, pa.Array) else [v[i] for i in idx.tolist()]
-                           for k, v in self.columns.items()})
+        return ColumnRows({k: _take(v, idx) for k, v in self.columns.items()})
+
+
+def _as_list(column) -> list:
+    """A :class:`ColumnRows` column (a list, a numpy array or Arrow text) as a list."""
+    if isinstance(column, np.ndarray):
+        return column.tolist()
+    return column.to_pylist() if isinstance(column, pa.Array) else column
+
+
+def _take(column, idx: np.ndarray):
+    """Rows ``idx`` of a :class:`ColumnRows` column, held as it is."""
+    if isinstance(column, np.ndarray):
+        return column[idx]
+    if isinstance(column, pa.Array):
+        return column.take(pa.array(idx))
+    return [column[i] for i in idx.tolist()]
 
 
 def rows_starting(rows, start: int, end: int):

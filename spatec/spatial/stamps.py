@@ -627,16 +627,6 @@ def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None, arro
     a polygon takes depends on it alone, so a stamp gets the same text
     whatever it is written with. ``arrow``: the texts as an Arrow string array
     (:func:`~spatec.spatial.wkt.polygon_wkts`)."""
-    if arrow:
-        import pyarrow as pa
-
-        if coords is not None and len(coords[0]):
-            xy, offsets, (centres, src, k, ring) = coords
-            lo = np.minimum.reduceat(xy, offsets[:-1])
-            hi = np.maximum.reduceat(xy, offsets[:-1])
-            if (np.hypot(*(hi - lo).T) < WKT_MAX_EDGE - 1.0).all():      # the usual case: no edge to split
-                return polygon_wkts(_unproject_grown(xy, src, k, centres, ring, projector), offsets, arrow=True)
-        return pa.array(lonlat_wkts(shapes, projector, coords), pa.string())
     def unproject(xy):
         lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
         return np.column_stack([lon, lat])
@@ -648,16 +638,23 @@ def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None, arro
         shapes = shapely.segmentize(shapely.orient_polygons(shapes, exterior_cw=False), WKT_MAX_EDGE)
         return shapely.to_wkt(shapely.transform(shapes, unproject), rounding_precision=7, trim=True).tolist()
 
+    def texts(values: list):
+        if not arrow:
+            return values
+        import pyarrow as pa
+
+        return pa.array(values, pa.string())
+
     if coords is None:
-        return split(shapes)
+        return texts(split(shapes))
     xy, offsets, (centres, src, k, ring) = coords
     if not len(xy):                                                       # no polygon, or empty ones
-        return shapely.to_wkt(polygons(xy, offsets), rounding_precision=7, trim=True).tolist()
+        return texts(shapely.to_wkt(polygons(xy, offsets), rounding_precision=7, trim=True).tolist())
     lo = np.minimum.reduceat(xy, offsets[:-1])
     hi = np.maximum.reduceat(xy, offsets[:-1])
     small = np.hypot(*(hi - lo).T) < WKT_MAX_EDGE - 1.0              # no edge to split
     if small.all():
-        return polygon_wkts(_unproject_grown(xy, src, k, centres, ring, projector), offsets)
+        return polygon_wkts(_unproject_grown(xy, src, k, centres, ring, projector), offsets, arrow=arrow)
     counts = np.diff(offsets)
     keep = np.repeat(small, counts)
     out = np.empty(len(small), dtype=object)
@@ -665,7 +662,7 @@ def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None, arro
     if small.any():
         lonlat = _unproject_grown(xy[keep], src[keep], k[keep], centres, ring, projector)
         out[small] = polygon_wkts(lonlat, np.r_[0, np.cumsum(counts[small])])
-    return out.tolist()
+    return texts(out.tolist())
 
 
 def _unproject_grown(xy: np.ndarray, src: np.ndarray, k: np.ndarray, centres: np.ndarray, ring: np.ndarray,
@@ -964,7 +961,7 @@ def relate_many(xs, ys, geoms, rs, region: Loc) -> tuple[np.ndarray, np.ndarray]
 def _part_discs(region: Loc, key: str, geom):
     """``(cx, cy, inner, outer)`` for each polygon of ``geom`` (one of
     ``region``'s, memoised under ``key``): the disc of radius ``inner`` about
-    ``(cx, cy)`` lies inside the polygon (0 when the centre is not inside it)
+    ``(cx, cy)`` lies inside the polygon (-inf when the centre is not inside it)
     and the disc of radius ``outer`` contains it. None when ``geom`` is not
     polygonal or has more than :data:`PARTS_APART` parts."""
 
