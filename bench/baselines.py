@@ -15,7 +15,7 @@ Input: the canonical frame of spatec's ingest (``frames["BusGPS"]``), of which
 the baselines read ``_id`` (the event id), ``vehicle``, ``_t`` (local time),
 ``_lo``, ``_hi`` (the time stamp, int µs), ``_lon``, ``_lat`` and ``_r`` (the
 disc radius, metres). ``crs`` is the metric CRS spatec uses
-(``spatec.runners.common.choose_crs``: the UTM zone of the centre of the data).
+(``spatec.spatial.crs.choose_crs``: the UTM zone of the centre of the data).
 
 How the queries read SPEC (``/work/shared/SPEC.md``, ``lang/REFERENCE.md``)
 ---------------------------------------------------------------------------
@@ -253,7 +253,8 @@ def _ov(F, a: str, b: str):
 
 def pyspark_silent(spark, df: pd.DataFrame, crs: str) -> set:
     """``Silent`` in PySpark: {(A,)}."""
-    from pyspark.sql import Window, functions as F
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
     ev = _spark_frame(spark, df, crs, ["id", "vehicle", "t", "hi"], by_vehicle=True)
     # the end of the data, read off the input frame: a Spark aggregate
@@ -270,7 +271,8 @@ def pyspark_silent(spark, df: pd.DataFrame, crs: str) -> set:
 
 def pyspark_stuck(spark, df: pd.DataFrame, crs: str) -> set:
     """``Stuck`` in PySpark: {(A, B, C, D)}."""
-    from pyspark.sql import Window, functions as F
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
     ev = _spark_frame(spark, df, crs, ["id", "vehicle", "t", "x", "y", "r"], by_vehicle=True)
     w = Window.partitionBy("vehicle").orderBy("t")
@@ -287,7 +289,8 @@ def pyspark_stuck(spark, df: pd.DataFrame, crs: str) -> set:
 
 def pyspark_hospital_to_station(spark, df: pd.DataFrame, crs: str, places: dict = BUS_PLACES) -> set:
     """``HospitalToStation`` in PySpark: {(A, B)}. ``places``: name → (lon, lat, radius m)."""
-    from pyspark.sql import Window, functions as F
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
     pl = _project_places(places, crs)
 

@@ -1,7 +1,7 @@
 """How fast are the automata, general and fast path, on two million bus fixes?
 
 The Cambridge hour (60k SIRI-VM fixes) is canonicalised once with
-``read_events``, then replicated as ``spatec.io.synth.replicate`` does with
+``read_events``, then replicated as ``spatec.datasets.synth.replicate`` does with
 raw rows: copy k shifted by k hours, each copy clipped to one hour so copies
 do not overlap, ids rebuilt from the shifted local times (33 copies: about
 1.8 million fixes, 33 hours of one fleet). For each phrase, in this process:
@@ -38,14 +38,20 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from spatec.automata.fastpath import fast_path  # noqa: E402
 from spatec.automata.machine import RunState, build  # noqa: E402
 from spatec.automata.step import step  # noqa: E402
-from spatec.io.sources import read_events  # noqa: E402
-from spatec.io.timefmt import event_id  # noqa: E402
-from spatec.runners.common import CHUNK, choose_crs, compile_program, partitions, to_evs  # noqa: E402
+from spatec.events.read import read_events  # noqa: E402
+from spatec.events.timefmt import event_id  # noqa: E402
+from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames  # noqa: E402
-from spatec.spatial.crs import Projector  # noqa: E402
+from spatec.runtime.batch import CHUNK
+from spatec.runtime.events import to_evs  # noqa: E402
+from spatec.runtime.routing import partitions
+from spatec.spatial.crs import (
+    Projector,  # noqa: E402
+    choose_crs,
+)
+from spatec.vector.fastpath import fast_path  # noqa: E402
 
 HOUR = ROOT.parent / "shared" / "datasets" / "cambridge" / "sirivm_2019-10-01_0854-1000.csv.gz"
 PHRASES = {"Stuck": "stuck", "Silent": "silent", "HospitalToStation": "hospital_to_station",

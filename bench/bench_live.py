@@ -59,8 +59,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from spatec.io.alert_sinks import AlertSink, DeliveredLog, SinkSet  # noqa: E402
-from spatec.runners.common import compile_program  # noqa: E402
+from spatec.plan.program import compile_program  # noqa: E402
+from spatec.sinks.alerts import AlertSink, DeliveredLog, SinkSet  # noqa: E402
 
 PROGRAM = f'''include "{ROOT / "examples" / "bus.spatec"}"
 
@@ -159,7 +159,7 @@ def _write_files(folder: Path, rate: int, seconds: float) -> None:
 
 
 def _event_id(vehicle: str, ts: float) -> str:
-    from spatec.io.timefmt import format_time
+    from spatec.events.timefmt import format_time
 
     return f"BusGPS:{vehicle}:{format_time(int(round(ts * 1e6)))}"
 
@@ -195,8 +195,8 @@ def _pct(xs, p):
 
 
 def run_local(rate: int, seconds: float, work: Path, detect: bool = True) -> dict:
+    from spatec.feeds.sources import open_source, parse_source
     from spatec.runners.live_local import LocalLive
-    from spatec.io.feeds import open_source, parse_source
 
     shutil.rmtree(work, ignore_errors=True)
     (work / "in").mkdir(parents=True)
@@ -242,7 +242,7 @@ def run_local(rate: int, seconds: float, work: Path, detect: bool = True) -> dic
 
 
 def run_spark(spark, rate: int, seconds: float, work: Path) -> dict:
-    from spatec.runners.live_spark import SparkLive
+    from spatec.runners.spark.live import SparkLive
 
     shutil.rmtree(work, ignore_errors=True)
     (work / "in").mkdir(parents=True)
@@ -437,7 +437,7 @@ def main(argv=None) -> int:
         pass
     try:
         if args.spark:
-            from spatec.runners.spark_session import get_or_create
+            from spatec.runners.spark.session import get_or_create
 
             conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.locality.wait": "0s"}
             conf.update(kv.split("=", 1) for kv in args.spark_conf)

@@ -119,7 +119,7 @@ def bus_day(scale: int) -> Path:
     """The hour replicated to ``24 * scale`` hours, as Parquet (made once, cached)."""
     import pandas as pd
 
-    from spatec.io.synth import replicate
+    from spatec.datasets.synth import replicate
 
     path = CACHE / f"cambridge_busday_x{scale}.parquet"
     if not path.exists():
@@ -141,11 +141,12 @@ def timed(fn):
 def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1) -> dict:
     import baselines as B
 
-    from spatec.runners.common import choose_crs, compile_program
+    from spatec.plan.program import compile_program
     from spatec.runners.local import replay_frames
     from spatec.runners.replay import ingest
-    from spatec.runners.spark_batch import replay_spark, warm_workers
-    from spatec.runners.spark_session import get_or_create
+    from spatec.runners.spark.batch import replay_spark, warm_workers
+    from spatec.runners.spark.session import get_or_create
+    from spatec.spatial.crs import choose_crs
 
     path, phrase = PROGRAMS[program]
     data = bus_day(scale)

@@ -64,12 +64,12 @@ GEOD = Geod(ellps="WGS84")
 
 
 def find_data(explicit: str | None) -> tuple[Path, Path]:
-    """stops.csv and zones.json: from --data, else via spatec.io.datasets."""
+    """stops.csv and zones.json: from --data, else via spatec.datasets.registry."""
     if explicit:
         d = Path(explicit)
         return d / "stops.csv", d / "zones.json"
     sys.path.insert(0, str(REPO))
-    from spatec.io.datasets import resolve
+    from spatec.datasets.registry import resolve
 
     return resolve("cambridge-stops"), resolve("cambridge-zones")
 

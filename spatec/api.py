@@ -7,7 +7,8 @@
 """
 from __future__ import annotations
 
-from spatec.runners.common import Compiled, compile_program, time_fields
+from spatec.plan.program import Compiled, compile_program
+from spatec.runtime.rows import time_fields
 
 #: Spark SQL type of each emit field's type word
 SPARK_TYPES = {"str": "string", "bool": "boolean", "time": "timestamp"}
@@ -33,9 +34,10 @@ class Program:
     def events(self, frames: dict) -> dict:
         """Input Spark (or pandas) DataFrames by type → canonical event frames, through the
         same canonicalisation as the file readers (records that would be rejected are dropped)."""
-        from spatec.io.canonical import to_events
-        from spatec.io.raw import RawBatch
         import pyarrow as pa
+
+        from spatec.events.canonical import to_events
+        from spatec.events.raw import RawBatch
 
         program = self.compiled.program
         out = {}
@@ -58,7 +60,7 @@ class Program:
         hull WKT, then the emit fields)."""
         from pyspark.sql import functions as F
 
-        from spatec.runners.spark_batch import raw_outputs
+        from spatec.runners.spark.batch import raw_outputs
 
         raw, _crs = raw_outputs(spark, self.compiled, self.events(frames), crs, phrases)
         out = {}

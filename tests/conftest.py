@@ -15,7 +15,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "spatec")
 @pytest.fixture(scope="session")
 def spark():
     """local[2], few shuffle partitions (streaming state keeps its count), no UI."""
-    from spatec.runners.spark_session import get_or_create
+    from spatec.runners.spark.session import get_or_create
 
     s = get_or_create("local[2]", {
         "spark.sql.shuffle.partitions": "2",

@@ -22,8 +22,8 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from json.encoder import encode_basestring as _encode_str
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring as _encode_str
 
 from spatec.automata.exprs import compile_condition, compile_expr
 from spatec.automata.patterns import PatternCompiler

@@ -19,8 +19,8 @@ import functools
 import zoneinfo
 
 import shapely
-from shapely.geometry import Polygon
 from shapely import wkt as shp_wkt
+from shapely.geometry import Polygon
 
 from spatec.frontend import ast as A
 from spatec.frontend.check import clock_seconds

@@ -20,7 +20,16 @@ from __future__ import annotations
 import bisect
 
 from spatec.automata import relations as R
-from spatec.automata.machine import NEG_INF, PM, Automaton, Composite, HistoryEv, RunState, _Ctx, composite_id
+from spatec.automata.machine import (
+    NEG_INF,
+    PM,
+    Automaton,
+    Composite,
+    HistoryEv,
+    RunState,
+    _Ctx,
+    composite_id,
+)
 from spatec.plan.nodes import After, Join
 from spatec.spatial import stamps as S
 

@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from spatec.io import datasets as D
+    from spatec.datasets import registry as D
 
     if args.action == "list":
         for name, ds in sorted(D.registry().items()):
@@ -45,7 +45,7 @@ def run(args) -> int:
         return 0
     import pandas as pd
 
-    from spatec.io import synth
+    from spatec.datasets import synth
 
     if args.action == "synth":
         df = synth.synthetic_trace(args.vehicles, args.hours * 3600, seed=args.seed,

@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from spatec.io.feeds import FeedServer, load_recording
+    from spatec.feeds.sources import FeedServer, load_recording
 
     polls = load_recording(args.recording)
     if args.minutes is not None:

@@ -70,7 +70,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from spatec.runners.common import compile_program
+    from spatec.plan.program import compile_program
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="spatec: %(name)s: %(message)s")
     compiled = compile_program(args.program)
@@ -89,7 +89,7 @@ def run(args) -> int:
         signal.signal(sig, lambda *_: stop.set())
     webhook = {"retries": args.retries, "backoff": parse_duration(args.backoff)}
     if args.runner == "spark":
-        from spatec.runners.live_spark import run_live_spark
+        from spatec.runners.spark.live import run_live_spark
 
         counts = run_live_spark(compiled, args.source, sinks_urls, ck, out, lateness=lateness, trigger=trigger,
                                 until_idle=args.until_idle, crs=args.crs, phrases=args.phrase,
@@ -125,7 +125,7 @@ class _Status:
         if self.quiet or self.runner is None or now - self.last < self.every:
             return
         self.last = now
-        from spatec.io.timefmt import format_time
+        from spatec.events.timefmt import format_time
 
         st = self.runner.state
         c = st.counts

@@ -54,7 +54,7 @@ def parse_conf(specs: list[str]) -> dict:
 
 def run(args) -> int:
     from spatec.cli.progress import Progress
-    from spatec.runners.common import compile_program
+    from spatec.plan.program import compile_program
 
     compiled = compile_program(args.program)
     inputs = parse_events(args.events, compiled.program)
@@ -67,14 +67,14 @@ def run(args) -> int:
 
         result = replay_local(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui)
     else:
-        from spatec.runners.spark_batch import replay_spark
+        from spatec.runners.spark.batch import replay_spark
 
         result = replay_spark(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase,
                               master=args.master, ui=ui, conf=parse_conf(args.conf))
     elapsed = time.perf_counter() - t0
     ui.summary(result, elapsed)
     if args.map:
-        from spatec.io.maps import write_map
+        from spatec.sinks.maps import write_map
 
         write_map(result.frames, args.map)
         ui.note(f"map written to {args.map}")

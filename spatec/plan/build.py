@@ -21,7 +21,16 @@ from itertools import count
 from spatec.errors import PlanError
 from spatec.frontend import ast as A
 from spatec.frontend.check import PhraseInfo, Program
-from spatec.plan.nodes import After, Join, Leaf, Negation, Or, PhrasePlan, definite_vars, walk_nodes
+from spatec.plan.nodes import (
+    After,
+    Join,
+    Leaf,
+    Negation,
+    Or,
+    PhrasePlan,
+    definite_vars,
+    walk_nodes,
+)
 
 
 def plan_phrase(program: Program, info: PhraseInfo) -> PhrasePlan:

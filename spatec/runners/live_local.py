@@ -5,13 +5,13 @@ Each micro-batch (every ``trigger`` seconds, or as soon as input arrives when
 new complete files of each directory — and:
 
 1. ingests it: the same readers, typing, rejects and duplicate rule as a batch
-   replay (:func:`spatec.io.canonical.to_events`, with the ids seen so far);
+   replay (:func:`spatec.events.canonical.to_events`, with the ids seen so far);
 2. sets aside late events: ``hi`` below the watermark as it stood before the
    batch (written to ``<out>/late/<TYPE>.jsonl``, counted, never used);
 3. advances the watermark: the largest ``hi`` seen in the whole input, less
    the allowed lateness (one for every key, SPEC §4);
 4. routes each phrase's events to the run state of their key, as
-   :func:`spatec.runners.common.partitions` does for a replay, but
+   :func:`spatec.runtime.routing.partitions` does for a replay, but
    incrementally: events of a type without the key (broadcast) go to every key
    seen so far and are kept in a buffer, pruned by the watermark, that a key
    appearing later is given first;
@@ -21,7 +21,7 @@ new complete files of each directory — and:
    :func:`spatec.automata.step.next_decision`: a key waiting for an absence
    is not stepped at every batch, only when its decision is due);
 6. hands the decided composites, as alerts, to the sinks (each id once per
-   sink, across restarts: see :mod:`spatec.io.alert_sinks`); the hulls of a
+   sink, across restarts: see :mod:`spatec.sinks.alerts`); the hulls of a
    batch's composites are written as WKT all at once;
 7. checkpoints (see below), then lets the sources forget what the checkpoint
    covers.
@@ -74,19 +74,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-import numpy as np
 import pandas as pd
 
-from spatec.automata.machine import NEG_INF, Composite, RunState, build
+from spatec.automata.machine import NEG_INF, RunState, build
 from spatec.automata.step import next_decision, step
-from spatec.io.alert_sinks import SinkSet, alert_json
-from spatec.io.canonical import to_events
-from spatec.io.feeds import DirSource, DirWatch, HttpFeedSource
-from spatec.io.sources import write_rejects
-from spatec.runners.common import (Compiled, choose_crs, event_order, keyed_types, output_row, phrase_types,
-                                   time_fields, to_evs)
+from spatec.events.canonical import to_events
+from spatec.events.read import write_rejects
+from spatec.feeds.sources import DirSource, DirWatch, HttpFeedSource
+from spatec.plan.program import Compiled
+from spatec.runtime.events import event_order, to_evs
+from spatec.runtime.routing import keyed_types, phrase_types
+from spatec.runtime.rows import hulls_wkt, output_row, time_fields
+from spatec.sinks.alerts import SinkSet, alert_json
 from spatec.spatial import stamps as S
-from spatec.spatial.crs import Projector
+from spatec.spatial.crs import Projector, choose_crs
 
 log = logging.getLogger("spatec.live")
 
@@ -349,57 +350,15 @@ class _Phrase:
 
 # ------------------------------------------------------------------------------ hulls
 
-class _Cols:
-    """Disc centres and radii laid out for :func:`spatec.automata.fastpath.hulls_wkt`."""
-
-    def __init__(self, x, y, r):
-        self.x, self.y, self.r = x, y, r
-        self.disc = np.ones(len(x), dtype=bool)
-
-    def centres(self, rows):
-        return self.x[rows], self.y[rows], self.disc[rows]
-
-
-class _Vars:
-    def __init__(self, k: int):
-        self.vars = tuple(str(i) for i in range(k))
-
-
-def hulls_wkt(composites: Sequence[Composite], proj: Projector) -> list:
-    """:func:`spatec.spatial.stamps.to_lonlat_wkt` of each composite's stamp (the hull of its
-    events' stamps, in the order of ``events``). Composites of equal discs are done together,
-    by the fast path's vectorised hulls; the others one by one."""
-    from spatec.automata.fastpath import Matches, hulls_wkt as vector_hulls
-
-    out: list = [None] * len(composites)
-    groups: dict = {}
-    for i, c in enumerate(composites):
-        evs = c.events
-        locs = [e.loc for e in evs]
-        r = locs[0].r if locs else None
-        if c._loc is not None or not locs or any(l._xy is None or l.r != r for l in locs):
-            out[i] = S.to_lonlat_wkt(c.loc, proj)
-            continue
-        groups.setdefault((len(locs), r), []).append(i)
-    for (k, r), idx in groups.items():
-        n = len(idx)
-        xy = np.array([[composites[i].events[v].loc._xy for i in idx] for v in range(k)], dtype=float)
-        cols = _Cols(xy[:, :, 0].reshape(-1), xy[:, :, 1].reshape(-1), np.full(k * n, r))
-        rows = {str(v): np.arange(v * n, (v + 1) * n, dtype=np.int64) for v in range(k)}
-        z = np.zeros(n, dtype=np.int64)
-        for i, w in zip(idx, vector_hulls(Matches(_Vars(k), cols, rows, z, z), proj)):
-            out[i] = w
-    return out
-
 
 # ------------------------------------------------------------------------------ the runner
 
 class LocalLive:
     """The local live runner (``spatec live --runner local``).
 
-    ``sources``: objects of :mod:`spatec.io.feeds` (``poll``, ``pending``,
+    ``sources``: objects of :mod:`spatec.feeds.sources` (``poll``, ``pending``,
     ``commit``, ``restore``, ``offset``, ``id``, ``spec.type``); ``sinks``: a
-    :class:`~spatec.io.alert_sinks.SinkSet`; ``out``: where late events and
+    :class:`~spatec.sinks.alerts.SinkSet`; ``out``: where late events and
     rejects go (the checkpoint directory when there is one).
     ``checkpoint_every``: seconds between two saves (0: after every batch);
     ``background``: saves written by a forked child (default: where there is fork);
@@ -833,8 +792,8 @@ class LocalLive:
         self._commit([], force=True)
 
     def _write_late(self, type_name: str, df: pd.DataFrame, wm: int) -> None:
-        from spatec.io.sinks import _plain
-        from spatec.io.timefmt import format_time
+        from spatec.events.timefmt import format_time
+        from spatec.sinks.files import _plain
 
         self.state.counts["late"] += len(df)
         path = self.out / "late" / f"{type_name}.jsonl"
@@ -941,8 +900,8 @@ def open_local(compiled: Compiled, sources: Sequence[str], sinks: Sequence[str],
                checkpoint_every: float | None = None, background: bool | None = None) -> LocalLive:
     """A :class:`LocalLive` from ``TYPE=URL`` source specs and sink URLs (what the CLI takes)."""
     from spatec.errors import SpatecError
-    from spatec.io.alert_sinks import DeliveredLog, open_sink
-    from spatec.io.feeds import open_source, parse_source
+    from spatec.feeds.sources import open_source, parse_source
+    from spatec.sinks.alerts import DeliveredLog, open_sink
 
     program = compiled.program
     out = Path(out) if out is not None else Path(checkpoint)

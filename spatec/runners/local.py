@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spatec.runners.common import Compiled, choose_crs, final_watermark, phrase_rows, rows_frame, to_evs
-from spatec.spatial.crs import Projector
+from spatec.plan.program import Compiled
+from spatec.runtime.batch import phrase_rows
+from spatec.runtime.events import final_watermark, to_evs
+from spatec.runtime.rows import rows_frame
+from spatec.spatial.crs import Projector, choose_crs
 
 
 @dataclass
@@ -31,8 +34,8 @@ class WrittenFrames(Mapping):
 
     def __getitem__(self, name):
         if name not in self._frames:
-            from spatec.io.sinks import read_jsonl_composites
-            from spatec.runners.common import time_fields
+            from spatec.runtime.rows import time_fields
+            from spatec.sinks.files import read_jsonl_composites
 
             plan = self._plans[name]
             df = read_jsonl_composites(self._paths[name], time_fields(plan))
@@ -50,7 +53,7 @@ def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phra
                   progress=None, fastpath: bool | None = None) -> ReplayResult:
     """Run the phrases over canonical event frames (type → DataFrame).
 
-    Phrases with a fast path (:mod:`spatec.automata.fastpath`) are evaluated
+    Phrases with a fast path (:mod:`spatec.vector.fastpath`) are evaluated
     by it, over all partitions at once, unless ``fastpath`` is False (or
     ``SPATEC_FASTPATH=0``); their state size is reported as 0."""
     program = compiled.program

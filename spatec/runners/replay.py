@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from spatec.runners.common import Compiled, time_fields
+from spatec.plan.program import Compiled
+from spatec.runtime.rows import time_fields
 
 
 @dataclass
@@ -31,7 +32,7 @@ class IngestSummary:
 
 def ingest(compiled: Compiled, inputs, out: Path, ui=None):
     """Read every input into canonical frames by type; write rejects under ``out/_rejects``."""
-    from spatec.io.sources import read_events, write_rejects
+    from spatec.events.read import read_events, write_rejects
 
     program = compiled.program
     frames: dict = {}
@@ -63,7 +64,7 @@ def seen_across(inputs) -> dict:
 
 
 def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str) -> dict:
-    from spatec.io.sinks import extension, writer
+    from spatec.sinks.files import extension, writer
 
     write = writer(fmt)
     paths = {}

@@ -16,8 +16,10 @@ import threading
 
 import numpy as np
 import pyproj
+import shapely
+from shapely import wkt as shp_wkt
 
-__all__ = ["Projector", "data_centre", "utm_epsg"]
+__all__ = ["Projector", "choose_crs", "data_centre", "utm_epsg"]
 
 _WGS84 = "EPSG:4326"
 
@@ -204,3 +206,42 @@ class Projector:
 
     def __repr__(self):
         return f"Projector({self.crs!r})"
+
+
+def choose_crs(program, frames: dict, override: str | None = None, bounds=()) -> str:
+    """The metric CRS: ``override``, the program's ``crs``, else the UTM zone of the
+    centre of the bounding box of every event's location (SPEC §1). ``bounds``:
+    more events' extents, as ``(lon min, lon max, lat min, lat max)`` (chunks of
+    events ingested elsewhere)."""
+    if override:
+        return override
+    if program.crs:
+        return program.crs
+    lons = [np.array([b[0], b[1]]) for b in bounds]
+    lats = [np.array([b[2], b[3]]) for b in bounds]
+    for df in frames.values():
+        if len(df) == 0:
+            continue
+        pts = df["_place"] == "point"
+        if pts.any():
+            lons.append(df.loc[pts, "_lon"].to_numpy(float))
+            lats.append(df.loc[pts, "_lat"].to_numpy(float))
+        geo = df["_place"] == "geom"
+        if geo.any():
+            b = shapely.bounds(shapely.from_wkt(df.loc[geo, "_geom"].to_numpy()))
+            lons.append(b[:, [0, 2]].ravel())
+            lats.append(b[:, [1, 3]].ravel())
+    if not lons:
+        # no located events: fall back to the program's places
+        for pd_ in program.places.values():
+            if pd_.kind == "circle":
+                lons.append(np.array([pd_.lon]))
+                lats.append(np.array([pd_.lat]))
+            else:
+                b = shp_wkt.loads(pd_.wkt).bounds
+                lons.append(np.array([b[0], b[2]]))
+                lats.append(np.array([b[1], b[3]]))
+    if not lons:
+        return "EPSG:32631"
+    lon, lat = data_centre(np.concatenate(lons), np.concatenate(lats))
+    return utm_epsg(lon, lat)

@@ -17,7 +17,8 @@ for p in (str(ROOT), str(TESTS)):
         sys.path.insert(0, p)
 
 import oracle  # noqa: E402
-from spatec.runners.common import compile_program  # noqa: E402
+
+from spatec.plan.program import compile_program  # noqa: E402
 from spatec.runners.local import replay_frames  # noqa: E402
 from spatec.spatial.crs import Projector  # noqa: E402
 

@@ -7,14 +7,16 @@ from __future__ import annotations
 import os
 import random
 
+from automata_support import CRS, US, compile_text, frames, oracle_rows, row, sut_rows
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from automata_support import CRS, US, compile_text, frames, oracle_rows, row, sut_rows
 from spatec.automata.machine import RunState, build
 from spatec.automata.step import step
 from spatec.errors import SpatecError
-from spatec.runners.common import event_order, partitions, run_partition, to_evs
+from spatec.runtime.batch import run_partition
+from spatec.runtime.events import event_order, to_evs
+from spatec.runtime.routing import partitions
 from spatec.spatial.crs import Projector
 
 settings.register_profile("ci", derandomize=True)

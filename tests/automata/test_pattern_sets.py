@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from spatec.io import synth
-from spatec.runners.common import compile_program
+from spatec.datasets import synth
+from spatec.plan.program import compile_program
 from spatec.runners.replay import replay_local
 
 BUS = Path(__file__).resolve().parents[3] / "shared" / "spec" / "examples" / "bus.spatec"

@@ -9,14 +9,15 @@ from __future__ import annotations
 import pickle
 import random
 
+import test_against_oracle as T
+from automata_support import CRS, US, compile_text, frames, row
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import test_against_oracle as T
-from automata_support import CRS, US, compile_text, frames, row
 from spatec.automata.machine import RunState, build
 from spatec.automata.step import step
-from spatec.runners.common import event_order, partitions, to_evs
+from spatec.runtime.events import event_order, to_evs
+from spatec.runtime.routing import partitions
 from spatec.spatial.crs import Projector
 
 

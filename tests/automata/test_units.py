@@ -6,11 +6,12 @@ from __future__ import annotations
 import pickle
 
 import pytest
-
 from automata_support import CRS, compile_text, frames, oracle_rows, row, sut_rows
+
 from spatec.automata.machine import RunState, build
 from spatec.automata.step import step
-from spatec.runners.common import run_partition, to_evs
+from spatec.runtime.batch import run_partition
+from spatec.runtime.events import to_evs
 from spatec.spatial.crs import Projector
 
 

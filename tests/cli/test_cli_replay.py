@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from spatec.cli.main import main
-from spatec.io import synth
+from spatec.datasets import synth
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
+from spatec.datasets import registry as datasets
 from spatec.errors import DataError
-from spatec.io import datasets
 
 BODY = b"stop_id,name,lat,lon\nX1,Somewhere,52.2,0.12\n" * 5000  # ~220 kB: several chunks
 

@@ -7,8 +7,8 @@ import pytest
 from pyproj import Geod
 from shapely.geometry import Point, shape
 
+from spatec.datasets import registry as datasets
 from spatec.errors import DataError
-from spatec.io import datasets
 
 GEO = Path(__file__).resolve().parents[2] / "geo"
 GEOD = Geod(ellps="WGS84")

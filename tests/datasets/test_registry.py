@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 
+from spatec.datasets import registry as datasets
 from spatec.errors import DataError
-from spatec.io import datasets
 
 REQUIRED = ("file", "format", "sha256", "origin", "homepage", "licence", "description")
 

@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spatec.io import synth
-from spatec.io.synth import COLUMNS, replicate, synthetic_trace
+from spatec.datasets import synth
+from spatec.datasets.synth import COLUMNS, replicate, synthetic_trace
 
 HOUR = 3600
 
@@ -84,8 +84,8 @@ def test_replicate_rejects_bad_input():
 
 
 def test_replicate_the_cambridge_hour_to_a_day():
+    from spatec.datasets import registry as datasets
     from spatec.errors import DataError
-    from spatec.io import datasets
     try:
         path = datasets.resolve("cambridge-sirivm-hour", download=False, check=False)
     except DataError:
@@ -232,6 +232,6 @@ def test_a_trace_survives_a_csv_round_trip(tmp_path):
 def test_docstring_examples():
     import doctest
 
-    from spatec.io import datasets
+    from spatec.datasets import registry as datasets
     for module in (synth, datasets):
         assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0, module.__name__

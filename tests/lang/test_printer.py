@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from lang_strategies import exprs, matches, modules
 
 from spatec.frontend import ast as A
 from spatec.frontend.parse import parse_text
 from spatec.frontend.printer import print_expr, print_match, print_module, print_string
-
-from lang_strategies import exprs, matches, modules
 
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

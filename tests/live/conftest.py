@@ -31,7 +31,7 @@ def program_of(tmp_path: Path, *names: str) -> Path:
 
 @pytest.fixture(scope="session")
 def recording():
-    from spatec.io.feeds import load_recording
+    from spatec.feeds.sources import load_recording
 
     if not POLLS.exists():
         pytest.skip(f"the Cambridge polls are not at {POLLS}")
@@ -55,8 +55,8 @@ def polls5(recording):
 
 def feed_events(compiled, polls, fmt: str = "sirivm", type_name: str = "BusGPS") -> pd.DataFrame:
     """The canonical events a live run reads from ``polls`` served as ``fmt`` (same dedupe)."""
-    from spatec.io.canonical import to_events
-    from spatec.io.feeds import encode_gtfsrt, feed_batch, poll_records
+    from spatec.events.canonical import to_events
+    from spatec.feeds.sources import encode_gtfsrt, feed_batch, poll_records
 
     decl = compiled.program.events[type_name]
     seen: set = set()
@@ -77,9 +77,9 @@ def late_ids(out_dir: Path, type_name: str = "BusGPS") -> set:
 
 def batch_alerts(compiled, events: pd.DataFrame, exclude=(), type_name: str = "BusGPS") -> dict:
     """phrase → alerts (JSON dicts) of a batch replay of ``events`` less the ids in ``exclude``."""
-    from spatec.io.alert_sinks import alert_json
-    from spatec.runners.common import time_fields
     from spatec.runners.local import replay_frames
+    from spatec.runtime.rows import time_fields
+    from spatec.sinks.alerts import alert_json
 
     if exclude:
         events = events[~events["_id"].isin(set(exclude))].reset_index(drop=True)

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from spatec.io.alert_sinks import DeliveredLog, JsonlSink, SinkSet, WebhookSink, open_sink
+from spatec.sinks.alerts import DeliveredLog, JsonlSink, SinkSet, WebhookSink, open_sink
 
 ALERT = {"phrase": "Silent", "id": "c0ffee", "lo": "2019-10-01T07:59:08Z", "hi": "2019-10-01T07:59:38Z",
          "hull": "POINT (0 52)", "events": {"A": "BusGPS:WP-101:2019-10-01T07:59:38Z"}, "vehicle": "WP-101"}
@@ -119,8 +119,8 @@ def test_alert_json_without_pandas_is_the_frame_path():
     columns pandas would change (ints with None become floats) to the frame."""
     import pandas as pd
 
-    from spatec.io.alert_sinks import _plain_alerts, alert_json
-    from spatec.io.sinks import _rows
+    from spatec.sinks.alerts import _plain_alerts, alert_json
+    from spatec.sinks.files import _rows
 
     def row(i, **extra):
         return {"phrase": "P", "id": f"id{i}", "lo": 1569916778_000000 + i, "hi": 1569916800_500000 + i,
@@ -148,7 +148,7 @@ def test_alert_json_without_pandas_is_the_frame_path():
 
 def test_delivered_log_lines_are_json_dumps(tmp_path):
     """The log's lines, spelt out for speed, are json.dumps's text (and read back)."""
-    from spatec.io.alert_sinks import _log_line
+    from spatec.sinks.alerts import _log_line
 
     cases = [("bench:", "c0ffee", 0), ('jsonl:///tmp/"a b"\\é', "id\u2028x", -5), ("http://h/p?q=1", "", 1 << 62)]
     for sink, cid, hi in cases:

@@ -8,9 +8,17 @@ import csv
 import pandas as pd
 import pytest
 
-from spatec.io.feeds import FeedServer
-from spatec.runners.common import compile_program
-from tests.live.conftest import (CRS, EXAMPLES, MIN, assert_same_alerts, feed_events, late_ids, sink_alerts)
+from spatec.feeds.sources import FeedServer
+from spatec.plan.program import compile_program
+from tests.live.conftest import (
+    CRS,
+    EXAMPLES,
+    MIN,
+    assert_same_alerts,
+    feed_events,
+    late_ids,
+    sink_alerts,
+)
 
 RAIN = EXAMPLES / "wet_weather" / "rain_2019-10-01.csv"
 LATENESS = 10 * MIN
@@ -40,11 +48,11 @@ def _rain_dir(tmp_path):
 
 
 def _batch(compiled, bus: pd.DataFrame, rain_dir, exclude=()) -> dict:
-    from spatec.io.alert_sinks import alert_json
-    from spatec.io.canonical import to_events
-    from spatec.io.sources import READERS
-    from spatec.runners.common import time_fields
+    from spatec.events.canonical import to_events
+    from spatec.events.read import READERS
     from spatec.runners.local import replay_frames
+    from spatec.runtime.rows import time_fields
+    from spatec.sinks.alerts import alert_json
 
     decl = compiled.program.events["Rain"]
     rain = to_events(list(READERS["csv"](str(rain_dir / "rain.csv"), [a.name for a in decl.attrs])), decl,
@@ -79,7 +87,7 @@ def test_local_live_broadcast_matches_batch(tmp_path, wet_polls):
 
 @pytest.mark.slow
 def test_spark_live_broadcast_matches_batch(tmp_path, wet_polls, spark):
-    from spatec.runners.live_spark import run_live_spark
+    from spatec.runners.spark.live import run_live_spark
 
     compiled = _program(tmp_path)
     rain = _rain_dir(tmp_path)

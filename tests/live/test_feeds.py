@@ -7,9 +7,16 @@ import urllib.request
 import pytest
 
 from spatec.errors import DataError
-from spatec.io.feeds import (FeedServer, HttpFeedSource, Poll, encode_gtfsrt, gtfsrt_batch, parse_source,
-                             poll_records)
-from spatec.runners.common import compile_program
+from spatec.feeds.sources import (
+    FeedServer,
+    HttpFeedSource,
+    Poll,
+    encode_gtfsrt,
+    gtfsrt_batch,
+    parse_source,
+    poll_records,
+)
+from spatec.plan.program import compile_program
 from tests.live.conftest import PROGRAMS
 
 REC = {"VehicleRef": "WP-101", "LineRef": "401", "OperatorRef": "WP", "DirectionRef": "OUTBOUND",
@@ -52,8 +59,8 @@ def test_server_loop_and_speed():
 def test_gtfsrt_round_trip_gives_the_same_events():
     compiled = compile_program(PROGRAMS["silent"])
     decl = compiled.program.events["BusGPS"]
-    from spatec.io.canonical import to_events
-    from spatec.io.sirivm import poll_batch
+    from spatec.events.canonical import to_events
+    from spatec.events.sirivm import poll_batch
 
     data = json.dumps({"request_data": [REC]}).encode()
     a = to_events([poll_batch("a", data, 1000.0)], decl, "Europe/London").events
@@ -67,7 +74,7 @@ def test_gtfsrt_round_trip_gives_the_same_events():
 
 def test_gtfsrt_garbage_is_one_reject():
     compiled = compile_program(PROGRAMS["silent"])
-    from spatec.io.canonical import to_events
+    from spatec.events.canonical import to_events
 
     res = to_events([gtfsrt_batch("x", b"\xff\x00garbage" * 3)], compiled.program.events["BusGPS"])
     assert res.read == res.rejected == 1 and "GTFS-realtime" in res.rejects["reason"].iloc[0]
@@ -139,7 +146,7 @@ def test_feed_serve_command_stops_cleanly_on_sigterm(tmp_path):
 def test_directory_source_lists_new_files_in_name_order(tmp_path):
     """Files done, hidden (. or _) and partial (.tmp, .part) are passed over; the rest are read
     once each, in name order, whenever they land."""
-    from spatec.io.feeds import DirSource, parse_source
+    from spatec.feeds.sources import DirSource, parse_source
 
     d = tmp_path / "in"
     d.mkdir()
@@ -166,8 +173,8 @@ def test_directory_source_takes_new_names_from_inotify(tmp_path, monkeypatch, ca
     import os
     import time
 
-    from spatec.io import feeds
-    from spatec.io.feeds import DirSource, parse_source
+    from spatec.feeds import sources as feeds
+    from spatec.feeds.sources import DirSource, parse_source
 
     d = tmp_path / "in"
     d.mkdir()
@@ -224,7 +231,7 @@ def test_directory_watch_wakes_when_a_file_lands(tmp_path):
     import threading
     import time
 
-    from spatec.io.feeds import DirWatch
+    from spatec.feeds.sources import DirWatch
 
     d = tmp_path / "in"
     d.mkdir()
@@ -253,7 +260,7 @@ def test_directory_source_pickles_without_its_watch(tmp_path):
     descriptor of this process: it lists the directory and watches afresh."""
     import pickle
 
-    from spatec.io.feeds import DirSource, parse_source
+    from spatec.feeds.sources import DirSource, parse_source
 
     d = tmp_path / "in"
     d.mkdir()
@@ -273,7 +280,7 @@ def test_watched_directory_waits_for_a_writer_to_close_its_file(tmp_path):
     writer closes it, without waiting for ``settle``."""
     import time
 
-    from spatec.io.feeds import DirSource, parse_source
+    from spatec.feeds.sources import DirSource, parse_source
 
     d = tmp_path / "in"
     d.mkdir()

@@ -6,7 +6,9 @@ from __future__ import annotations
 import random
 
 from spatec.automata.machine import Composite, Ev
-from spatec.runners.common import compile_program, partitions, to_evs
+from spatec.plan.program import compile_program
+from spatec.runtime.events import to_evs
+from spatec.runtime.routing import partitions
 from spatec.spatial import stamps as S
 from spatec.spatial.crs import Projector
 from tests.live.conftest import CRS, feed_events, program_of
@@ -14,15 +16,16 @@ from tests.live.conftest import CRS, feed_events, program_of
 
 def _one_by_one(df, program, proj):
     """Run-time events made row by row (Loc.disc per fix): what to_evs's bulk discs must equal."""
-    from spatec.runners.common import _missing, _pycol, attribute_names
+    from spatec.runtime.events import is_missing, python_values
+    from spatec.runtime.events import attribute_names
 
     names = attribute_names(program, df["_type"].iloc[0])
-    cols = {c: _pycol(df[c]) for c in names}
+    cols = {c: python_values(df[c]) for c in names}
     xs, ys = proj.forward(df["_lon"].to_numpy(float), df["_lat"].to_numpy(float))
     out = []
     for i in range(len(df)):
         row = df.iloc[i]
-        src = None if _missing(row["_source"]) else row["_source"]
+        src = None if is_missing(row["_source"]) else row["_source"]
         out.append(Ev(row["_type"], row["_id"], src, int(row["_t"]), int(row["_lo"]), int(row["_hi"]),
                       S.Loc.disc(xs[i], ys[i], row["_r"]), {c: cols[c][i] for c in names}))
     return out
@@ -116,8 +119,8 @@ def test_housekeeping_slices_follow_time_not_batches(tmp_path):
     batches: a batch right after the last prunes HOUSEKEEPING_MIN keys, one 0.05 s later its
     time's share, one long after at most 1/HOUSEKEEPING_SLICES of the round."""
     from spatec.automata.machine import RunState
-    from spatec.io.alert_sinks import DeliveredLog, SinkSet
     from spatec.runners import live_local as L
+    from spatec.sinks.alerts import DeliveredLog, SinkSet
 
     compiled = compile_program(program_of(tmp_path, "silent"))
     runner = L.LocalLive(compiled, [], SinkSet([], DeliveredLog(None)), None, tmp_path, crs=CRS)
@@ -152,9 +155,9 @@ def test_directory_run_collects_only_the_young_generation_and_saves_offsets(tmp_
     in the checkpoint's offsets, and a restart reads none of them again."""
     import gc
 
-    from spatec.io.alert_sinks import DeliveredLog, SinkSet
-    from spatec.io.feeds import open_source, parse_source
+    from spatec.feeds.sources import open_source, parse_source
     from spatec.runners.live_local import Checkpoint, LocalLive
+    from spatec.sinks.alerts import DeliveredLog, SinkSet
 
     compiled = compile_program(program_of(tmp_path, "stuck"))
     d = tmp_path / "in"

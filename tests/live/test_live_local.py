@@ -14,11 +14,19 @@ import random
 
 import pytest
 
-from spatec.io.feeds import FeedServer, Poll
-from spatec.runners.common import compile_program
+from spatec.feeds.sources import FeedServer, Poll
+from spatec.plan.program import compile_program
 from spatec.runners.live_local import open_local
-from tests.live.conftest import (CRS, MIN, assert_same_alerts, batch_alerts, feed_events, late_ids,
-                                 program_of, sink_alerts)
+from tests.live.conftest import (
+    CRS,
+    MIN,
+    assert_same_alerts,
+    batch_alerts,
+    feed_events,
+    late_ids,
+    program_of,
+    sink_alerts,
+)
 
 
 def live(compiled, polls, tmp_path, lateness=2 * MIN, fmt="sirivm", name="run", max_polls=1):

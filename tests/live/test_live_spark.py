@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from spatec.io.feeds import FeedServer
-from spatec.runners.common import compile_program
-from tests.live.conftest import (CRS, MIN, assert_same_alerts, batch_alerts, feed_events, late_ids, program_of,
-                                 sink_alerts)
+from spatec.feeds.sources import FeedServer
+from spatec.plan.program import compile_program
+from tests.live.conftest import (
+    CRS,
+    MIN,
+    assert_same_alerts,
+    batch_alerts,
+    feed_events,
+    late_ids,
+    program_of,
+    sink_alerts,
+)
 from tests.live.test_recovery import kill_after, live_cmd, start
 
 
 @pytest.mark.slow
 def test_spark_parity_all_examples(tmp_path, polls10, spark):
-    from spatec.runners.live_spark import run_live_spark
+    from spatec.runners.spark.live import run_live_spark
 
     compiled = compile_program(program_of(tmp_path, "silent", "bunching", "stuck", "hospital"))
     ck, sink = tmp_path / "ck", tmp_path / "alerts"

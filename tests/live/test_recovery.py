@@ -10,10 +10,18 @@ import time
 
 import pytest
 
-from spatec.io.feeds import FeedServer
-from spatec.runners.common import compile_program
-from tests.live.conftest import (CRS, REPO, assert_same_alerts, batch_alerts, feed_events, late_ids,
-                                 program_of, sink_alerts)
+from spatec.feeds.sources import FeedServer
+from spatec.plan.program import compile_program
+from tests.live.conftest import (
+    CRS,
+    REPO,
+    assert_same_alerts,
+    batch_alerts,
+    feed_events,
+    late_ids,
+    program_of,
+    sink_alerts,
+)
 
 
 def live_cmd(program, url, sink, ck, runner="local", until_idle=None):

@@ -6,7 +6,7 @@ import os
 
 import pyspark
 
-from spatec.spark_daemon import clean_path
+from spatec.runners.spark.daemon import clean_path
 
 
 def test_spark_archives_leave_the_path_when_pyspark_is_installed():
@@ -30,13 +30,13 @@ def test_workers_run_the_daemon_without_the_archives(spark):
         import pandas as pd
         import pyspark as p
 
-        from spatec.spark_daemon import _spark_archive
+        from spatec.runners.spark.daemon import _spark_archive
 
         for _ in batches:
             yield pd.DataFrame({"zips": [sum(_spark_archive(e) for e in sys.path)],
                                 "pyspark": [p.__file__]})
 
     got = spark.range(1, numPartitions=1).mapInPandas(probe, "zips long, pyspark string").collect()[0]
-    assert spark.conf.get("spark.python.daemon.module") == "spatec.spark_daemon"
+    assert spark.conf.get("spark.python.daemon.module") == "spatec.runners.spark.daemon"
     assert got.zips == 0
     assert got.pyspark == pyspark.__file__

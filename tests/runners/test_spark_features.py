@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REPO, SHARED
 
-from spatec.runners.common import compile_program
+from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
 from spatec.runners.replay import ingest
-from spatec.runners.spark_batch import EXCHANGE_KEY, prefilter_regions, replay_frames_spark
-
-from conftest import REPO, SHARED
+from spatec.runners.spark.batch import (
+    EXCHANGE_KEY,
+    prefilter_regions,
+    replay_frames_spark,
+)
 
 SPATEC = Path(sys.executable).parent / "spatec"
 BUS = SHARED / "spec" / "examples" / "bus.spatec"

@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from spatec.runners.common import compile_program
-from spatec.runners.replay import replay_local
-from spatec.runners.spark_batch import replay_spark
-from spatec.runners.spark_ingest import INGEST_ROWS_KEY
-
 from conftest import REPO, SHARED
+
+from spatec.plan.program import compile_program
+from spatec.runners.replay import replay_local
+from spatec.runners.spark.batch import replay_spark
+from spatec.runners.spark.ingest import INGEST_ROWS_KEY
 
 BUS = REPO / "examples" / "bus.spatec"
 RAIN = REPO / "examples" / "wet_weather" / "rain_2019-10-01.csv"
@@ -159,7 +158,7 @@ def test_streamed_csv_slices_are_the_whole_read(hour_path, tmp_path):
     reject records as reading it whole; a malformed record stops the stream."""
     import pyarrow as pa
 
-    from spatec.io.formats import StreamFailed, csv_slices, read_csv
+    from spatec.events.formats import StreamFailed, csv_slices, read_csv
 
     cols = ["vehicle", "line", "operator", "lon", "lat", "ts"]
     whole = read_csv(str(hour_path), cols)
@@ -185,7 +184,7 @@ def test_streamed_csv_matches_local_with_a_malformed_record(spark, chunk_rows, h
     (read again whole: its reject numbered exactly) give the local runner's files."""
     import gzip
 
-    from spatec.runners import spark_ingest
+    from spatec.runners.spark import ingest as spark_ingest
 
     monkeypatch.setattr(spark_ingest, "STREAM_CSV_BYTES", 0)
     chunk_rows(4_000)
@@ -202,7 +201,7 @@ def test_streamed_csv_matches_local_with_a_malformed_record(spark, chunk_rows, h
 
 def test_staged_exchange_without_a_staging_directory_is_a_clear_error(spark, tmp_path):
     from spatec.errors import SpatecError
-    from spatec.runners.spark_batch import EXCHANGE_KEY, STAGING_KEY
+    from spatec.runners.spark.batch import EXCHANGE_KEY, STAGING_KEY
 
     c = compile_program(SHARED / "spec" / "examples" / "stuck.spatec")
     spark.conf.set(EXCHANGE_KEY, "staged")
@@ -222,7 +221,7 @@ def test_a_phrase_without_a_key_is_matched_in_stretches_of_time(spark, chunk_row
     stretches matched apart, the events less than a span (2 min) into a stretch in
     the one before too: exactly the local runner's composites, none twice, none
     lost at a boundary."""
-    from spatec.runners.spark_batch import TIME_WINDOW_KEY, time_window
+    from spatec.runners.spark.batch import TIME_WINDOW_KEY, time_window
 
     program = tmp_path / "passing.spatec"
     program.write_text(f'include "{BUS}"\n'
@@ -248,7 +247,7 @@ def test_a_phrase_without_a_key_is_matched_in_stretches_of_time(spark, chunk_row
 
 
 def test_window_groups_and_which_phrases_take_them(spark):
-    from spatec.runners.spark_batch import time_window, window_groups
+    from spatec.runners.spark.batch import time_window, window_groups
 
     lo = np.array([0, 5, 10, 12, 25, 30, 31], dtype=np.int64)
     g, rows = window_groups(lo, 10, 2)
@@ -280,7 +279,7 @@ def test_files_are_cut_in_slices_the_cores_share_evenly(n, rows, cores, want, tm
     """A Parquet file (rows known from its footer) and a CSV read whole are cut in equal
     slices, at most ``rows`` each, as many as the cores share evenly; every record is in
     one slice, numbered as in the file."""
-    from spatec.runners.spark_ingest import slice_inputs
+    from spatec.runners.spark.ingest import slice_inputs
 
     c = compile_program(REPO / "examples" / "bus.spatec")
     df = pd.DataFrame({"vehicle": [f"v{i % 5}" for i in range(n)], "line": "1", "operator": "OP",
@@ -301,7 +300,7 @@ def test_task_log_times_every_chunk_and_group(spark, chunk_rows, hour_path, tmp_
     one JSON line: its steps' seconds, its CPU and kernel seconds, its rows; the groups'
     rows add up to the composites written, the chunks' rows to the rows read. The
     driver adds one line per replay, its own steps from reading to cleaning up."""
-    from spatec.runners.spark_batch import TASK_LOG_KEY
+    from spatec.runners.spark.batch import TASK_LOG_KEY
 
     log = tmp_path / "tasks.jsonl"
     chunk_rows(20_000)
@@ -337,7 +336,7 @@ def test_tasks_take_unbegun_groups_from_each_other_and_do_each_once(tmp_path):
     begun (:func:`items_of`): a task done with its own takes the others' not yet begun,
     from the end of their lists; every group is matched once however the tasks interleave,
     and a retried task (same seed) takes its claimed groups again, never another's."""
-    from spatec.runners.spark_batch import balance, items_of
+    from spatec.runners.spark.batch import balance, items_of
 
     sizes = [50, 10, 40, 30, 20, 5]
     tasks = balance(sizes, 2)
@@ -387,7 +386,7 @@ def test_tasks_do_their_own_groups_where_claims_cannot_be_made(tmp_path, monkeyp
     so each task does the groups dealt to it, all of them, and takes none of another's."""
     import os
 
-    from spatec.runners.spark_batch import balance, items_of
+    from spatec.runners.spark.batch import balance, items_of
 
     def refused(*a):
         raise PermissionError(1, "Operation not permitted")
@@ -405,7 +404,7 @@ def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark,
     that start in it or up to a span after; the stretches cover the group's starts end to
     end. A phrase with ``successive`` (Stuck) is never cut. The replay of the Cambridge
     hour, with its groups cut, is the local runner's, byte for byte."""
-    from spatec.runners.spark_batch import GROUPS_PER_CORE, split_in_time
+    from spatec.runners.spark.batch import GROUPS_PER_CORE, split_in_time
 
     bunching = compile_program(REPO / "examples" / "bunching" / "bunching.spatec").plans[0]
     stuck = compile_program(SHARED / "spec" / "examples" / "stuck.spatec").plans[0]
@@ -433,7 +432,7 @@ def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark,
     out_s, out_l = tmp_path / "spark", tmp_path / "local"
     c = compile_program(REPO / "examples" / "bunching" / "bunching.spatec")
     seen = []
-    import spatec.runners.spark_batch as sb
+    import spatec.runners.spark.batch as sb
     real = sb.split_in_time
 
     def spy(groups, plan, cores, most=None):
@@ -455,7 +454,7 @@ def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark,
 def test_an_unread_attribute_is_missing_as_the_driver_typed_it(dtype):
     """A task puts back the attributes its phrase never reads as missing values of the
     driver's dtype (_missing_column): what converting a column of None gave."""
-    from spatec.runners.spark_batch import _missing_column, _restore
+    from spatec.runners.spark.batch import _missing_column, _restore
 
     converted = pd.DataFrame({"x": range(4)})
     converted["c"] = None

@@ -4,13 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import REPO, SHARED
 
 from spatec.errors import SpatecError
-from spatec.runners.common import compile_program
+from spatec.plan.program import compile_program
 from spatec.runners.replay import replay_local
-from spatec.runners.spark_batch import replay_spark
-
-from conftest import REPO, SHARED
+from spatec.runners.spark.batch import replay_spark
 
 RAIN = REPO / "examples" / "wet_weather" / "rain_2019-10-01.csv"
 ROADWORKS = REPO / "examples" / "roadworks" / "roadworks_2019-10-01.csv"

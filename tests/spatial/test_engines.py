@@ -9,8 +9,16 @@ from shapely import LineString, MultiPoint, MultiPolygon, Point, Polygon, box
 
 from spatec.errors import SpatecError, UnsupportedError
 from spatec.spatial.engines import (
-    ENGINES, OUTPUT_SCHEMA, SQL_FUNCTIONS, EngineError, SedonaSparkEngine, _spark_views, engine,
-    events_table, region_table, render_sql,
+    ENGINES,
+    OUTPUT_SCHEMA,
+    SQL_FUNCTIONS,
+    EngineError,
+    SedonaSparkEngine,
+    _spark_views,
+    engine,
+    events_table,
+    region_table,
+    render_sql,
 )
 from spatec.spatial.stamps import Loc, certainly_in, possibly_in
 

@@ -10,9 +10,23 @@ from shapely import LineString, MultiPoint, Point, Polygon, box
 
 from spatec.spatial.crs import Projector, utm_epsg
 from spatec.spatial.stamps import (
-    TOL_DECIDE, UNIVERSE, Loc, area, centroid, certainly_in, certainly_in_many,
-    certainly_in_many_geoms, disjoint, distance, hull, overlap, possibly_in, possibly_in_many,
-    possibly_in_many_geoms, relate_many, to_lonlat_wkt,
+    TOL_DECIDE,
+    UNIVERSE,
+    Loc,
+    area,
+    centroid,
+    certainly_in,
+    certainly_in_many,
+    certainly_in_many_geoms,
+    disjoint,
+    distance,
+    hull,
+    overlap,
+    possibly_in,
+    possibly_in_many,
+    possibly_in_many_geoms,
+    relate_many,
+    to_lonlat_wkt,
 )
 
 SQUARE = box(0, 0, 100, 100)

@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 from shapely import LineString, Point, Polygon
 
 from spatec.spatial.stamps import (
-    TOL_DECIDE, Loc, area, certainly_in, distance, hull, overlap, possibly_in, relate_many,
+    TOL_DECIDE,
+    Loc,
+    area,
+    certainly_in,
+    distance,
+    hull,
+    overlap,
+    possibly_in,
+    relate_many,
 )
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,1 @@
+"""The project's datasets (registry, fetch, open) and synthetic traces."""

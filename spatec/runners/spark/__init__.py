@@ -1,0 +1,1 @@
+"""The Spark runners: session, ingest, staging, exchange, scheduling, batch replay, live."""

@@ -1,0 +1,117 @@
+"""One phrase over the events of whole partitions, to the end of the input: the
+batch evaluation every batch runner (local, Spark tasks) runs."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+from spatec.automata.machine import Automaton, RunState, build
+from spatec.automata.step import step
+from spatec.frontend.check import Program
+from spatec.plan.nodes import PhrasePlan
+from spatec.runtime.events import to_evs
+from spatec.runtime.routing import partitions
+from spatec.runtime.rows import ColumnRows, convert_values, dedupe, output_row
+from spatec.spatial.crs import Projector
+
+CHUNK = 512
+
+
+def fastpath_enabled(flag: bool | None = None) -> bool:
+    """Whether batch replays may use the fast paths: ``flag`` if given, else
+    unless the environment sets ``SPATEC_FASTPATH=0``."""
+    if flag is not None:
+        return bool(flag)
+    return os.environ.get("SPATEC_FASTPATH", "1").strip() not in ("0", "false", "no", "off")
+
+
+def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunState | None = None,
+                  fastpath: bool | None = None):
+    """Replay one partition's events (sorted by event time) to the end: decided composites.
+
+    A phrase with a fast path (:mod:`spatec.vector.fastpath`) is evaluated
+    by it unless ``fastpath`` is False (or ``SPATEC_FASTPATH=0``); the run state
+    returned is then empty."""
+    if state is None and fastpath_enabled(fastpath):
+        from spatec.vector.fastpath import run_events
+
+        got = run_events(am, evs, final_watermark)
+        if got is not None:
+            return got, RunState()
+    st = state or RunState()
+    out = []
+    for i in range(0, len(evs), CHUNK):
+        got, _late = step(am, st, evs[i:i + CHUNK], ordered=True)
+        out.extend(got)
+    got, _ = step(am, st, [], watermark=final_watermark, final=True)
+    out.extend(got)
+    return out, st
+
+
+def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Projector, final_watermark: int,
+                fastpath: bool | None = None, history: dict | None = None, evs_by_type=None,
+                progress=None, arrow_hulls: bool = False) -> tuple[list, int]:
+    """One phrase over canonical event frames (type → DataFrame): its output rows
+    (as :func:`output_row`, each id once) and the largest per-key state size.
+
+    ``frames`` hold every partition, or (a Spark group) a set of whole
+    partitions; ``history`` (type → frame) then holds the events of other
+    partitions that ``successive`` needs as history only. A phrase with a fast
+    path runs it over all partitions at once (state size 0) unless
+    ``fastpath`` is False or the data does not fit it. ``evs_by_type``: a
+    callable giving the run-time events of ``frames`` by type (a cache shared
+    by phrases). ``progress(phrase, events, composites)`` per partition.
+    ``arrow_hulls``: the fast path's hulls as Arrow text (:func:`fast_rows`).
+    """
+    from spatec.vector.fastpath import fast_path
+
+    history = {t: df for t, df in (history or {}).items() if len(df)}
+    fp = fast_path(plan, program) if fastpath_enabled(fastpath) else None
+    if fp is not None:
+        df = frames.get(fp.type)
+        hist = history.get(fp.type)
+        if hist is not None:
+            df = pd.concat([df.assign(_hist=False), hist.assign(_hist=True)], ignore_index=True) \
+                if df is not None else None
+        rows = [] if df is None or not len(df) else fast_rows(fp, df, program, projector, final_watermark,
+                                                              arrow_hulls)
+        if rows is not None:
+            if progress:
+                progress(plan.name, 0 if df is None else len(df), len(rows))
+            return dedupe(rows), 0
+    if evs_by_type is None:
+        evs = {t: to_evs(df, program, projector) for t, df in frames.items()}
+    else:
+        evs = evs_by_type()
+    hist_evs = {t: to_evs(df, program, projector) for t, df in history.items()}
+    am = build(plan, program, projector)
+    rows, size = [], 0
+    for _key, part in partitions(plan, program, evs, hist_evs).items():
+        got, st = run_partition(am, part, final_watermark, fastpath=False)
+        size = max(size, st.size())
+        rows.extend(output_row(am, c, projector, st) for c in got)
+        if progress:
+            progress(plan.name, len(part), len(got))
+    return dedupe(rows), size
+
+
+def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, final_watermark: int,
+              arrow_hulls: bool = False):
+    """Output rows (as :func:`output_row`, held as :class:`ColumnRows`) of a fast-path
+    phrase over the canonical events of its type, every partition at once; None when
+    the data does not fit. ``arrow_hulls``: the hulls' texts as an Arrow string array
+    (a frame of them has an Arrow text column; for the JSON lines writer)."""
+    from spatec.vector.fastpath import run_frame
+
+    m = run_frame(fp, df, program, projector, final_watermark, lambda d: to_evs(d, program, projector))
+    if m is None:
+        return None
+    types = dict(fp.plan.schema)
+    emit = m.emit(program.timezone)
+    columns = [("phrase", [fp.phrase] * len(m)), ("id", m.ids()),
+               ("lo", np.asarray(m.lo, dtype=np.int64)), ("hi", np.asarray(m.hi, dtype=np.int64)),
+               ("hull", m.hulls_wkt(projector, arrow=arrow_hulls)), ("events", m.event_ids())]
+    columns += [(name, convert_values(vals, types.get(name))) for name, vals in emit.items()]
+    return ColumnRows(dict(columns))

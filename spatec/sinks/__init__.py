@@ -1,0 +1,1 @@
+"""Composite events out: files (JSON lines, GeoParquet, GeoJSON), live alert sinks, maps."""

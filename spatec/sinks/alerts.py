@@ -1,0 +1,461 @@
+"""Where live alerts go: the console, JSON lines files, webhooks.
+
+A sink is named by a URL (``spatec live --sink URL``):
+
+=============================  ===================================================
+``console:``                   one line per alert on the terminal (rich)
+``jsonl:///path/dir``          ``<dir>/<phrase>.jsonl``, appended and fsync'd
+``http://host:port/path``      a webhook: one ``POST`` of the alert's JSON per
+                               alert (``https`` too)
+=============================  ===================================================
+
+An alert is one composite as a JSON object, exactly as ``spatec replay``
+writes it in JSON lines (``phrase``, ``id``, ``lo``, ``hi``, ``hull``,
+``events``, then the emit fields; times as ISO 8601 UTC).
+
+Exactly once. Every alert has its deterministic composite id. The
+:class:`DeliveredLog` (``<checkpoint>/delivered.jsonl``) records each
+``(sink, id)`` delivered, so a restart, or a batch run again after a crash,
+never delivers an id twice; entries are dropped once the watermark has moved
+far enough past the alert that it can no longer be produced again. A JSON
+lines sink is its own record as well: on start it reads the ids already in
+its files (and cuts a line a crash left half written), so even a crash between
+writing and logging delivers nothing twice. A webhook is sent an
+``Idempotency-Key: <id>`` header, for the one window no client can close (the
+receiver answered but the process died before logging it). The log's lines
+are written (to the operating system) before the next batch starts, and
+synced to the disk by a thread of their own: a killed process loses none of
+them, and a batch does not wait for the disk; only a crash of the machine
+itself can lose the last ones, and then alerts of the last batches may be
+delivered again (a JSON lines sink still skips them, from its own file).
+
+Webhook failures: connection errors, timeouts, 408, 429 and 5xx are retried
+with exponential backoff (``backoff * 2**k`` seconds, ``retries`` times);
+after the last try — or at once for any other 4xx — the alert goes to the
+dead-letter file (``<checkpoint>/dead_letter.jsonl``) with the error, and
+counts as handled.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from json.encoder import encode_basestring_ascii as _ascii_str
+from pathlib import Path
+from typing import Collection, Sequence
+from urllib.parse import urlparse
+
+import numpy as np
+import pandas as pd
+
+from spatec.errors import DataError
+from spatec.sinks.files import (
+    _rows as json_rows,  # the batch JSON lines shape, one row at a time
+)
+
+log = logging.getLogger("spatec.sinks")
+
+
+def alert_json(rows: Sequence[dict], time_fields: Collection[str] = ()) -> list[dict]:
+    """Output rows (``output_row``: times as int µs) → alerts as JSON-ready dicts."""
+    if not rows:
+        return []
+    fast = _plain_alerts(rows, time_fields)
+    if fast is not None:
+        return fast
+    return list(json_rows(pd.DataFrame(list(rows)), time_fields))
+
+
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _plain_alerts(rows: Sequence[dict], time_fields: Collection[str]) -> list[dict] | None:
+    """:func:`alert_json` without the pandas frame, for rows whose columns pandas would keep as
+    they are: every row with the same keys in the same order, each column all text (or None),
+    all ints, all floats or all bools, times all ints. The same dicts the frame gives; None
+    for anything else (the frame decides then)."""
+    from spatec.events.timefmt import format_times
+    from spatec.sinks.files import FIXED, _events_dict, _plain
+
+    keys = tuple(rows[0])
+    if not all(map(keys.__eq__, map(tuple, rows))) or not set(FIXED) <= set(keys):
+        return None
+    cols, times = {}, []
+    for c in keys:
+        vals = [r[c] for r in rows]
+        types = set(map(type, vals))
+        if c in ("lo", "hi") or c in time_fields:
+            if not _ints64(types, vals):
+                return None
+            times.append((c, vals))
+        elif c == "events":
+            if types != {dict}:
+                return None
+            cols[c] = [_events_dict(v) for v in vals]
+        elif types <= _TEXT:
+            cols[c] = vals
+        elif _ints64(types, vals) or types == {float} or types == {bool}:
+            cols[c] = [_plain(v) for v in vals]
+        else:
+            return None
+    if times:   # every time column in one call
+        text = format_times(np.array([v for _, vals in times for v in vals], dtype=np.int64)).tolist()
+        for k, (c, _) in enumerate(times):
+            cols[c] = text[k * len(rows):(k + 1) * len(rows)]
+    names = [*FIXED, *(c for c in keys if c not in FIXED)]
+    return [dict(zip(names, values)) for values in zip(*(cols[n] for n in names))]
+
+
+_TEXT = {str, type(None)}
+
+
+def _ints64(types: set, vals: list) -> bool:
+    """Every value a plain int within int64."""
+    return types == {int} and min(vals) >= _I64[0] and max(vals) <= _I64[1]
+
+
+def _fsync_append(path: Path, lines: Sequence[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(lines))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+# ------------------------------------------------------------------------------ delivered ids
+
+class _Syncer:
+    """Syncs a file to the disk on a thread of its own, after each :meth:`request` (requests
+    made while a sync runs are covered by one more). ``fdatasync`` releases the GIL, so the
+    batches go on meanwhile."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._want = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="spatec-fsync", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        self._want.set()
+
+    def _run(self) -> None:
+        sync = getattr(os, "fdatasync", os.fsync)
+        while True:
+            self._want.wait()
+            self._want.clear()
+            try:
+                sync(self.fd)
+            except OSError as e:   # e.g. the file closed under us at the end
+                if not self._stop:
+                    log.warning("syncing the delivered log failed: %s", e)
+            if self._stop:
+                return
+
+    def close(self) -> None:
+        """Stop the thread, then sync once more here (a write made while its last sync ran)."""
+        self._stop = True
+        self._want.set()
+        self._thread.join()
+        getattr(os, "fdatasync", os.fsync)(self.fd)
+
+
+def _log_line(sink: str, cid: str, hi: int) -> str:
+    """``json.dumps({"sink": sink, "id": cid, "hi": hi}) + "\\n"``, spelt out (a line per alert)."""
+    if type(sink) is str and type(cid) is str:
+        return f'{{"sink": {_ascii_str(sink)}, "id": {_ascii_str(cid)}, "hi": {int.__repr__(hi)}}}\n'
+    return json.dumps({"sink": sink, "id": cid, "hi": hi}) + "\n"
+
+
+class DeliveredLog:
+    """The ``(sink, id)`` pairs delivered so far, with each alert's ``hi`` (µs) for pruning.
+
+    Pruning costs what it drops (a heap by ``hi``), and the file is rewritten
+    only once it holds at least as many dropped entries as live ones."""
+
+    def __init__(self, path: Path | None):
+        self.path = Path(path) if path is not None else None
+        self.hi: dict[tuple[str, str], int] = {}
+        if self.path is not None and self.path.exists():
+            with open(self.path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        d = json.loads(line)
+                        self.hi[(d["sink"], d["id"])] = int(d["hi"])
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a line cut by a crash
+        self._heap = [(v, s, c) for (s, c), v in self.hi.items()]
+        heapq.heapify(self._heap)
+        self._stale = 0            # entries of the file no longer in self.hi
+        self._new: list[str] = []
+        self._f = None             # the file, open for appending once there is something to add
+        self._syncer: _Syncer | None = None
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        return key in self.hi
+
+    def add(self, sink: str, cid: str, hi: int) -> None:
+        hi = int(hi)
+        self.hi[(sink, cid)] = hi
+        heapq.heappush(self._heap, (hi, sink, cid))
+        self._new.append(_log_line(sink, cid, hi))
+
+    def flush(self) -> None:
+        """Write the new lines (to the operating system: a killed process loses none); a
+        thread of their own syncs them to the disk."""
+        if self.path is not None and self._new:
+            if self._f is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._f = open(self.path, "a", encoding="utf-8")
+                self._syncer = _Syncer(self._f.fileno())
+            self._f.write("".join(self._new))
+            self._f.flush()
+            self._syncer.request()
+        self._new = []
+
+    def close(self) -> None:
+        """Flush, sync and close the file."""
+        self.flush()
+        if self._f is not None:
+            self._syncer.close()
+            self._f.close()
+            self._f = self._syncer = None
+
+    def prune(self, before: int) -> int:
+        """Forget alerts with ``hi < before``. Returns how many were dropped."""
+        n = 0
+        heap = self._heap
+        while heap and heap[0][0] < before:
+            v, s, c = heapq.heappop(heap)
+            if self.hi.get((s, c)) == v:
+                del self.hi[(s, c)]
+                n += 1
+        if not n:
+            return 0
+        self.flush()
+        self._stale += n
+        if self.path is not None and self._stale >= len(self.hi):
+            self.close()
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                for (s, c), v in self.hi.items():
+                    f.write(json.dumps({"sink": s, "id": c, "hi": v}) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            self._stale = 0
+        return n
+
+
+# ------------------------------------------------------------------------------ sinks
+
+class AlertSink:
+    """Base: ``deliver(alerts)`` returns the alerts it handled (delivered or dead-lettered)."""
+
+    name = "sink"
+
+    def already(self, known) -> list[tuple[str, int]]:
+        """``(id, hi)`` of alerts this sink holds that ``known((sink, id))`` does not (JSON lines:
+        the lines written after the last logged one, when a crash came between the two)."""
+        return []
+
+    def deliver(self, alerts: list[dict]) -> list[dict]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class ConsoleSink(AlertSink):
+    name = "console:"
+
+    def __init__(self, console=None):
+        if console is None:
+            from rich.console import Console
+
+            console = Console(highlight=False, soft_wrap=True)
+        self.console = console
+
+    def deliver(self, alerts):
+        for a in alerts:
+            extra = {k: v for k, v in a.items() if k not in ("phrase", "id", "lo", "hi", "hull", "events")}
+            fields = "  ".join(f"{k}={v}" for k, v in extra.items())
+            self.console.print(f"[bold]{a['phrase']}[/bold] {a['lo']} .. {a['hi']}  {fields}  "
+                               f"[dim]{a['id']}[/dim]")
+        return list(alerts)
+
+
+class JsonlSink(AlertSink):
+    """``<dir>/<phrase>.jsonl``, one alert a line, appended; fsync'd after each delivery."""
+
+    def __init__(self, directory: Path):
+        self.dir = Path(directory)
+        self.name = f"jsonl://{self.dir.resolve()}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def already(self, known):
+        from spatec.events.timefmt import parse_time
+
+        out = []
+        for p in sorted(self.dir.glob("*.jsonl")):
+            _cut_partial_line(p)
+            # lines are logged in the order written: read back from the end to the last logged one
+            for line in _lines_backwards(p):
+                try:
+                    d = json.loads(line)
+                    cid, hi = d["id"], parse_time(d["hi"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if known((self.name, cid)):
+                    break
+                out.append((cid, hi))
+        return out
+
+    def deliver(self, alerts):
+        by_phrase: dict[str, list[str]] = {}
+        for a in alerts:
+            by_phrase.setdefault(a["phrase"], []).append(json.dumps(a, ensure_ascii=False, allow_nan=False) + "\n")
+        for phrase, lines in by_phrase.items():
+            _fsync_append(self.dir / f"{phrase}.jsonl", lines)
+        return list(alerts)
+
+
+def _lines_backwards(path: Path, block: int = 1 << 16):
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        pos, rest = f.tell(), b""
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            f.seek(pos)
+            chunk = f.read(step) + rest
+            lines = chunk.split(b"\n")
+            rest = lines[0]
+            for line in reversed(lines[1:]):
+                if line.strip():
+                    yield line.decode("utf-8", errors="replace")
+        if rest.strip():
+            yield rest.decode("utf-8", errors="replace")
+
+
+def _cut_partial_line(path: Path) -> None:
+    """Drop a last line without its newline (a write a crash interrupted)."""
+    size = path.stat().st_size
+    if not size:
+        return
+    with open(path, "rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        data = f.read()
+        keep = data.rfind(b"\n") + 1
+        f.truncate(keep)
+
+
+class WebhookSink(AlertSink):
+    """POST each alert as JSON; retry with exponential backoff; dead-letter after the last try."""
+
+    def __init__(self, url: str, dead_letter: Path | None, retries: int = 5, backoff: float = 0.5,
+                 timeout: float = 10.0, max_backoff: float = 30.0):
+        self.url, self.name = url, url
+        self.dead_letter = Path(dead_letter) if dead_letter is not None else None
+        self.retries, self.backoff, self.timeout, self.max_backoff = retries, backoff, timeout, max_backoff
+        self.attempts = 0
+        self.dead = 0
+
+    def _post(self, alert: dict) -> tuple[bool, bool, str]:
+        """(ok, retryable, error)."""
+        body = json.dumps(alert, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        req = urllib.request.Request(self.url, data=body, method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              "Idempotency-Key": alert["id"]})
+        self.attempts += 1
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                r.read()
+                return True, False, ""
+        except urllib.error.HTTPError as e:
+            retry = e.code in (408, 429) or e.code >= 500
+            return False, retry, f"HTTP {e.code} {e.reason}"
+        except (urllib.error.URLError, OSError) as e:
+            return False, True, f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+
+    def deliver(self, alerts):
+        for a in alerts:
+            tries = 0
+            while True:
+                ok, retry, err = self._post(a)
+                if ok:
+                    break
+                if not retry or tries >= self.retries:
+                    self._dead(a, err, tries + 1)
+                    break
+                time.sleep(min(self.backoff * (2 ** tries), self.max_backoff))
+                tries += 1
+        return list(alerts)
+
+    def _dead(self, alert: dict, error: str, attempts: int) -> None:
+        self.dead += 1
+        log.warning("%s: alert %s dead-lettered after %d attempt(s): %s", self.url, alert["id"], attempts, error)
+        if self.dead_letter is not None:
+            _fsync_append(self.dead_letter, [json.dumps({"sink": self.url, "error": error, "attempts": attempts,
+                                                         "at": time.time(), "alert": alert}) + "\n"])
+
+
+def open_sink(url: str, checkpoint: Path | None, **webhook) -> AlertSink:
+    """The sink a URL names (see the module docstring)."""
+    u = urlparse(url)
+    if u.scheme == "console":
+        return ConsoleSink()
+    if u.scheme == "jsonl":
+        path = u.path if not u.netloc else f"/{u.netloc}{u.path}"
+        if not path:
+            raise DataError(f"--sink {url!r}: jsonl: needs a directory, e.g. jsonl:///var/alerts")
+        return JsonlSink(Path(path))
+    if u.scheme in ("http", "https"):
+        dl = Path(checkpoint) / "dead_letter.jsonl" if checkpoint is not None else None
+        return WebhookSink(url, dl, **webhook)
+    raise DataError(f"--sink {url!r}: unknown sink; expected console:, jsonl:///dir or http://host:port/path")
+
+
+class SinkSet:
+    """Every sink of a run and the delivered log: deliver each alert once per sink."""
+
+    def __init__(self, sinks: Sequence[AlertSink], delivered: DeliveredLog):
+        self.sinks, self.log = list(sinks), delivered
+        for s in self.sinks:
+            for cid, hi in s.already(self.log.__contains__):
+                self.log.add(s.name, cid, hi)
+        self.log.flush()
+        self.delivered = 0
+        self.skipped = 0
+
+    def deliver(self, alerts: list[dict], his: dict) -> int:
+        """Deliver ``alerts`` (``his``: id → hi µs) to every sink that has not had them."""
+        n = 0
+        logged = self.log.hi
+        for s in self.sinks:
+            name = s.name
+            todo = [a for a in alerts if (name, a["id"]) not in logged]
+            self.skipped += len(alerts) - len(todo)
+            if not todo:
+                continue
+            add = self.log.add
+            for a in s.deliver(todo):
+                cid = a["id"]
+                add(name, cid, his[cid])
+                n += 1
+            self.log.flush()
+        self.delivered += n
+        return n
+
+    def close(self) -> None:
+        self.log.close()
+        for s in self.sinks:
+            s.close()

@@ -1,0 +1,650 @@
+"""Composite events to files: JSON lines, GeoParquet, GeoJSON.
+
+Composites arrive as a DataFrame with ``phrase``, ``id``, ``lo``, ``hi``
+(int64 µs UTC), ``hull`` (WKT, lon/lat), ``events`` (dict variable -> event
+id), then the phrase's emit fields by name. Time-valued emit fields are int64
+µs and are named in ``time_fields``. Every writer orders composites by
+``(lo, hi, id)`` and writes ``events`` with its variables sorted, so the same
+composites give the same bytes; files are written whole and then renamed into
+place, so a reader never sees half a file.
+
+- JSON lines: times as ISO 8601 UTC text, NaN and missing values as null.
+- GeoParquet 1.0: ``lo``, ``hi`` and time fields as ``timestamp[us, tz=UTC]``;
+  ``hull`` as WKB with the ``geo`` schema metadata (crs omitted: OGC:CRS84);
+  ``events`` as ``map<string, string>``.
+- GeoJSON: a FeatureCollection, geometry = hull, properties = the rest
+  (feature ``id`` = composite id).
+
+>>> w = writer("parquet")
+>>> w.fmt, w.extension, extension("geojson")
+('parquet', 'parquet', 'geojson')
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as _dt
+import errno
+import json
+import math
+import mmap
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Collection, Iterator, Union
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import shapely
+
+from spatec.events.columns import arrow_text
+from spatec.events.raw import to_arrow
+from spatec.events.timefmt import format_times, parse_times
+
+FIXED = ("phrase", "id", "lo", "hi", "hull", "events")
+PathLike = Union[str, os.PathLike]
+
+
+# --------------------------------------------------------------------------- shared
+
+def _ordered(df: pd.DataFrame) -> pd.DataFrame:
+    missing = [c for c in FIXED if c not in df.columns]
+    if missing:
+        raise ValueError(f"composites lack column(s) {', '.join(missing)}")
+    if not len(df) or _in_order(df):
+        return df.reset_index(drop=True)
+    return df.sort_values(["lo", "hi", "id"], kind="stable").reset_index(drop=True)
+
+
+def _in_order(df: pd.DataFrame) -> bool:
+    """Whether rows are already in (lo, hi, id) order (as the runners' frames are)."""
+    lo, hi = df["lo"].to_numpy(), df["hi"].to_numpy()
+    if lo.dtype.kind not in "iu" or hi.dtype.kind not in "iu":
+        return False
+    dlo, dhi = np.diff(lo), np.diff(hi)
+    if (dlo < 0).any() or ((dlo == 0) & (dhi < 0)).any():
+        return False
+    tie = np.flatnonzero((dlo == 0) & (dhi == 0))
+    ids = df["id"].to_numpy()
+    return all(a <= b for a, b in zip(ids[tie].tolist(), ids[tie + 1].tolist()))
+
+
+def _emit_fields(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c not in FIXED]
+
+
+def _plain(v: Any) -> Any:
+    """A Python value that JSON can hold: NaN and missing values become None."""
+    if v is None or v is pd.NA or v is pd.NaT:
+        return None
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if not math.isfinite(float(v)) else float(v)
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [_plain(x) for x in v]
+    if isinstance(v, shapely.Geometry):
+        return shapely.to_wkt(v, rounding_precision=-1)
+    if isinstance(v, (pd.Timestamp, _dt.datetime)):
+        return pd.Timestamp(v).isoformat()
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).hex()
+    return v
+
+
+def _events_dict(v: Any) -> dict[str, str]:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return {}
+    items = v.items() if isinstance(v, dict) else v  # a map column read back is a list of pairs
+    return {str(k): str(x) for k, x in sorted(items)}
+
+
+def _columns(df: pd.DataFrame, time_fields: Collection[str]) -> dict[str, list]:
+    """Each output column as a list of JSON-ready values, times as ISO text."""
+    out: dict[str, list] = {}
+    for c in df.columns:
+        if c in ("lo", "hi") or c in time_fields:
+            out[c] = list(format_times(df[c]))
+        elif c == "events":
+            out[c] = [_events_dict(v) for v in df[c]]
+        else:
+            out[c] = _plain_column(df[c])
+    return out
+
+
+def _plain_column(s: pd.Series) -> list:
+    """:func:`_plain` of every value; whole columns of text or of finite floats as they are."""
+    if s.dtype == np.float64:
+        a = s.to_numpy()
+        if np.isfinite(a).all():
+            return a.tolist()
+    values = s.tolist()
+    if s.dtype == object and (not values or set(map(type, values)) == {str}):
+        return values
+    return [_plain(v) for v in values]
+
+
+def _rows(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[dict[str, Any]]:
+    cols = _columns(df, time_fields)
+    names = [*FIXED, *_emit_fields(df)]
+    for values in zip(*(cols[n] for n in names)):
+        yield dict(zip(names, values))
+
+
+def _atomic(path: PathLike, write: Callable[[str], None]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(str(tmp))
+    except BaseException:
+        tmp.unlink(missing_ok=True)     # no half file left beside the outputs
+        raise
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- JSON lines
+
+def write_jsonl(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
+    """One JSON object a line: phrase, id, lo, hi, hull, events, then the emit fields."""
+    df = _ordered(df)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.writelines(block for block, _ in _jsonl_lines(df, time_fields))
+
+    _atomic(path, write)
+
+
+def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[tuple[Any, list]]:
+    """The rows' lines, as ``json.dumps(row, ensure_ascii=False, allow_nan=False)``
+    writes :func:`_rows`'s dicts, in blocks of up to :data:`_CHUNK` lines: each
+    block's bytes (a bytes-like object) and the length in bytes of each of its lines."""
+    names = [*FIXED, *_emit_fields(df)]
+    if len(set(names)) != len(names) or not all(type(n) is str for n in names):
+        dumps = json.dumps
+        for row in _rows(df, time_fields):
+            line = (dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+            yield line, [len(line)]
+        return
+    for a in range(0, len(df), _CHUNK):
+        lines = _jsonl_chunk(df.iloc[a:a + _CHUNK], names, time_fields)
+        ends = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=4 * lines.offset)
+        yield memoryview(lines.buffers()[2])[int(ends[0]):int(ends[-1])], np.diff(ends).tolist()
+
+
+#: Lines rendered at a time: bounds the text held in memory to a few MB.
+_CHUNK = 4096
+
+
+def _jsonl_chunk(df: pd.DataFrame, names: list, time_fields: Collection[str]) -> pa.Array:
+    """The lines of ``df``'s rows (an Arrow string array), built column by column rather
+    than row by row.
+
+    ``json.dumps`` of a row dict is ``{"name": value, ...}`` with each value as
+    ``json.dumps`` writes it alone, so each column is turned into its JSON texts at
+    once (text that needs no escaping goes between quotes as it is), and the lines
+    are joined from the columns and the text between them by Arrow, in C
+    (``binary_join_element_wise``): no dict, no encoder call and no string per row."""
+    pieces: list = []
+    text = "{"
+    for i, name in enumerate(names):
+        between, cols = _json_column(name, df[name], time_fields)
+        text += ("" if i == 0 else ", ") + _json_key(name) + ": " + between[0]
+        for col, after in zip(cols, between[1:]):
+            pieces += [text, col if isinstance(col, pa.Array) else pa.array(col, pa.string())]
+            text = after
+    pieces.append(text + "}\n")         # (the fixed fields always give columns to join)
+    return pc.binary_join_element_wise(*pieces, "")
+
+
+def _json_key(name: str) -> str:
+    """A key as JSON text."""
+    return json.dumps(name, ensure_ascii=False)
+
+
+def _json_column(name: str, s: pd.Series, time_fields: Collection[str]) -> tuple[tuple, list]:
+    """A column's texts: the text around and between its values (one more than the columns
+    of values) and the columns of values (JSON text, a list or an Arrow string array)."""
+    if name in ("lo", "hi") or name in time_fields:
+        return _json_values(list(format_times(s)))
+    if name == "events":
+        return _json_events(s.tolist())
+    arr = arrow_text(s)
+    if arr is not None and not arr.null_count and _plain_text(arr):
+        # Arrow text (the Spark tasks' hulls): between quotes as it is, nothing to escape
+        return ('"', '"'), [arr]
+    return _json_values(_plain_column(s))
+
+
+def _json_values(values: list) -> tuple[tuple, list]:
+    """:func:`_json_column` of JSON-ready values (as :func:`_plain` gives them)."""
+    text = _verbatim(values)
+    if text is not None:
+        return ('"', '"'), [text]
+    if set(map(type, values)) <= _SCALAR.keys():
+        enc = _SCALAR
+        return ("", ""), [[enc[type(v)](v) for v in values]]
+    dumps = json.dumps
+    return ("", ""), [[dumps(v, ensure_ascii=False, allow_nan=False) for v in values]]
+
+
+def _verbatim(values: list) -> pa.Array | None:
+    """``values`` as an Arrow string array when every one is a str that JSON writes as it
+    is, in quotes: no quote, backslash or control character (what ``json.dumps`` escapes
+    with ``ensure_ascii=False``); else None."""
+    if not values or set(map(type, values)) != {str}:
+        return pa.array([], pa.string()) if not values else None
+    arr = pa.array(values, pa.string())
+    return arr if _plain_text(arr) else None
+
+
+def _plain_text(arr: pa.Array) -> bool:
+    """Whether JSON writes every text of a string array as it is (:func:`_verbatim`)."""
+    # in UTF-8 a byte below 0x20 is a control character: no other character has one;
+    # quotes and backslashes looked for with bytes.find (memchr), not a numpy pass each
+    # (a slice of an array shares the whole array's buffer: only its own bytes are read)
+    ends = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
+    a, b = int(ends[0]), int(ends[-1])
+    if b > a:
+        text = memoryview(arr.buffers()[2])[a:b]
+        if np.frombuffer(text, dtype=np.uint8).min() < 0x20:
+            return False
+        raw = text.tobytes()
+        if b'"' in raw or b"\\" in raw:
+            return False
+    return True
+
+
+def _json_events(values: list) -> tuple[tuple, list]:
+    """:func:`_json_column` of ``events``. When every row binds the same variables, in
+    order, to text that needs no escaping (the usual case: a phrase's variables to event
+    ids), ``{"A": "…", ...}`` around a column of ids per variable; else each row's dict as
+    :func:`_events_dict` makes it."""
+    if values and all(type(v) is dict for v in values):
+        keys = tuple(values[0])
+        if all(type(k) is str for k in keys) and list(keys) == sorted(keys) \
+                and all(tuple(v) == keys for v in values):
+            cols = [_verbatim([v[k] for v in values]) for k in keys]
+            if all(c is not None for c in cols):
+                if not keys:
+                    return ("{}",), []
+                between = ["{" + _json_key(keys[0]) + ': "']
+                between += ['", ' + _json_key(k) + ': "' for k in keys[1:]]
+                return (*between, '"}'), cols
+    dumps = json.dumps
+    return ("", ""), [[dumps(_events_dict(v), ensure_ascii=False) for v in values]]
+
+
+#: JSON text of a plain value, as json.dumps writes it (floats are finite here: _plain
+#: turns the others into None).
+_SCALAR = {
+    str: json.encoder.encode_basestring,
+    int: int.__repr__,
+    float: float.__repr__,
+    bool: lambda v: "true" if v else "false",
+    type(None): lambda v: "null",
+}
+
+
+def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> pa.Table:
+    """Write :func:`write_jsonl`'s lines for one part of a phrase's composites
+    (a Spark task's groups) to ``path``; return the keys that
+    :func:`merge_jsonl_parts` orders and joins the parts by: ``lo``, ``hi``,
+    ``id`` and the byte offset where each line ends, with the column kinds
+    the lines were rendered with in the schema metadata.
+
+    A value's text depends on its column's pandas dtype (an integer column
+    with a missing value is a float column), so parts whose kinds differ
+    cannot be joined as they are; the merge then reads them back."""
+    df = _ordered(df)
+    lengths = []
+    with open(path, "wb") as f:
+        for block, sizes in _jsonl_lines(df, time_fields):
+            f.write(block)
+            lengths += sizes
+    ends = np.cumsum(np.array(lengths, dtype=np.int64))
+    keys = pa.table({"lo": pa.array(df["lo"].to_numpy(dtype=np.int64)),
+                     "hi": pa.array(df["hi"].to_numpy(dtype=np.int64)),
+                     "id": pa.array(df["id"].tolist(), pa.string()), "end": pa.array(ends)})
+    kinds = {c: str(df[c].dtype) for c in _emit_fields(df)} if len(df) else {}
+    return keys.replace_schema_metadata({b"kinds": json.dumps(kinds).encode()})
+
+
+#: Bytes of the merged file that a merge thread fills and writes at a time (a multiple of
+#: :data:`_ALIGN`, as writes around the page cache need): each part's lines in it are
+#: read straight to their places in the thread's buffer, and the buffer written whole.
+MERGE_SEGMENT = 4 << 20
+#: Threads that fill and write segments, in any order (the cores the tasks have left).
+MERGE_THREADS = max(1, min(4, os.cpu_count() or 1))
+#: Write the merged file around the page cache (``O_DIRECT``) where the file system
+#: allows it, else through it. A fresh page of page cache per 4 KB written costs
+#: kernel time (on this project's VM, 0.9-1.4 s of it for Stuck's 346 MB bus-day, the
+#: merge's largest cost); written around it, from a buffer each thread keeps, the same
+#: bytes take 0.2 s of wall time and next to no CPU. Nothing reads the file back.
+MERGE_DIRECT = True
+#: Offsets, lengths and buffer addresses of direct writes are multiples of this.
+_ALIGN = 4096
+
+
+def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] = ()) -> int:
+    """The JSON lines file of the composites in ``parts`` (``[(path, keys)]`` from
+    :func:`write_jsonl_part`, in order): what :func:`write_jsonl` writes for
+    all of them at once, a composite in two parts (same id) taken from the
+    first. Returns the number of composites written.
+
+    When the parts rendered a column with different kinds, their lines are
+    read back and written again from one frame, as :func:`write_jsonl` would."""
+    parts = [(p, k) for p, k in parts if k.num_rows]
+    kinds = {k.schema.metadata[b"kinds"] for _, k in parts}
+    if len(kinds) > 1:
+        df = _read_parts(parts, time_fields)
+        write_jsonl(df, path, time_fields)
+        return len(df)
+    if not parts:
+        _atomic(path, lambda tmp: open(tmp, "wb").close())
+        return 0
+    keys = pa.concat_tables([k for _, k in parts]).combine_chunks()
+    ends = keys.column("end").to_numpy()
+    which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
+    first = np.r_[True, which[1:] != which[:-1]]
+    starts = np.where(first, 0, np.r_[0, ends[:-1]])
+    ids = keys.column("id")
+    if len(pc.unique(ids)) < len(ids):      # a composite in two parts: the first copy kept
+        kept = np.flatnonzero(~pd.Series(ids.to_numpy(zero_copy_only=False)).duplicated().to_numpy())
+        keys = keys.take(pa.array(kept))
+    else:
+        kept = np.arange(len(ids))
+    # ids compared by their UTF-8 bytes: the order of their code points, as Python's
+    order = kept[pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()]
+    # where each line goes in the output: segments of it are filled and written apart, at once
+    which, starts, ends = which[order], starts[order], ends[order]
+    at = np.r_[0, np.cumsum(ends - starts)]
+    total = int(at[-1])
+    seg = MERGE_SEGMENT
+    names = [p for p, _ in parts]
+
+    def write(tmp: str) -> None:
+        fds = []
+        try:
+            for p in names:
+                fds.append(os.open(p, os.O_RDONLY))
+            out = _Output(tmp, MERGE_DIRECT and seg % _ALIGN == 0)
+            try:
+                local = threading.local()
+
+                def segment(s0: int) -> None:
+                    s1 = min(s0 + seg, total)
+                    buf = getattr(local, "buf", None)
+                    if buf is None:      # page-aligned, kept from segment to segment
+                        local.buf = buf = mmap.mmap(-1, -(-seg // _ALIGN) * _ALIGN)
+                    view = memoryview(buf)
+                    _fill(view, fds, names, s0, s1, at, which, starts)
+                    out.write(view, s1 - s0, s0)
+
+                with concurrent.futures.ThreadPoolExecutor(MERGE_THREADS) as pool:
+                    for f in [pool.submit(segment, s0) for s0 in range(0, total, seg)]:
+                        f.result()
+            finally:
+                out.close(total)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    _atomic(path, write)
+    return len(order)
+
+
+def _fill(view: memoryview, fds: list, names: list, s0: int, s1: int, at: np.ndarray, which: np.ndarray,
+          starts: np.ndarray) -> None:
+    """Bytes ``[s0, s1)`` of the merged file into ``view``: line ``i`` of the output is bytes
+    ``[at[i], at[i + 1])`` there, taken from part ``which[i]`` from byte ``starts[i]``. A part's
+    lines come in its own order (both are in key order), so its lines in a segment are one
+    stretch of it (but where a duplicate was left out): one vectored read each, straight
+    to the lines' places."""
+    i0 = int(np.searchsorted(at, s0, "right")) - 1
+    i1 = int(np.searchsorted(at, s1, "left"))
+    a, b = at[i0:i1], at[i0 + 1:i1 + 1]
+    lo, hi = np.maximum(a, s0), np.minimum(b, s1)        # the lines' bytes in this segment
+    src, dst, n = starts[i0:i1] + (lo - a), lo - s0, hi - lo
+    js = which[i0:i1]
+    k = np.argsort(js, kind="stable")                    # by part, each part's in its order
+    js, src, dst, n = js[k], src[k], dst[k], n[k]
+    # a read per stretch: a new part, or a gap in one (a duplicate's line not written)
+    cut = np.flatnonzero((js[1:] != js[:-1]) | (src[1:] != src[:-1] + n[:-1])) + 1
+    for r0, r1 in zip(np.r_[0, cut].tolist(), np.r_[cut, len(js)].tolist()):
+        j = int(js[r0])
+        bufs = [view[x:x + m] for x, m in zip(dst[r0:r1].tolist(), n[r0:r1].tolist())]
+        _vectored(os.preadv, fds[j], bufs, int(src[r0]), names[j])
+
+
+class _Output:
+    """The merged file, written in segments at their offsets from any thread: around the page
+    cache (``O_DIRECT``, :data:`MERGE_DIRECT`) when the file system takes it, each segment
+    padded to :data:`_ALIGN` and the file cut to its size at the end; through it otherwise,
+    from the first write the file system refuses that way on, and for the rest of a short
+    direct write (which could not resume at its unaligned end). Both descriptors stay open
+    until :meth:`close`: a thread may be writing with the other when one falls back."""
+
+    def __init__(self, path: str, direct: bool):
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        self.direct_fd = None
+        if direct and hasattr(os, "O_DIRECT"):
+            try:
+                self.direct_fd = os.open(path, os.O_WRONLY | os.O_DIRECT)
+            except OSError:
+                pass                            # (tmpfs, some network file systems)
+        self.direct = self.direct_fd is not None
+
+    def write(self, view: memoryview, n: int, offset: int) -> None:
+        if self.direct:
+            try:
+                done = os.pwritev(self.direct_fd, [view[:-(-n // _ALIGN) * _ALIGN]], offset)
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    raise
+                self.direct = False             # refused: through the page cache from now on
+                done = 0
+            if done >= n:
+                return
+            view, n, offset = view[done:], n - done, offset + done
+        _vectored(os.pwritev, self.fd, [view[:n]], offset, self.path)
+
+    def close(self, size: int) -> None:
+        try:
+            os.ftruncate(self.fd, size)         # the last segment's padding cut off
+        finally:
+            if self.direct_fd is not None:
+                os.close(self.direct_fd)
+            os.close(self.fd)
+
+
+#: Buffers per ``pwritev`` call (Linux's IOV_MAX is 1024).
+_IOV = 1024
+
+
+def _vectored(call, fd: int, bufs: list, offset: int, name: str) -> None:
+    """``os.preadv`` or ``os.pwritev`` of ``bufs``, one after another from ``offset``, at most
+    :data:`_IOV` at a call, short reads and writes resumed (inside a buffer or between
+    two); a read that finds the file ended is an error naming it."""
+    i = 0
+    while i < len(bufs):
+        n = call(fd, bufs[i:i + _IOV], offset)
+        if not n:           # a read at the file's end; a write that wrote nothing would loop
+            need = offset + sum(len(b) for b in bufs[i:])
+            raise OSError(f"{name}: ends at byte {offset}, its keys go to {need}" if call is os.preadv
+                          else f"{name}: no byte written at {offset} of {need}")
+        offset += n
+        # skip the buffers done whole; resume inside a buffer done in part
+        while i < len(bufs) and n >= len(bufs[i]):
+            n -= len(bufs[i])
+            i += 1
+        if n:
+            bufs[i] = bufs[i][n:]
+
+
+def _read_parts(parts: list, time_fields: Collection[str]) -> pd.DataFrame:
+    """Parts' composites read back, each id once, as the frame they were made from."""
+    rows, seen = [], set()
+    for p, _ in parts:
+        with open(p, encoding="utf-8") as f:
+            for line in f:
+                row = json.loads(line)
+                if row["id"] not in seen:
+                    seen.add(row["id"])
+                    rows.append(row)
+    return _frame_back(rows, time_fields)
+
+
+def read_jsonl_composites(path: PathLike, time_fields: Collection[str] = ()) -> pd.DataFrame:
+    """Composites written by :func:`write_jsonl`, with ``lo``, ``hi`` and ``time_fields`` back as µs."""
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return _frame_back(rows, time_fields)
+
+
+def _frame_back(rows: list, time_fields: Collection[str]) -> pd.DataFrame:
+    """JSON lines records as the frame they were written from (times back to µs)."""
+    df = pd.DataFrame(rows, columns=list(rows[0]) if rows else list(FIXED))
+    return _times_back(df, ("lo", "hi", *time_fields))
+
+
+def _times_back(df: pd.DataFrame, names: Collection[str]) -> pd.DataFrame:
+    for c in names:
+        if c in df.columns:
+            p = parse_times(df[c].astype(object).where(df[c].notna(), None))
+            if p.errors:
+                raise ValueError(f"{c}: {next(iter(p.errors.values()))}")
+            df[c] = pd.array(np.where(p.missing, 0, p.values), dtype="Int64")
+            df.loc[p.missing, c] = pd.NA
+            if not p.missing.any():
+                df[c] = df[c].astype("int64")
+    return df
+
+
+# --------------------------------------------------------------------------- GeoParquet
+
+def _timestamps(values: Any) -> pa.Array:
+    return pa.array(pd.array(values, dtype="Int64"), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+
+
+def _geo_metadata(geoms: np.ndarray) -> dict[str, Any]:
+    present = geoms[~shapely.is_missing(geoms)]
+    types = sorted({g.geom_type + (" Z" if shapely.has_z(g) else "") for g in present if not g.is_empty})
+    column: dict[str, Any] = {"encoding": "WKB", "geometry_types": types}
+    nonempty = present[~shapely.is_empty(present)] if len(present) else present
+    if len(nonempty):
+        b = shapely.bounds(nonempty)
+        column["bbox"] = [float(b[:, 0].min()), float(b[:, 1].min()), float(b[:, 2].max()), float(b[:, 3].max())]
+    return {"version": "1.0.0", "primary_column": "hull", "columns": {"hull": column}}
+
+
+def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
+    """GeoParquet 1.0: hull as WKB, times as UTC timestamps, events as a string map."""
+    df = _ordered(df)
+    geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
+    arrays = {
+        "phrase": pa.array(df["phrase"].tolist(), pa.string()),
+        "id": pa.array(df["id"].tolist(), pa.string()),
+        "lo": _timestamps(df["lo"]),
+        "hi": _timestamps(df["hi"]),
+        "hull": pa.array(list(shapely.to_wkb(geoms)) if len(df) else [], pa.binary()),
+        "events": pa.array([list(_events_dict(v).items()) for v in df["events"]],
+                           pa.map_(pa.string(), pa.string())),
+    }
+    for c in _emit_fields(df):
+        if c in time_fields:
+            arrays[c] = _timestamps(df[c])
+        else:
+            arrays[c] = to_arrow(df[c]) if len(df) else pa.array([], pa.null())
+    table = pa.table(arrays)
+    table = table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(geoms)).encode()})
+    _atomic(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def read_parquet_composites(path: PathLike) -> pd.DataFrame:
+    """Composites written by :func:`write_parquet`: timestamps back to µs, hull to WKT,
+    events to dicts. The GeoParquet metadata is in ``df.attrs["geo"]``."""
+    table = pq.read_table(path)
+    columns = {}
+    for name, col in zip(table.column_names, table.columns):
+        if pa.types.is_timestamp(col.type):
+            ints = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+            columns[name] = ints.to_pandas() if ints.null_count else ints.to_numpy()
+        elif name == "hull":
+            wkb = col.to_numpy()
+            columns[name] = shapely.to_wkt(shapely.from_wkb(wkb), rounding_precision=-1) if len(wkb) else wkb
+        elif name == "events":
+            columns[name] = [_events_dict(v) for v in col.to_pylist()]
+        else:
+            columns[name] = col.to_pandas()
+    df = pd.DataFrame(columns)
+    meta = table.schema.metadata or {}
+    if b"geo" in meta:
+        df.attrs["geo"] = json.loads(meta[b"geo"])
+    return df
+
+
+# --------------------------------------------------------------------------- GeoJSON
+
+def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
+    """A FeatureCollection: geometry = hull; properties = phrase, id, lo, hi, events, emit fields."""
+    df = _ordered(df)
+    geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
+    geojson = shapely.to_geojson(geoms) if len(df) else []
+    features = []
+    for row, g in zip(_rows(df, time_fields), geojson):
+        properties = {k: v for k, v in row.items() if k != "hull"}
+        features.append({"type": "Feature", "id": row["id"],
+                         "geometry": json.loads(g) if g is not None else None,
+                         "properties": properties})
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"type": "FeatureCollection", "features": features}, f, ensure_ascii=False,
+                      allow_nan=False)
+            f.write("\n")
+
+    _atomic(path, write)
+
+
+# --------------------------------------------------------------------------- choosing one
+
+@dataclass(frozen=True)
+class Writer:
+    """A sink format: its name, its file extension (no dot) and the function that writes it."""
+
+    fmt: str
+    extension: str
+    write: Callable[[pd.DataFrame, PathLike, Collection[str]], None]
+
+    def __call__(self, df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
+        self.write(df, path, time_fields)
+
+
+WRITERS: dict[str, Writer] = {
+    "jsonl": Writer("jsonl", "jsonl", write_jsonl),
+    "parquet": Writer("parquet", "parquet", write_parquet),
+    "geojson": Writer("geojson", "geojson", write_geojson),
+}
+
+
+def writer(fmt: str) -> Writer:
+    """The writer of a sink format: ``jsonl``, ``parquet`` or ``geojson``."""
+    try:
+        return WRITERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(WRITERS)}") from None
+
+
+def extension(fmt: str) -> str:
+    """The file extension of a sink format, without the dot: ``f"{phrase}.{extension(fmt)}"``."""
+    return writer(fmt).extension

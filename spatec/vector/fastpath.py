@@ -1,0 +1,1112 @@
+"""Fast paths: phrases of a few proven shapes evaluated with numpy (DESIGN, "Fast paths").
+
+The general automaton (:mod:`spatec.automata.step`) is the reference. When
+:func:`fast_path` can prove from the plan that a phrase has one of these
+shapes, a vectorised evaluator gives the same composites (ids, stamps,
+bindings) over all of a type's events at once:
+
+``leaf``
+    one event leaf, ``T -> A [and patterns] [where A ...] [within D]``:
+    every event that passes is a composite.
+``chain``
+    ``T -> A op T -> B op ...`` with ``successive(A, B, ...)`` over all the
+    variables in order, ops from ``; || = <> ;= ;<> ||= ||<> and``: the
+    candidates are runs of consecutive events of one source (among all its
+    events, whatever their partition: SPEC §4) that all lie in one partition.
+``after``
+    ``T -> A ; not T -> X within D`` with one source per partition: A is
+    reported iff no later X of its source (passing X's patterns, spatial
+    suffix and conditions) has ``X.hi <= A.hi + D``, and ``A.hi + D`` is not
+    past the final watermark.
+``between``
+    ``T -> A ; not T -> X ; T -> B within D`` with one source per partition:
+    pairs A before B with no X strictly between them in the source's order.
+    X's spatial suffixes and conditions may relate it to A or to B (not both).
+``pair``
+    ``T -> A op T -> B [where ...]`` with ``op`` concurrent (``||``, with any
+    spatial suffix) or any operator under ``within D``: a spatio-temporal join
+    within each partition (Bunching: two buses of a line at once, close).
+    Candidates come from a window on the sorted time stamps — B's ``lo`` within
+    A's stamp widened by the longest stamp, or within ``D`` of A — so the join
+    stays near-linear; each is then tested exactly (relation, space suffix,
+    ``within``, conditions).
+
+Anything else is not a fast path (None): the general automaton runs. The
+evaluators also refuse data they were not proven for (two events of one
+source at one local time, a local time outside its stamp, ...) by returning
+None, so the runner falls back to the automaton.
+
+Events come as :class:`~spatec.vector.vexpr.Columns`, grouped (by source for
+a chain, by partition otherwise) and sorted by local time within a group; a match is one row index per
+variable (:class:`Matches`), from which the runners build composites or, all
+at once, output rows.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from spatec.automata.machine import Composite, composite_id
+from spatec.automata.relations import op_parts
+from spatec.frontend import ast as A
+from spatec.plan.build import expr_vars
+from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
+from spatec.spatial.stamps import _ranges
+from spatec.vector.vexpr import (
+    Bound,
+    Columns,
+    Evaluator,
+    Patterns,
+    TextColumn,
+    all_distinct,
+    present,
+    source_codes,
+)
+
+SHAPES = ("leaf", "chain", "after", "between", "pair")
+#: Metres. A hull relation whose distance lies this close to the sum of radii
+#: is decided by the exact scalar test instead of the numpy one.
+MARGIN = 1e-6
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """A phrase proven to have one of :data:`SHAPES`."""
+
+    shape: str
+    phrase: str
+    type: str                 # the one event type of every leaf and negated leaf
+    vars: tuple               # positive variables, slot order
+    plan: PhrasePlan = field(repr=False, compare=False)
+
+    def describe(self) -> str:
+        return f"fast path: {self.shape} over {self.type} ({', '.join(self.vars)})"
+
+
+# ============================================================================ recognise
+
+def fast_path(plan: PhrasePlan, program=None) -> FastPath | None:
+    """The fast path of ``plan``, or None when its shape is not proven simple.
+
+    ``program`` (optional) lets the absence shapes be refused early when the
+    partition key is not the type's source; without it the evaluator checks
+    the data (one source per partition) instead.
+    """
+    nodes = list(walk_nodes(plan.root))
+    if any(isinstance(n, Or) for n in nodes):
+        return None
+    leaves = plan.leaves
+    if not leaves or any(l.type is None or not l.bound for l in leaves):
+        return None
+    t = leaves[0].type
+    if any(l.type != t for l in leaves) or len({l.var for l in leaves}) != len(leaves):
+        return None
+    if program is not None and t not in program.events:
+        return None
+    if any(_successive_in(f.expr) for f in plan.emit):
+        return None
+    vars_ = tuple(l.var for l in leaves)
+    root = plan.root
+    shape = None
+    if isinstance(root, Leaf):
+        shape = "leaf" if _plain(plan, nodes) else None
+    elif isinstance(root, After):
+        shape = "after" if _after_ok(plan, root, t, nodes) else None
+    elif isinstance(root, Join) and root.absence is not None:
+        shape = "between" if _between_ok(plan, root, t, nodes) else None
+    elif isinstance(root, Join):
+        shape = "chain" if _chain_ok(plan, nodes) else "pair" if _pair_ok(plan, root, nodes) else None
+    if shape is None:
+        return None
+    if shape in ("after", "between") and program is not None:
+        src = program.events[t].source
+        if src is None or tuple(plan.key) != (src.attr,):
+            return None
+    return FastPath(shape, plan.name, t, vars_, plan)
+
+
+def _successive_in(e) -> bool:
+    return any(isinstance(n, A.Call) and n.func == "successive" for n in A.walk(e))
+
+
+def _plain(plan, nodes) -> bool:
+    """No `successive` anywhere (it needs the history the shapes do not keep)."""
+    if plan.deferred:
+        return False
+    for n in nodes:
+        if any(_successive_in(c) for c in n.preds):
+            return False
+        if getattr(n, "absence", None) is not None and any(_successive_in(c) for c in n.absence.conds):
+            return False
+    return True
+
+
+def _neg_ok(neg, t) -> bool:
+    return bool(neg.leaves) and all(l.type == t for l in neg.leaves)
+
+
+def _after_ok(plan, root: After, t, nodes) -> bool:
+    return isinstance(root.left, Leaf) and _neg_ok(root.absence, t) and _plain(plan, nodes) \
+        and root.absence.window is not None
+
+
+def _pair_ok(plan, root: Join, nodes) -> bool:
+    """Two events related by one operator (``A || B``, ``A ; B within D``, ...): candidates
+    come from a window on the time stamps, so the operator must bound it: ``||``
+    (concurrent stamps) or any operator under ``within``."""
+    if not (isinstance(root.left, Leaf) and isinstance(root.right, Leaf)):
+        return False
+    if root.absence is not None or root.filters or not _plain(plan, nodes):
+        return False
+    if root.op != "and" and root.op not in A.ST_OPS:
+        return False
+    return op_parts(root.op)[0] == "||" or plan.within is not None
+
+
+def _between_ok(plan, root: Join, t, nodes) -> bool:
+    if not (isinstance(root.left, Leaf) and isinstance(root.right, Leaf)) or root.op != ";":
+        return False
+    if root.filters or plan.within is None or not _neg_ok(root.absence, t) or not _plain(plan, nodes):
+        return False
+    return _x_side(root) is not None
+
+
+def _x_side(root: Join):
+    """Which positive variable the absence condition relates X to: "" (none), "A", "B"; None: both."""
+    neg = root.absence
+    a, b = root.left.var, root.right.var
+    with_a = bool(neg.left_space) or any(a in _expr_vars(c) for c in neg.conds)
+    with_b = bool(neg.right_space) or any(b in _expr_vars(c) for c in neg.conds)
+    if with_a and with_b:
+        return None
+    return "A" if with_a else "B" if with_b else ""
+
+
+def _expr_vars(e) -> set:
+    return expr_vars(e)
+
+
+def _chain_pairs(plan) -> set | None:
+    pairs = set()
+    for c in plan.deferred:
+        if not (isinstance(c, A.Call) and c.func == "successive" and all(isinstance(a, A.Var) for a in c.args)):
+            return None
+        names = [a.name for a in c.args]
+        pairs |= set(zip(names, names[1:]))
+    return pairs
+
+
+def _chain_ok(plan, nodes) -> bool:
+    leaves = plan.leaves
+    if len(leaves) < 2:
+        return False
+    vs = [l.var for l in leaves]
+    want = set(zip(vs, vs[1:]))
+    if _chain_pairs(plan) != want:
+        return False
+    for n in nodes:
+        if isinstance(n, Leaf):
+            if any(_successive_in(c) for c in n.preds):
+                return False
+            continue
+        if not isinstance(n, Join) or n.absence is not None or n.filters:
+            return False
+        if n.op not in A.ST_OPS and n.op != "and":
+            return False
+        ls, rs = sorted(n.left.slots), sorted(n.right.slots)
+        if ls + rs != list(range(ls[0], rs[-1] + 1)):
+            return False
+        for c in n.preds:
+            if _successive_in(c) and _implied_pair(c) not in want:
+                return False
+    return True
+
+
+def _implied_pair(c):
+    """``successive(a, b)`` placed at a join: the pair, implied by the chain."""
+    if isinstance(c, A.Call) and c.func == "successive" and len(c.args) == 2 \
+            and all(isinstance(a, A.Var) for a in c.args):
+        return (c.args[0].name, c.args[1].name)
+    return None
+
+
+def _preds(n) -> tuple:
+    """A node's conjuncts without the successive pairs a chain implies."""
+    return tuple(c for c in n.preds if _implied_pair(c) is None)
+
+
+# ============================================================================ columns
+
+def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
+    """The canonical events of ``fp.type`` (every partition at once) as grouped, sorted columns.
+
+    Groups: a chain's are sources, over every event of the source whatever its
+    partition (``successive`` sees them all, SPEC §4), with ``part`` telling
+    which partition an event belongs to (-1: none, history only); an
+    absence's are partitions, which must be one source each. Columns are
+    taken from ``df`` as they are needed, through one array of positions.
+    ``materialise(frame) -> [Ev]`` makes run-time events of canonical rows
+    (the runners' ``to_evs``). None when the data does not fit the shape.
+    """
+    plan = fp.plan
+    pos = np.arange(len(df))
+    mine = df["_type"].to_numpy() == fp.type
+    if not mine.all():
+        pos = pos[mine]
+    key = [k for k in plan.key if k in df.columns]
+    if plan.key and len(key) != len(plan.key):
+        if fp.shape in ("after", "between"):
+            return None
+        key = []      # a type without the key is broadcast: one partition of everything
+    keyed = np.logical_and.reduce([present(df[k]) for k in key]) if key else np.ones(len(df), dtype=bool)
+    src = source_codes(df["_source"])
+    pos = pos[src[pos] >= 0] if fp.shape == "chain" else pos[keyed[pos]]
+    part = np.zeros(len(df), dtype=np.int64)
+    if key and len(df):
+        part = df.groupby(key, sort=False, dropna=False).ngroup().to_numpy(np.int64)
+        part[~keyed] = -1
+    if "_hist" in df.columns:
+        # events of other partitions held elsewhere, seen by successive as history only
+        part[df["_hist"].to_numpy(bool)] = -1
+    if fp.shape == "chain":
+        g = src
+    else:
+        g = part if fp.shape != "leaf" else np.zeros(len(df), dtype=np.int64)
+    t = df["_t"].to_numpy(np.int64)
+    if fp.shape != "leaf":
+        pos = pos[np.lexsort((t[pos], g[pos]))]
+
+    def locate(rows):
+        at = pos if rows is None else pos[rows]
+        kinds = df["_place"].to_numpy()[at]
+        x, y = np.full(len(at), np.nan), np.full(len(at), np.nan)
+        pts = kinds == "point"
+        if pts.any():
+            x[pts], y[pts] = projector.forward(df["_lon"].to_numpy(float)[at][pts],
+                                               df["_lat"].to_numpy(float)[at][pts])
+        return x, y, pts & np.isfinite(x) & np.isfinite(y)
+
+    def attr_values(name, rows):
+        return df[name].iloc[pos if rows is None else pos[rows]]
+
+    lazy = TextColumn.of(df["_id"])         # ids still Arrow (a Spark task's staged events)
+    ids = lazy.take(pos) if lazy is not None else df["_id"].to_numpy(object)[pos]
+    cols = Columns(ids=ids, src_code=src[pos], t=t[pos],
+                   lo=df["_lo"].to_numpy(np.int64)[pos], hi=df["_hi"].to_numpy(np.int64)[pos],
+                   r=df["_r"].to_numpy(float)[pos], locate=locate, attr_values=attr_values,
+                   materialise=lambda rows: materialise(df.iloc[pos[rows]]), group=g[pos], part=part[pos])
+    return cols if _fits(fp, cols) else None
+
+
+def event_columns(fp: FastPath, evs: list) -> Columns | None:
+    """One partition's run-time events as grouped, sorted columns (None: not fit for the shape).
+
+    A partition of a chain may hold events it sees only as history
+    (:class:`~spatec.automata.machine.HistoryEv`): they group with their
+    source but bind no variable (``part`` -1)."""
+    from spatec.automata.machine import HistoryEv
+
+    if any(e.type != fp.type for e in evs):
+        return None
+    history = [e.__class__ is HistoryEv for e in evs]
+    if any(history) and fp.shape != "chain":
+        return None
+    if fp.shape == "chain":
+        keep = [i for i, e in enumerate(evs) if e.source is not None]
+        evs, history = [evs[i] for i in keep], [history[i] for i in keep]
+    n = len(evs)
+    t = np.fromiter((e.t for e in evs), np.int64, n)
+    part = -np.fromiter(history, np.int64, n)
+    src = source_codes([e.source for e in evs])
+    g = src if fp.shape == "chain" else np.zeros(n, dtype=np.int64)   # else one partition: one source
+    order = np.lexsort((t, g)) if fp.shape != "leaf" else np.arange(n)
+    evs = [evs[i] for i in order.tolist()]
+    xy = [e.loc._xy for e in evs]
+    disc = np.fromiter((p is not None for p in xy), bool, n)
+    x = np.array([p[0] if p is not None else np.nan for p in xy], dtype=float)
+    y = np.array([p[1] if p is not None else np.nan for p in xy], dtype=float)
+    r = np.array([e.loc.r if p is not None else 0.0 for e, p in zip(evs, xy)], dtype=float)
+
+    def locate(rows):
+        return (x, y, disc) if rows is None else (x[rows], y[rows], disc[rows])
+
+    def attr_values(name, rows):
+        return [evs[i].attrs.get(name) for i in (range(n) if rows is None else rows.tolist())]
+
+    ids = np.empty(n, dtype=object)
+    ids[:] = [e.id for e in evs]
+    cols = Columns(ids=ids, src_code=src[order], t=t[order], lo=np.fromiter((e.lo for e in evs), np.int64, n),
+                   hi=np.fromiter((e.hi for e in evs), np.int64, n), r=r, locate=locate,
+                   attr_values=attr_values, materialise=lambda rows: [evs[i] for i in rows.tolist()],
+                   group=g[order], part=part[order])
+    return cols if _fits(fp, cols) else None
+
+
+def _ids_distinct(cols: Columns) -> bool:
+    """Whether the rows' events (of one type) have distinct ids. An event with a source
+    is named by its type, source and local time (SPEC §4, ``TYPE:source:t``, ``t`` in
+    ISO text, which no such id's text can end otherwise), so when every row has a
+    source, distinct (source, time) pairs are distinct ids: integers compared, where
+    hashing the ids' text took 3% of Bunching's Spark tasks."""
+    src, t = cols.src_code, cols.t
+    if cols.n and (src >= 0).all():
+        t0 = int(t.min())
+        span = int(t.max()) - t0 + 1
+        if (int(src.max()) + 1) * span < 2 ** 62:
+            return bool(pd.Series(src * span + (t - t0), copy=False).is_unique)
+    return all_distinct(cols.ids)
+
+
+def _fits(fp: FastPath, cols: Columns) -> bool:
+    """What the shapes assume of the data: distinct local times in a group, ``lo <= t <= hi``,
+    stamps ending in local-time order, one source per partition for the absences."""
+    if not _ids_distinct(cols):
+        return False        # one id, two events: which composite the automaton keeps depends on its order
+    if fp.shape == "leaf" or cols.n == 0:
+        return True
+    g, t = cols.group, cols.t
+    if fp.shape == "pair":
+        return not ((cols.lo > t) | (t > cols.hi)).any()
+    same = g[1:] == g[:-1]
+    if (same & (t[1:] <= t[:-1])).any():
+        return False
+    if ((cols.lo > t) | (t > cols.hi)).any():
+        return False
+    if (same & (cols.hi[1:] < cols.hi[:-1])).any():
+        return False
+    if fp.shape in ("after", "between"):
+        if (cols.src_code < 0).any() or (same & (cols.src_code[1:] != cols.src_code[:-1])).any():
+            return False
+    return True
+
+
+# ============================================================================ evaluate
+
+class Filters:
+    """Pattern tests of plan nodes over rows: vectorised (:class:`Patterns`) or, for
+    run-time events, the automaton's own compiled closures."""
+
+    def __init__(self, patterns: Patterns | None = None, closures: dict | None = None):
+        self.patterns, self.closures = patterns, closures or {}
+
+    def mask(self, node, cols: Columns, rows) -> np.ndarray:
+        if not node.filters:
+            return np.ones(len(rows), dtype=bool)
+        if self.patterns is not None:
+            return self.patterns.mask(node.filters, cols, rows)
+        f = self.closures[node.id]
+        return np.fromiter((f(e.lo, e.hi, e.loc) for e in cols.evs(rows)), bool, len(rows))
+
+
+@dataclass
+class Matches:
+    """The composites found: for each variable the row it binds, and the stamps."""
+
+    fp: FastPath
+    cols: Columns
+    rows: dict                # var → row indices (np.int64), one per match
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lo)
+
+    def composites(self) -> list:
+        """As :class:`~spatec.automata.machine.Composite` objects (bindings are run-time events)."""
+        from spatec.spatial import stamps as S
+
+        evs = {v: self.cols.evs(self.rows[v]) for v in self.fp.vars}
+        out = []
+        for i in range(len(self)):
+            bind = {v: evs[v][i] for v in self.fp.vars}
+            members = list(bind.values())
+            loc = members[0].loc if len(members) == 1 else S.hull([e.loc for e in members])
+            cid = composite_id(self.fp.phrase, [(v, e.id) for v, e in bind.items()])
+            out.append(Composite(self.fp.phrase, cid, int(self.lo[i]), int(self.hi[i]), loc, bind, members))
+        return out
+
+    def ids(self) -> list:
+        """:func:`~spatec.automata.machine.composite_id` of every match, from the same JSON
+        payload: its fixed parts encoded once (``json.dumps`` encodes strings with
+        ``encode_basestring`` when ``ensure_ascii=False``). Ids that JSON writes as
+        they are, in quotes (the usual case; :func:`spatec.sinks.files._verbatim`'s
+        test), go into a ``%`` template of the whole payload: one format per
+        match rather than an encoder call and a string per match and variable."""
+        import hashlib
+        from json.encoder import encode_basestring as enc
+
+        from spatec.sinks.files import _verbatim
+
+        if not len(self):
+            return []
+        vs = sorted(self.fp.vars)        # the payload's pairs, sorted: variables are distinct
+        # ["phrase",[["A","id of A"],["B","id of B"]]]
+        ids = [self._bound_ids(v) for v in vs]
+        head = f"[{enc(self.fp.phrase)},["
+        sha = hashlib.sha256
+        if all(_verbatim(c) is not None for c in ids):     # (an Arrow array, or None)
+            line = (head + ",".join(f"[{enc(v)},\"\0\"]" for v in vs) + "]]").replace("%", "%%").replace("\0", "%s")
+            return [sha((line % pairs).encode("utf-8")).hexdigest()[:32] for pairs in zip(*ids)]
+        cols = [[f"[{enc(v)},{enc(x)}]" for x in c] for v, c in zip(vs, ids)]
+        return [sha((head + ",".join(pairs) + "]]").encode("utf-8")).hexdigest()[:32] for pairs in zip(*cols)]
+
+    def event_ids(self) -> list:
+        """``{variable: event id}`` per match, variables sorted (as output rows have them)."""
+        vs = sorted(self.fp.vars)
+        cols = [self._bound_ids(v) for v in vs]
+        return [dict(zip(vs, ids)) for ids in zip(*cols)] if len(self) else []
+
+    def _bound_ids(self, v: str) -> list:
+        """The ids of the events variable ``v`` binds, one per match (made once: :meth:`ids`
+        and :meth:`event_ids` both need them)."""
+        got = self.__dict__.setdefault("_ids", {})
+        if v not in got:
+            got[v] = self.cols.ids[self.rows[v]].tolist()
+        return got[v]
+
+    def emit(self, tz: str) -> dict:
+        """Emitted field → Python values (None where missing), as the scalar closures give them."""
+        ev = Evaluator(tz)
+        b = Bound(self.cols, self.rows)
+        return {f.name: (ev.emit(f.expr, b) if len(self) else []) for f in self.fp.plan.emit}
+
+    def hulls_wkt(self, projector, arrow: bool = False):
+        """:func:`stamps.to_lonlat_wkt` of each composite's location stamp (``arrow``: as an
+        Arrow string array)."""
+        return hulls_wkt(self, projector, arrow=arrow)
+
+
+def evaluate(fp: FastPath, cols: Columns, final_watermark: int, tz: str, filters: Filters) -> Matches:
+    """The composites of ``fp`` over ``cols`` (prepared by :func:`frame_columns` or :func:`event_columns`)."""
+    ev = Evaluator(tz)
+    run = {"leaf": _leaf, "chain": _chain, "after": _after, "between": _between, "pair": _pair}[fp.shape]
+    return run(fp, cols, final_watermark, ev, filters)
+
+
+def _empty(fp: FastPath, cols: Columns) -> Matches:
+    z = np.zeros(0, dtype=np.int64)
+    return Matches(fp, cols, {v: z for v in fp.vars}, z, z)
+
+
+def _unary(node, cols: Columns, rows, ev: Evaluator, filters: Filters, var: str) -> np.ndarray:
+    """Rows passing ``node``'s patterns and conjuncts over ``var`` alone."""
+    ok = filters.mask(node, cols, rows)
+    preds = _preds(node)
+    if preds and ok.any():
+        idx = np.flatnonzero(ok)
+        ok[idx] = ev.holds(preds, Bound(cols, {var: rows[idx]}))
+    return ok
+
+
+def _within(plan, lo, hi) -> np.ndarray:
+    return np.ones(len(lo), dtype=bool) if plan.within is None else hi - lo <= plan.within
+
+
+# ---------------------------------------------------------------------------- leaf
+
+def _leaf(fp, cols, final_w, ev, filters) -> Matches:
+    leaf = fp.plan.root
+    rows = np.arange(cols.n, dtype=np.int64)
+    ok = _within(fp.plan, cols.lo, cols.hi)
+    idx = np.flatnonzero(ok)
+    idx = idx[_unary(leaf, cols, idx, ev, filters, leaf.var)]
+    rows = rows[idx]
+    return Matches(fp, cols, {leaf.var: rows}, cols.lo[rows], cols.hi[rows])
+
+
+# ---------------------------------------------------------------------------- chain
+
+def _chain(fp, cols, final_w, ev, filters) -> Matches:
+    plan = fp.plan
+    k = len(fp.vars)
+    n = cols.n
+    if n < k:
+        return _empty(fp, cols)
+    g, part = cols.group, cols.part
+    start = np.arange(n - k + 1, dtype=np.int64)
+    ok = (g[start] == g[start + k - 1]) & (part[start] >= 0)      # k consecutive events of a source ...
+    for s_ in range(1, k):
+        ok &= part[start + s_] == part[start]                        # ... all in one partition
+    start = start[ok]
+    if any(isinstance(m, Join) and m.op.startswith("||") for m in walk_nodes(plan.root)):
+        # a join's left events all come before its right ones in their source's order: never concurrent
+        return _empty(fp, cols)
+    lo = np.min([cols.lo[start + s] for s in range(k)], axis=0) if len(start) else start
+    hi = np.max([cols.hi[start + s] for s in range(k)], axis=0) if len(start) else start
+    keep = _within(plan, lo, hi)
+    start = start[keep]
+    for leaf in plan.leaves:
+        if not len(start):
+            break
+        start = start[_unary(leaf, cols, start + leaf.slot, ev, filters, leaf.var)]
+    for node in walk_nodes(plan.root):
+        if not isinstance(node, Join) or not len(start):
+            continue
+        preds = _preds(node)
+        if preds:
+            b = Bound(cols, {l.var: start + l.slot for l in plan.leaves})
+            start = start[ev.holds(preds, b)]
+        space = node.op[len(node.op.rstrip("=<>")):]
+        if space and len(start):
+            ov = hull_overlap(cols, [start + s for s in sorted(node.left.slots)],
+                              [start + s for s in sorted(node.right.slots)])
+            start = start[ov if space == "=" else ~ov]
+    rows = {l.var: start + l.slot for l in plan.leaves}
+    lo = np.min([cols.lo[r] for r in rows.values()], axis=0)
+    hi = np.max([cols.hi[r] for r in rows.values()], axis=0)
+    return Matches(fp, cols, rows, lo, hi)
+
+
+def hull_overlap(cols: Columns, left: list, right: list) -> np.ndarray:
+    """``stamps.overlap`` of the hulls of two sets of events, row by row.
+
+    ``left``/``right``: lists of row-index arrays (one per event of the side).
+    Two discs: the squared-distance test. A disc against the hull of equal
+    discs: distance from the centre to the hull of the other centres, from
+    its segments and triangles, decided in numpy unless it lies within
+    :data:`MARGIN` of the sum of radii; those rows, and every other case, are
+    decided by the scalar functions on the same stamps.
+    """
+    m = len(left[0])
+    rows = np.concatenate(left + right)
+    discs = cols.all_discs(rows)
+    if discs and len(left) == 1 and len(right) == 1:
+        a, b = left[0], right[0]
+        dx = cols.x[a] - cols.x[b]
+        dy = cols.y[a] - cols.y[b]
+        s = cols.r[a] + cols.r[b]
+        return dx * dx + dy * dy <= s * s
+    out = np.zeros(m, dtype=bool)
+    todo = np.arange(m)
+    if discs and (len(left) == 1 or len(right) == 1) and m and np.all(cols.r[rows] == cols.r[rows[0]]):
+        one, many = (left, right) if len(left) == 1 else (right, left)
+        yes, no = _disc_to_hull(cols, one[0], many)
+        out[yes] = True
+        todo = np.flatnonzero(~yes & ~no)
+    if len(todo):
+        out[todo] = _overlap_exact(cols, [r[todo] for r in left], [r[todo] for r in right])
+    return out
+
+
+def _disc_to_hull(cols: Columns, q, many: list):
+    """(surely overlapping, surely not) for disc ``q`` against the hull of the discs ``many``."""
+    r = cols.r[q[0]] if len(q) else 0.0
+    s = 2.0 * r
+    qx, qy = cols.x[q], cols.y[q]
+    px = [cols.x[p] - qx for p in many]      # centres relative to the disc's: exact for nearby points
+    py = [cols.y[p] - qy for p in many]
+    k = len(many)
+    d = np.full(len(q), np.inf)
+    for u in range(k):
+        for v in range(u, k):
+            d = np.minimum(d, _seg_dist(px[u], py[u], px[v], py[v]))
+    inside = np.zeros(len(q), dtype=bool)
+    outside = np.ones(len(q), dtype=bool)
+    for u in range(k):
+        for v in range(u + 1, k):
+            for w in range(v + 1, k):
+                tin, tout = _in_triangle(px[u], py[u], px[v], py[v], px[w], py[w])
+                inside |= tin
+                outside &= tout
+    yes = inside | (d < s - MARGIN)
+    no = ~yes & outside & (d > s + MARGIN)
+    return yes, no
+
+
+def _seg_dist(ax, ay, bx, by):
+    """Distance from the origin to segment ab."""
+    dx, dy = bx - ax, by - ay
+    l2 = dx * dx + dy * dy
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(l2 > 0, -(ax * dx + ay * dy) / np.where(l2 > 0, l2, 1.0), 0.0)
+    u = np.clip(u, 0.0, 1.0)
+    cx, cy = ax + u * dx, ay + u * dy
+    return np.sqrt(cx * cx + cy * cy)
+
+
+def _in_triangle(ax, ay, bx, by, cx, cy):
+    """(origin surely inside, surely outside) triangle abc; thin triangles (height under the
+    margin) count as outside: a point in one is within the margin of a segment anyway."""
+    area2 = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+    sign = np.sign(area2)
+    edges = ((ax, ay, bx, by), (bx, by, cx, cy), (cx, cy, ax, ay))
+    lens = [np.hypot(x1 - x0, y1 - y0) for x0, y0, x1, y1 in edges]
+    longest = np.maximum(np.maximum(lens[0], lens[1]), lens[2])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        thin = ~(np.abs(area2) / np.where(longest > 0, longest, 1.0) > MARGIN) | (longest == 0)
+        inside = ~thin
+        outside = thin.copy()
+        for (x0, y0, x1, y1), ln in zip(edges, lens):
+            # signed distance of the origin from the edge's line, positive on the triangle's side
+            sd = sign * ((x1 - x0) * (0.0 - y0) - (y1 - y0) * (0.0 - x0)) / np.where(ln > 0, ln, 1.0)
+            inside &= sd > MARGIN
+            outside |= ~thin & (sd < -MARGIN)
+    return inside, outside
+
+
+def _overlap_exact(cols: Columns, left: list, right: list) -> np.ndarray:
+    """``stamps.overlap`` of the hulls, one row at a time (as the automaton computes it)."""
+    from spatec.spatial import stamps as S
+
+    lev = [cols.evs(r) for r in left]
+    rev = [cols.evs(r) for r in right]
+
+    def loc(evs):
+        return evs[0].loc if len(evs) == 1 else S.hull([e.loc for e in evs])
+
+    m = len(left[0])
+    return np.fromiter((S.overlap(loc([side[i] for side in lev]), loc([side[i] for side in rev]))
+                        for i in range(m)), bool, m)
+
+
+# ---------------------------------------------------------------------------- grouped search
+
+def group_search(g: np.ndarray, v: np.ndarray, gq: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
+    """``searchsorted`` of values ``q`` within groups ``gq``, rows sorted by (group, ``v``)."""
+    return GroupSearch(g, v).search(gq, q, side)
+
+
+class GroupSearch:
+    """:func:`group_search` over one sorted ``(g, v)``, its search key made once for many
+    searches: rows sorted by (group, ``v``); ``search(gq, q, side)`` finds where each
+    value ``q`` goes within its group ``gq``."""
+
+    def __init__(self, g: np.ndarray, v: np.ndarray):
+        self.g, self.v, self.key = g, v, None
+        if len(v):
+            self.vmin, self.vmax = int(v.min()), int(v.max())
+            self.span = self.vmax - self.vmin + 3
+            if (int(g.max()) + 1) * self.span < 2 ** 62:
+                # one number per row, in order: the group, then the value within it
+                self.key = g * self.span + (v - self.vmin + 1)
+
+    def search(self, gq: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
+        g, v = self.g, self.v
+        if len(v) == 0 or len(q) == 0:
+            return np.zeros(len(q), dtype=np.int64)
+        if self.key is not None:
+            qk = gq * self.span + (np.clip(q, self.vmin - 1, self.vmax + 1) - self.vmin + 1)
+            return np.searchsorted(self.key, qk, side=side).astype(np.int64)
+        out = np.empty(len(q), dtype=np.int64)
+        for grp in np.unique(gq).tolist():
+            sel = gq == grp
+            a, b = np.searchsorted(g, grp, side="left"), np.searchsorted(g, grp, side="right")
+            out[sel] = a + np.searchsorted(v[a:b], q[sel], side=side)
+        return out
+
+
+# ---------------------------------------------------------------------------- absences
+
+def _x_mask(neg, cols: Columns, ev: Evaluator, filters: Filters, related: bool) -> np.ndarray:
+    """Rows that could be the negated event: some alternative's patterns, and the
+    conditions that mention X alone (all of them when X relates to nothing else)."""
+    rows = np.arange(cols.n, dtype=np.int64)
+    ok = np.zeros(cols.n, dtype=bool)
+    for leaf in neg.leaves:
+        ok |= filters.mask(leaf, cols, rows)
+    if neg.conds and not related and ok.any():
+        idx = np.flatnonzero(ok)
+        ok[idx] = ev.holds(neg.conds, Bound(cols, {_xvar(neg): idx}))
+    return ok
+
+
+def _xvar(neg) -> str:
+    return neg.var or "\0X"
+
+
+def _x_pair(neg, cols, ev: Evaluator, var: str, side: str, rows_v, rows_x) -> np.ndarray:
+    """X's condition against a positive event: the spatial suffix and the conditions."""
+    x = _xvar(neg)
+    b = Bound(cols, {var: rows_v, x: rows_x})
+    ok = np.ones(len(rows_v), dtype=bool)
+    space = neg.left_space if side == "A" else neg.right_space
+    if space:
+        pair = (A.Var(var), A.Var(x)) if side == "A" else (A.Var(x), A.Var(var))
+        ov = ev.value(A.Call("overlap", pair), b).truth()
+        ok &= ov if space == "=" else ~ov
+    if neg.conds and ok.any():
+        idx = np.flatnonzero(ok)
+        ok[idx] = ev.holds(neg.conds, b.take(idx))
+    return ok
+
+
+def _first_x(cand, limit, xpos, test, forward: bool) -> np.ndarray:
+    """For each candidate row, the nearest X row after it (``forward``) up to ``limit``, or before it
+    down to ``limit``, for which ``test(candidates, xs)`` holds; -1 where none."""
+    found = np.full(len(cand), -1, dtype=np.int64)
+    if forward:
+        p = np.searchsorted(xpos, cand, side="right")
+    else:
+        p = np.searchsorted(xpos, cand, side="left") - 1
+    active = np.arange(len(cand))
+    while len(active):
+        pa = p[active]
+        inb = (pa < len(xpos)) & (pa >= 0)
+        active, pa = active[inb], pa[inb]
+        k = xpos[pa]
+        inr = k <= limit[active] if forward else k >= limit[active]
+        active, k = active[inr], k[inr]
+        if not len(active):
+            break
+        hit = test(cand[active], k)
+        found[active[hit]] = k[hit]
+        active = active[~hit]
+        p[active] += 1 if forward else -1
+    return found
+
+
+def _after(fp, cols, final_w, ev, filters) -> Matches:
+    plan = fp.plan
+    node: After = plan.root
+    leaf, neg = node.left, node.absence
+    rows = np.arange(cols.n, dtype=np.int64)
+    ok = _within(plan, cols.lo, cols.hi) & (cols.hi + neg.window <= final_w)
+    cand = rows[ok]
+    cand = cand[_unary(leaf, cols, cand, ev, filters, leaf.var)]
+    if len(cand):
+        cand = cand[_unary(node, cols, cand, ev, filters, leaf.var)]
+    related = bool(neg.left_space) or any(leaf.var in _expr_vars(c) for c in neg.conds)
+    xmask = _x_mask(neg, cols, ev, filters, related)
+    # the X that count: later in the source, ending by A.hi + window
+    end = group_search(cols.group, cols.hi, cols.group[cand], cols.hi[cand] + neg.window, "right") - 1
+    if not related:
+        cum = np.concatenate([[0], np.cumsum(xmask)])
+        clear = cum[end + 1] - cum[cand + 1] <= 0
+    else:
+        def test(a, x):
+            return _x_pair(neg, cols, ev, leaf.var, "A", a, x)
+        clear = _first_x(cand, end, np.flatnonzero(xmask), test, True) < 0
+    cand = cand[clear]
+    return Matches(fp, cols, {leaf.var: cand}, cols.lo[cand], cols.hi[cand])
+
+
+def _between(fp, cols, final_w, ev, filters) -> Matches:
+    plan = fp.plan
+    node: Join = plan.root
+    la, lb, neg = node.left, node.right, node.absence
+    w = plan.within
+    rows = np.arange(cols.n, dtype=np.int64)
+    ia = rows[_unary(la, cols, rows, ev, filters, la.var)]
+    jb = rows[_unary(lb, cols, rows, ev, filters, lb.var)]
+    side = _x_side(node)
+    xmask = _x_mask(neg, cols, ev, filters, side != "")
+    xpos = np.flatnonzero(xmask)
+    g, t = cols.group, cols.t
+    if side != "B":
+        # from each A: B up to the first X after A (B may be that X), and no further than the
+        # window allows (t_B - lo_A <= span <= within)
+        limit = group_search(g, t, g[ia], cols.lo[ia] + w, "right") - 1
+        if side == "":
+            nxt = np.append(xpos, np.iinfo(np.int64).max)     # past the last X: no X
+            upto = np.minimum(limit, nxt[np.searchsorted(xpos, ia, side="right")])
+        else:
+            def test(a, x):
+                return _x_pair(neg, cols, ev, la.var, "A", a, x)
+            f = _first_x(ia, limit, xpos, test, True)
+            upto = np.where(f >= 0, np.minimum(limit, f), limit)
+        s = np.searchsorted(jb, ia, side="right")
+        e = np.searchsorted(jb, upto, side="right")
+        cnt = np.maximum(e - s, 0)
+        ii = np.repeat(ia, cnt)
+        jj = jb[_ranges(s, cnt)]
+    else:
+        # to each B: A from the last X before B (A may be that X), and no earlier than the window allows
+        limit = group_search(g, t, g[jb], cols.hi[jb] - w, "left")
+
+        def test(b, x):
+            return _x_pair(neg, cols, ev, lb.var, "B", b, x)
+        f = _first_x(jb, limit, xpos, test, False)
+        frm = np.where(f >= 0, np.maximum(limit, f), limit)
+        s = np.searchsorted(ia, frm, side="left")
+        e = np.searchsorted(ia, jb, side="left")
+        cnt = np.maximum(e - s, 0)
+        jj = np.repeat(jb, cnt)
+        ii = ia[_ranges(s, cnt)]
+    lo = np.minimum(cols.lo[ii], cols.lo[jj])
+    hi = np.maximum(cols.hi[ii], cols.hi[jj])
+    keep = (g[ii] == g[jj]) & (ii < jj) & (hi - lo <= w)
+    return _two(fp, cols, node, ev, ii[keep], jj[keep], lo[keep], hi[keep])
+
+
+def _two(fp, cols, node: Join, ev, ii, jj, lo, hi) -> Matches:
+    """Pairs (A row, B row) of a two-leaf join that also satisfy its conjuncts."""
+    preds = _preds(node)
+    near = _near(preds, node.left.var, node.right.var)
+    if near is not None and len(ii):
+        # a conjunct distance(A, B) < D: first drop the pairs of discs whose centres are
+        # clearly too far apart (a necessary condition, with room for rounding; the
+        # conjuncts below decide exactly) — bunching's time windows give ~150 candidates
+        # per composite
+        xa, ya, da = cols.centres(ii)
+        xb, yb, db = cols.centres(jj)
+        reach = near + cols.r[ii] + cols.r[jj]
+        with np.errstate(invalid="ignore"):
+            far = da & db & ((xa - xb) ** 2 + (ya - yb) ** 2 > (reach * (1 + 1e-9) + 1e-6) ** 2)
+        keep = ~far
+        ii, jj, lo, hi = ii[keep], jj[keep], lo[keep], hi[keep]
+    if preds and len(ii):
+        keep = ev.holds(preds, Bound(cols, {node.left.var: ii, node.right.var: jj}))
+        ii, jj, lo, hi = ii[keep], jj[keep], lo[keep], hi[keep]
+    return Matches(fp, cols, {node.left.var: ii, node.right.var: jj}, lo, hi)
+
+
+def _grid_pairs(cols, ia, jb, lower, upper, near: float):
+    """(A rows, B rows): the pairs of :func:`_pair`'s time windows (B's ``lo`` in
+    ``[lower, upper]`` of its A, same partition) whose discs lie in the same or
+    neighbouring cells of a grid as wide as the farthest two related discs can be
+    (``near + 2 r_max``, with :func:`_two`'s room for rounding): every pair that
+    :func:`_two`'s distance test keeps, without the others — bunching's time windows
+    alone give 1.5 M pairs an hour for 11k matches. None when some event is not a disc
+    (or the grid's numbers would not fit)."""
+    xa, ya, da = cols.centres(ia)
+    xb, yb, db = cols.centres(jb)
+    if not (da.all() and db.all()) or not len(ia) or not len(jb):
+        return None
+    rmax = float(max(cols.r[ia].max(), cols.r[jb].max()))
+    size = (near + 2 * rmax) * (1 + 1e-9) + 1e-6 + 1.0
+    if not (math.isfinite(size) and size > 0):
+        return None
+    cx = np.floor(np.concatenate([xa, xb]) / size)
+    cy = np.floor(np.concatenate([ya, yb]) / size)
+    x0, y0 = cx.min() - 1, cy.min() - 1
+    nx, ny = cx.max() - x0 + 2, cy.max() - y0 + 2
+    ng = float(cols.group.max()) + 1
+    if ng * nx * ny >= 2 ** 62:
+        return None
+    cx, cy = (cx - x0).astype(np.int64), (cy - y0).astype(np.int64)
+    nx, ny = int(nx), int(ny)
+    cell_a = (cols.group[ia] * nx + cx[:len(ia)]) * ny + cy[:len(ia)]
+    cell_b = (cols.group[jb] * nx + cx[len(ia):]) * ny + cy[len(ia):]
+    # A's rows in order of (cell, lower): each search below then looks its values up in
+    # order, which numpy's binary search does about four times faster than at random
+    # (Bunching's hour: 18 searches, 25 -> 7 ms); the pairs come out in another order
+    oa = np.lexsort((lower, cell_a))
+    ia, lower, upper, cell_a = ia[oa], lower[oa], upper[oa], cell_a[oa]
+    lo = cols.lo
+    order = np.lexsort((lo[jb], cell_b))
+    jbs, cell_b = jb[order], cell_b[order]
+    cells, dense = np.unique(cell_b, return_inverse=True)       # B's cells, numbered in order
+    lob = lo[jbs]
+    within = GroupSearch(dense, lob)
+    # A's rows share few cells: each neighbour of each of A's cells is looked up once
+    cells_a, of_a = np.unique(cell_a, return_inverse=True)
+    out_i, out_j = [], []
+    for dx in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            q = cells_a + dx * ny + dy
+            pos_u = np.minimum(np.searchsorted(cells, q), len(cells) - 1)
+            found = cells[pos_u] == q
+            if not found.any():
+                continue
+            hit = np.flatnonzero(found[of_a])
+            pos = pos_u[of_a[hit]]
+            s = within.search(pos, lower[hit], "left")
+            e = within.search(pos, upper[hit], "right")
+            cnt = np.maximum(e - s, 0)
+            out_i.append(np.repeat(ia[hit], cnt))
+            out_j.append(jbs[_ranges(s, cnt)])
+    if not out_i:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(out_i), np.concatenate(out_j)
+
+
+def _near(preds, a: str, b: str) -> float | None:
+    """D (metres) when a conjunct is ``distance(a, b) < D`` or ``<= D`` (either argument
+    order, or written ``D > distance(a, b)``), D a length; None otherwise."""
+    flip = {">": "<", ">=": "<="}
+    for c in preds:
+        if not isinstance(c, A.BinOp) or c.op not in ("<", "<=", ">", ">="):
+            continue
+        call, bound, op = c.left, c.right, c.op
+        if op in flip:
+            call, bound, op = c.right, c.left, flip[op]
+        if not (isinstance(call, A.Call) and call.func == "distance" and len(call.args) == 2
+                and isinstance(bound, A.Quantity) and bound.unit in A.DIST_UNITS):
+            continue
+        if {getattr(x, "name", None) for x in call.args} == {a, b} and all(isinstance(x, A.Var) for x in call.args):
+            return bound.metres()
+    return None
+
+
+# ---------------------------------------------------------------------------- pair
+
+def _pair(fp, cols, final_w, ev, filters) -> Matches:
+    plan = fp.plan
+    node: Join = plan.root
+    la, lb = node.left, node.right
+    w = plan.within
+    time_rel, space = op_parts(node.op)
+    rows = np.arange(cols.n, dtype=np.int64)
+    ia = rows[_unary(la, cols, rows, ev, filters, la.var)]
+    jb = rows[_unary(lb, cols, rows, ev, filters, lb.var)]
+    if not len(ia) or not len(jb):
+        return _empty(fp, cols)
+    g, lo, hi, t = cols.group, cols.lo, cols.hi, cols.t
+    longest = int((hi - lo).max())
+    # B's candidates, sorted by (partition, lo): lo within a window of A's stamp
+    jb = jb[np.lexsort((lo[jb], g[jb]))]
+    if time_rel == "||":
+        lower, upper = lo[ia] - longest, hi[ia]          # concurrent: lo_B <= hi_A, hi_B >= lo_A
+        if w is not None:
+            lower = np.maximum(lower, hi[ia] - w)
+    else:
+        lower, upper = hi[ia] - w, lo[ia] + w             # the span hi - lo is at most `within`
+    near = _near(_preds(node), la.var, lb.var)
+    got = _grid_pairs(cols, ia, jb, lower, upper, near) if near is not None else None
+    if got is not None:
+        ii, jj = got
+    else:
+        s = group_search(g[jb], lo[jb], g[ia], lower, "left")
+        e = group_search(g[jb], lo[jb], g[ia], upper, "right")
+        cnt = np.maximum(e - s, 0)
+        ii = np.repeat(ia, cnt)
+        jj = jb[_ranges(s, cnt)]
+    keep = ii != jj                                        # distinct variables, distinct events
+    ii, jj = ii[keep], jj[keep]
+    if time_rel:
+        same = (cols.src_code[ii] >= 0) & (cols.src_code[ii] == cols.src_code[jj])
+        # relations.before on two events (composite_before's interval shortcut first)
+        ab = (hi[ii] < lo[jj]) | (same & (t[ii] < t[jj]))
+        if time_rel == ";":
+            keep = ab
+        else:
+            ba = (hi[jj] < lo[ii]) | (same & (t[jj] < t[ii]))
+            keep = ~ab & ~ba
+        ii, jj = ii[keep], jj[keep]
+    plo = np.minimum(lo[ii], lo[jj])
+    phi = np.maximum(hi[ii], hi[jj])
+    keep = _within(plan, plo, phi)
+    ii, jj, plo, phi = ii[keep], jj[keep], plo[keep], phi[keep]
+    if space and len(ii):
+        ov = hull_overlap(cols, [ii], [jj])
+        keep = ov if space == "=" else ~ov
+        ii, jj, plo, phi = ii[keep], jj[keep], plo[keep], phi[keep]
+    return _two(fp, cols, node, ev, ii, jj, plo, phi)
+
+
+def hulls_wkt(m: Matches, projector, chunk: int = 4096, arrow: bool = False):
+    """:func:`stamps.to_lonlat_wkt` of every match's hull, in chunks of ``chunk`` matches
+    (a grown hull is ~100 points): each chunk's arrays, a few MB, are then taken from and
+    given back to malloc's heap, where chunks of 50,000 were mapped afresh and faulted in
+    each time (Stuck's tasks: 7.0 -> 6.3 s of CPU for a bus-day, a third less kernel time).
+    ``arrow``: the texts as one Arrow string array, no Python string each."""
+    out = []
+    for a in range(0, len(m), chunk):
+        part = Matches(m.fp, m.cols, {v: r[a:a + chunk] for v, r in m.rows.items()}, m.lo[a:a + chunk],
+                       m.hi[a:a + chunk])
+        got = _hulls_wkt(part, projector, arrow)
+        out += [got] if arrow else got
+    if arrow:
+        import pyarrow as pa
+
+        return pa.concat_arrays(out) if out else pa.array([], pa.string())
+    return out
+
+
+def _hulls_wkt(m: Matches, projector, arrow: bool = False):
+    """:func:`stamps.to_lonlat_wkt` of every match's hull, computed for all at once.
+
+    The same GEOS, numpy and pyproj calls on the same coordinates as the
+    scalar path (:func:`stamps.hull`, then :func:`stamps.grown_convex_parts`
+    and :func:`stamps.lonlat_wkts`), so the same text; matches of stamps other
+    than equal discs take the scalar path. Point sets are handed to GEOS's
+    convex hull as line strings rather than multipoints: the hull reads only
+    the coordinate sequence (so the result is the same), and a line string
+    is one array where a multipoint is a geometry per point (60 times slower
+    to build).
+    """
+    import shapely
+
+    from spatec.spatial import stamps as S
+
+    n = len(m)
+    if n == 0:
+        return [] if not arrow else _text([])
+    cols = m.cols
+    rows = [m.rows[v] for v in m.fp.vars]
+    k = len(rows)
+    every = np.concatenate(rows)
+    ex, ey, edisc = cols.centres(every)
+    if not edisc.all() or not np.all(cols.r[every] == cols.r[every[0]]):
+        got = [S.to_lonlat_wkt(c.loc, projector) for c in m.composites()]
+        return _text(got) if arrow else got
+    r = float(cols.r[every[0]])
+    ex, ey = ex.reshape(k, n), ey.reshape(k, n)
+    if k == 2 and r > 0:
+        # the grown hull of two discs, from their centres: no GEOS geometry made (Bunching)
+        ring = S.wkt_ring(r)
+        return S.lonlat_wkts(None, projector, coords=S.grown_segments(np.column_stack([ex[0], ey[0]]),
+                                                                      np.column_stack([ex[1], ey[1]]), ring),
+                             arrow=arrow)
+    if k == 1:
+        hull = shapely.points(ex[0], ey[0])
+    elif k == 2:
+        # GEOS's hull of two points is the line between them, as given, or the point when
+        # they are one: made so, without asking GEOS (Bunching: 1.6 -> 0.7 us a match)
+        same = (ex[0] == ex[1]) & (ey[0] == ey[1])
+        hull = np.empty(n, dtype=object)
+        two = np.flatnonzero(~same)
+        if len(two):
+            xy = np.stack([ex[:, two].T, ey[:, two].T], axis=-1).reshape(-1, 2)
+            hull[two] = shapely.from_ragged_array(shapely.GeometryType.LINESTRING, xy,
+                                                  (np.arange(0, 2 * len(two) + 1, 2, dtype=np.int64),))
+        if len(two) < n:
+            hull[same] = shapely.points(ex[0][same], ey[0][same])
+    else:
+        coords = np.stack([ex, ey], axis=-1).transpose(1, 0, 2)
+        hull = _hulls(coords.reshape(-1, 2), np.full(n, k))   # a point where every centre is the same
+    if r == 0:
+        return S.lonlat_wkts(hull, projector, arrow=arrow)
+    return S.lonlat_wkts(None, projector, coords=S.grown_convex_parts(hull, S.wkt_ring(r)), arrow=arrow)
+
+
+def _text(values: list):
+    """Texts (or None) as an Arrow string array."""
+    import pyarrow as pa
+
+    return pa.array(values, pa.string())
+
+
+def _hulls(coords: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Convex hulls of consecutive runs of ``counts`` points (each at least 2)."""
+    import shapely
+
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    lines = shapely.from_ragged_array(shapely.GeometryType.LINESTRING, np.ascontiguousarray(coords), (offsets,))
+    return shapely.convex_hull(lines)
+
+
+# ============================================================================ runner entry points
+
+_FOR_AUTOMATON: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def run_events(am, evs: list, final_watermark: int) -> list | None:
+    """One partition's composites by the fast path of automaton ``am`` (None: no fast path,
+    or the data does not fit it). Patterns are tested with the automaton's own closures."""
+    if am not in _FOR_AUTOMATON:
+        _FOR_AUTOMATON[am] = fast_path(am.plan)
+    fp = _FOR_AUTOMATON[am]
+    if fp is None:
+        return None
+    cols = event_columns(fp, evs)
+    if cols is None:
+        return None
+    closures = dict(am.filters)
+    for _node, _neg, _cond, fs in am.negs.values():
+        closures.update(fs)
+    return evaluate(fp, cols, final_watermark, am.tz, Filters(closures=closures)).composites()
+
+
+def run_frame(fp: FastPath, df, program, projector, final_watermark: int, materialise) -> Matches | None:
+    """Every partition's matches at once over the canonical events ``df`` of ``fp.type``
+    (None: the data does not fit the shape)."""
+    cols = frame_columns(fp, df, projector, materialise)
+    if cols is None:
+        return None
+    pats = Patterns(program.places, program.timezone, projector)
+    return evaluate(fp, cols, final_watermark, program.timezone, Filters(patterns=pats))
