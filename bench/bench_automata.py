@@ -47,10 +47,7 @@ from spatec.runners.local import replay_frames  # noqa: E402
 from spatec.runtime.batch import CHUNK
 from spatec.runtime.events import to_evs  # noqa: E402
 from spatec.runtime.routing import partitions
-from spatec.spatial.crs import (
-    Projector,  # noqa: E402
-    choose_crs,
-)
+from spatec.spatial.crs import Projector, choose_crs
 from spatec.vector.fastpath import fast_path  # noqa: E402
 
 HOUR = ROOT.parent / "shared" / "datasets" / "cambridge" / "sirivm_2019-10-01_0854-1000.csv.gz"

@@ -6,7 +6,7 @@ as fields, so tools can use them; ``str()`` renders the familiar
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,7 @@ def composite_id(phrase: str, pairs) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 
-class _Ctx:
+class Context:
     """What expressions need beyond the events: the per-source history for `successive`."""
 
     __slots__ = ("state",)

@@ -265,16 +265,16 @@ TIME_ATOMS = (A.DayPattern, A.MonthPattern, A.ClockPattern, A.DatePattern)
 SPACE_ATOMS = (A.AtPlace, A.InShape, A.NearPlace)
 
 
-def _domain(p) -> str | None:
+def domain(p) -> str | None:
     """"space" / "time" when every atom of ``p`` is of that domain (and no `certainly`)."""
     if isinstance(p, TIME_ATOMS):
         return "time"
     if isinstance(p, SPACE_ATOMS):
         return "space"
     if isinstance(p, A.Not):
-        return _domain(p.operand)
+        return domain(p.operand)
     if isinstance(p, A.Binary):
-        a, b = _domain(p.left), _domain(p.right)
+        a, b = domain(p.left), domain(p.right)
         return a if a == b else None
     return None
 
@@ -329,7 +329,7 @@ class PatternCompiler:
 
     def compile(self, p):
         """(possibly, certainly) functions of (lo, hi, loc)."""
-        d = _domain(p)
+        d = domain(p)
         if d == "space":
             ss = self.space_set(p)
             return (lambda lo, hi, loc: ss.possibly(loc)), (lambda lo, hi, loc: ss.certainly(loc))

@@ -25,9 +25,9 @@ from spatec.automata.machine import (
     PM,
     Automaton,
     Composite,
+    Context,
     HistoryEv,
     RunState,
-    _Ctx,
     composite_id,
 )
 from spatec.plan.nodes import After, Join
@@ -44,7 +44,7 @@ def step(am: Automaton, st: RunState, events, watermark: int | None = None, fina
     """
     out: list[Composite] = []
     late = []
-    ctx = _Ctx(st)
+    ctx = Context(st)
     w0 = st.watermark
     hi_max = w0
     n = 0

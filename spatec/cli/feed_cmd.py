@@ -23,7 +23,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from spatec.feeds.sources import FeedServer, load_recording
+    from spatec.feeds.recording import load_recording
+    from spatec.feeds.server import FeedServer
 
     polls = load_recording(args.recording)
     if args.minutes is not None:

@@ -328,3 +328,30 @@ def convert(values: Any, type_name: str, tz: str = "UTC") -> Parsed:
     if type_name == "time":
         return parse_times(values, tz)
     return CONVERTERS[type_name](values)
+
+
+def json_verbatim(values: list) -> pa.Array | None:
+    """``values`` as an Arrow string array when every one is a str that JSON writes as it
+    is, in quotes: no quote, backslash or control character (what ``json.dumps`` escapes
+    with ``ensure_ascii=False``); else None."""
+    if not values or set(map(type, values)) != {str}:
+        return pa.array([], pa.string()) if not values else None
+    arr = pa.array(values, pa.string())
+    return arr if json_plain_text(arr) else None
+
+
+def json_plain_text(arr: pa.Array) -> bool:
+    """Whether JSON writes every text of a string array as it is (:func:`json_verbatim`)."""
+    # in UTF-8 a byte below 0x20 is a control character: no other character has one;
+    # quotes and backslashes looked for with bytes.find (memchr), not a numpy pass each
+    # (a slice of an array shares the whole array's buffer: only its own bytes are read)
+    ends = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
+    a, b = int(ends[0]), int(ends[-1])
+    if b > a:
+        text = memoryview(arr.buffers()[2])[a:b]
+        if np.frombuffer(text, dtype=np.uint8).min() < 0x20:
+            return False
+        raw = text.tobytes()
+        if b'"' in raw or b"\\" in raw:
+            return False
+    return True

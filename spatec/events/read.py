@@ -55,7 +55,7 @@ def read_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | Non
     bad records are rejects. ``seen`` (updated in place): ids of events already read
     from other inputs of the type — a copy of one of those is a duplicate here too.
     """
-    return to_events(list(iter_batches(path, fmt, _wanted(decl))), decl, tz, seen)
+    return to_events(list(iter_batches(path, fmt, wanted_columns(decl))), decl, tz, seen)
 
 
 def iter_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | None = None,
@@ -66,11 +66,11 @@ def iter_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | Non
     later chunks are duplicates too; pass the same set to continue a stream.
     """
     seen = set() if seen is None else seen
-    for batch in iter_batches(path, fmt, _wanted(decl)):
+    for batch in iter_batches(path, fmt, wanted_columns(decl)):
         yield to_events([batch], decl, tz, seen)
 
 
-def _wanted(decl: EventDecl) -> list[str]:
+def wanted_columns(decl: EventDecl) -> list[str]:
     return [a.name for a in decl.attrs]
 
 

@@ -380,7 +380,7 @@ def parse_time(value: Any, tz: str = "UTC") -> int:
 
 # --------------------------------------------------------------------------- event ids
 
-def _plain(v: Any) -> Any:
+def plain_value(v: Any) -> Any:
     """A typed attribute value as a JSON value (numpy and pandas scalars unwrapped)."""
     if v is None or v is pd.NA or v is pd.NaT:
         return None
@@ -396,7 +396,7 @@ def _plain(v: Any) -> Any:
 def canonical_json(record: Mapping[str, Any]) -> str:
     """The record hashed for the id of an event without a source: keys sorted, compact,
     UTF-8; floats as Python's repr writes them. Times must already be ISO text."""
-    return json.dumps({k: _plain(v) for k, v in record.items()}, sort_keys=True,
+    return json.dumps({k: plain_value(v) for k, v in record.items()}, sort_keys=True,
                       separators=(",", ":"), ensure_ascii=False)
 
 

@@ -1,4 +1,5 @@
-"""Live feeds: recorded polls served over HTTP, and the live sources that read them.
+"""Live sources: what a live run polls or watches (recordings and the feed server:
+:mod:`spatec.feeds.recording`, :mod:`spatec.feeds.server`; GTFS-realtime: :mod:`spatec.feeds.gtfsrt`).
 
 Three kinds of live source, each named by a URL (``spatec live --source TYPE=URL``):
 
@@ -24,48 +25,28 @@ reads the spooled polls after it before fetching new ones, so nothing fetched
 is lost. A feed that numbers its polls (``X-Poll-Seq``) is asked for the one
 after the last spooled (``?after=N``): then not even a poll received but not
 yet spooled when the process died is lost. A directory source's offset is the set of file names done.
-
-GTFS-realtime. :func:`encode_gtfsrt` builds a VehiclePositions FeedMessage
-from SIRI-VM records (for the feed server) and :func:`gtfsrt_batch` reads one
-back as a raw batch. Like the SIRI-VM adapter it only renames
-(:data:`GTFSRT_FIELDS`); two fields are derived: GTFS-realtime has no operator
-field, so a ``route_id`` of the form ``AGENCY:ROUTE`` (the convention of
-several national feeds, and what :func:`encode_gtfsrt` writes) gives
-``operator`` = AGENCY and ``line`` = ROUTE; a plain ``route_id`` is the line
-and leaves ``operator`` null. Latitude and longitude are 32-bit floats in
-GTFS-realtime, so a fix read from it differs from the SIRI-VM text by up to
-about half a metre.
-
-:class:`FeedServer` serves a recording (`spatec feed serve`): each GET returns
-the poll current at the recording's clock (``speed`` × real time since
-start), or with ``speed == 0`` the next poll on each request. ``GET /health``
-answers ``ok``. Past the end it answers ``204 No Content`` (or starts again
-with ``loop``).
 """
 from __future__ import annotations
 
-import datetime as _dt
 import gzip
-import json
 import logging
 import os
-import struct
 import sys
-import tarfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Collection, Iterable, Sequence
-from urllib.parse import parse_qs, urlparse
+from typing import Any, Collection, Sequence
+from urllib.parse import urlparse
 
 from spatec.errors import DataError
-from spatec.events.formats import detect_format, poll_order
+from spatec.events.formats import detect_format
 from spatec.events.raw import RawBatch, json_record
-from spatec.events.sirivm import POLL_SUFFIXES, POLL_TIME, poll_batch
+from spatec.events.sirivm import poll_batch
+from spatec.feeds.gtfsrt import gtfsrt_batch
+from spatec.storage.atomic import safe_name
+from spatec.storage.watch import DirWatch
 
 log = logging.getLogger("spatec.feeds")
 
@@ -73,202 +54,11 @@ FEED_FORMATS = ("sirivm", "gtfs-rt")
 SCHEMES = {"dir": "dir", "sirivm+http": "sirivm", "sirivm+https": "sirivm",
            "gtfsrt+http": "gtfs-rt", "gtfsrt+https": "gtfs-rt"}
 
-GTFSRT_FIELDS: dict[str, str] = {
-    # GTFS-realtime field          attribute
-    "vehicle.id":                  "vehicle",
-    "vehicle.label":               "label",
-    "trip.trip_id":                "journey_ref",
-    "trip.route_id":               "route_id",
-    "trip.direction_id":           "direction",
-    "trip.start_date":             "start_date",
-    "position.longitude":          "lon",
-    "position.latitude":           "lat",
-    "position.bearing":            "bearing",
-    "position.speed":              "speed",
-    "timestamp":                   "ts",
-    # derived from route_id "AGENCY:ROUTE" (see the module docstring)
-    "operator":                    "operator",
-    "line":                        "line",
-}
-
 
 # ------------------------------------------------------------------------------ recordings
 
-@dataclass(frozen=True)
-class Poll:
-    """One recorded poll: when it was received (epoch s), its name and its bytes (SIRI-VM JSON)."""
-
-    received: float
-    name: str
-    data: bytes
-
-
-def load_recording(path, start: float | None = None, end: float | None = None) -> list[Poll]:
-    """The SIRI-VM polls of a recording (a ``.tar.gz`` of polls, a directory of them or one
-    poll), in time order; ``start``/``end`` (epoch s, inclusive) keep a slice of it."""
-    path = os.fspath(path)
-    items: list[tuple[str, bytes]] = []
-    if os.path.isdir(path):
-        for n in os.listdir(path):
-            if n.lower().endswith(POLL_SUFFIXES) and not n.startswith((".", "_")):
-                with open(os.path.join(path, n), "rb") as f:
-                    items.append((n, f.read()))
-    elif os.path.isfile(path) and tarfile.is_tarfile(path):
-        with tarfile.open(path, "r:*") as tar:
-            items = [(m.name, tar.extractfile(m).read()) for m in tar
-                     if m.isfile() and m.name.lower().endswith(POLL_SUFFIXES)]
-    elif os.path.isfile(path):
-        with open(path, "rb") as f:
-            items = [(os.path.basename(path), f.read())]
-    else:
-        raise DataError(f"{path}: no such recording (a .tar.gz of SIRI-VM polls, a directory or a poll)")
-    polls = [Poll(poll_order(n)[0], n, d) for n, d in items]
-    polls.sort(key=lambda p: (p.received, p.name))
-    if start is not None:
-        polls = [p for p in polls if p.received >= start]
-    if end is not None:
-        polls = [p for p in polls if p.received <= end]
-    if not polls:
-        raise DataError(f"{path}: no SIRI-VM polls in it")
-    return polls
-
-
-def poll_records(data: bytes) -> list:
-    """The records of a SIRI-VM poll (``request_data``, or a bare list); [] if it is not one."""
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    try:
-        doc = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return []
-    if isinstance(doc, dict) and isinstance(doc.get("request_data"), list):
-        return doc["request_data"]
-    return doc if isinstance(doc, list) else []
-
 
 # ------------------------------------------------------------------------------ GTFS-realtime
-
-def _gtfs():
-    try:
-        from google.transit import gtfs_realtime_pb2
-    except ImportError as e:  # pragma: no cover - an optional dependency
-        raise DataError("GTFS-realtime needs the gtfs-realtime-bindings package "
-                        "(pip install 'spatec[gtfs]')") from e
-    return gtfs_realtime_pb2
-
-
-def _epoch(text: Any) -> int | None:
-    if text is None:
-        return None
-    if isinstance(text, (int, float)):
-        return int(text)
-    try:
-        return int(_dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp())
-    except ValueError:
-        return None
-
-
-def _float(v: Any) -> float | None:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if x == x else None
-
-
-def encode_gtfsrt(records: Iterable[dict], timestamp: float) -> bytes:
-    """A GTFS-realtime VehiclePositions FeedMessage (serialised) from SIRI-VM records.
-
-    ``route_id`` is ``OperatorRef:LineRef``; a record without a usable position
-    or time is still encoded, without that field (a reader rejects it).
-    """
-    g = _gtfs()
-    msg = g.FeedMessage()
-    msg.header.gtfs_realtime_version = "2.0"
-    msg.header.incrementality = g.FeedHeader.FULL_DATASET
-    msg.header.timestamp = int(timestamp)
-    for n, r in enumerate(records):
-        if not isinstance(r, dict):
-            continue
-        e = msg.entity.add()
-        vid = r.get("VehicleRef")
-        e.id = f"{vid}#{n}" if vid else f"#{n}"
-        vp = e.vehicle
-        if vid:
-            vp.vehicle.id = str(vid)
-            vp.vehicle.label = str(vid)
-        if r.get("LineRef") is not None:
-            op = r.get("OperatorRef")
-            vp.trip.route_id = f"{op}:{r['LineRef']}" if op else str(r["LineRef"])
-        if r.get("DatedVehicleJourneyRef") is not None:
-            vp.trip.trip_id = str(r["DatedVehicleJourneyRef"])
-        if r.get("DirectionRef") in ("OUTBOUND", "INBOUND"):
-            vp.trip.direction_id = 0 if r["DirectionRef"] == "OUTBOUND" else 1
-        lon, lat = _float(r.get("Longitude")), _float(r.get("Latitude"))
-        if lon is not None and lat is not None:
-            vp.position.longitude, vp.position.latitude = lon, lat
-            b = _float(r.get("Bearing"))
-            if b is not None:
-                vp.position.bearing = b
-        ts = _epoch(r.get("RecordedAtTime"))
-        if ts is not None and ts >= 0:
-            vp.timestamp = ts
-    return msg.SerializeToString()
-
-
-def _gtfs_record(entity) -> dict:
-    vp = entity.vehicle
-    out: dict[str, Any] = {"entity_id": entity.id}
-    if vp.HasField("vehicle"):
-        for f in ("id", "label"):
-            if vp.vehicle.HasField(f):
-                out[f"vehicle.{f}"] = getattr(vp.vehicle, f)
-    if vp.HasField("trip"):
-        for f in ("trip_id", "route_id", "direction_id", "start_date"):
-            if vp.trip.HasField(f):
-                out[f"trip.{f}"] = getattr(vp.trip, f)
-        rid = out.get("trip.route_id")
-        if rid is not None:
-            agency, sep, line = rid.partition(":")
-            out["operator"], out["line"] = (agency, line) if sep else (None, rid)
-    if vp.HasField("position"):
-        for f in ("longitude", "latitude", "bearing", "speed"):
-            if vp.position.HasField(f):
-                out[f"position.{f}"] = getattr(vp.position, f)
-    if vp.HasField("timestamp"):
-        out["timestamp"] = vp.timestamp
-    return out
-
-
-def gtfsrt_batch(name: str, data: bytes, received: float | None = None,
-                 columns: Collection[str] | None = None) -> RawBatch:
-    """One GTFS-realtime FeedMessage as a raw batch under attribute names
-    (:data:`GTFSRT_FIELDS`); entities without a vehicle position are skipped.
-    A message that does not parse is one reject with row 0."""
-    g = _gtfs()
-    msg = g.FeedMessage()
-    try:
-        msg.ParseFromString(data)
-    except Exception as e:  # protobuf raises DecodeError, or others on garbage
-        rec = json.dumps(data[:200].decode("utf-8", errors="replace"))
-        return _gtfs_raw(name, [], [], [(0, f"not a GTFS-realtime FeedMessage ({e})", rec)], columns)
-    when = received if received is not None else (msg.header.timestamp or None)
-    records, rows = [], []
-    for n, ent in enumerate(msg.entity, 1):
-        if not ent.HasField("vehicle"):
-            continue
-        r = _gtfs_record(ent)
-        if when is not None:
-            r[POLL_TIME] = when
-        records.append(r)
-        rows.append(n)
-    return _gtfs_raw(name, records, rows, [], columns)
-
-
-def _gtfs_raw(name, records, rows, unreadable, columns) -> RawBatch:
-    return RawBatch.from_records(name, records, rows, unreadable, columns,
-                                 renames={attr: f for f, attr in GTFSRT_FIELDS.items()},
-                                 provides=[*GTFSRT_FIELDS.values(), POLL_TIME])
 
 
 def feed_batch(fmt: str, name: str, data: bytes, received: float | None = None,
@@ -280,141 +70,6 @@ def feed_batch(fmt: str, name: str, data: bytes, received: float | None = None,
 
 
 # ------------------------------------------------------------------------------ the server
-
-class FeedServer:
-    """Serve recorded polls on 127.0.0.1 (``port=0``: an ephemeral port), on a thread.
-
-    >>> srv = FeedServer(polls, speed=0).start()      # doctest: +SKIP
-    >>> srv.url                                        # doctest: +SKIP
-    'http://127.0.0.1:40123/'
-    """
-
-    def __init__(self, polls: Sequence[Poll], fmt: str = "sirivm", speed: float = 0.0, loop: bool = False,
-                 host: str = "127.0.0.1", port: int = 0):
-        if fmt not in FEED_FORMATS:
-            raise ValueError(f"unknown feed format {fmt!r}; expected one of {', '.join(FEED_FORMATS)}")
-        if not polls:
-            raise ValueError("no polls to serve")
-        self.polls, self.fmt, self.speed, self.loop = list(polls), fmt, float(speed), loop
-        self.host, self.port = host, port
-        self._lock = threading.Lock()
-        self._next = 0           # speed 0: the next poll to hand out
-        self._t0 = None          # speed > 0: wall time of the start
-        self._encoded: dict[int, bytes] = {}
-        self.requests = 0
-        self.served = 0
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- what a GET returns
-    def current(self, after: int | None = None) -> tuple[int, Poll] | None:
-        """The poll a GET gets now (and its index), None past the end. With ``speed == 0``,
-        ``after`` asks for the poll after number ``after`` (a client resuming)."""
-        with self._lock:
-            n = len(self.polls)
-            if self.speed == 0:
-                if after is not None:
-                    self._next = after + 1
-                i = self._next
-                if i >= n:
-                    if not self.loop:
-                        return None
-                    i = self._next = 0
-                self._next = i + 1
-                return i, self.polls[i]
-            if self._t0 is None:
-                self._t0 = time.monotonic()
-            span = self.polls[-1].received - self.polls[0].received
-            at = (time.monotonic() - self._t0) * self.speed
-            if at > span:
-                if not self.loop:
-                    return None
-                at = at % (span + 1e-9) if span > 0 else 0.0
-            clock = self.polls[0].received + at
-            # the last poll received at or before the recording's clock
-            lo, hi = 0, n - 1
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if self.polls[mid].received <= clock:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            return lo, self.polls[lo]
-
-    def body(self, i: int, poll: Poll) -> bytes:
-        if self.fmt == "sirivm":
-            return poll.data
-        with self._lock:
-            b = self._encoded.get(i)
-        if b is None:
-            b = encode_gtfsrt(poll_records(poll.data), poll.received)
-            with self._lock:
-                self._encoded[i] = b
-        return b
-
-    # -- lifecycle
-    def start(self) -> "FeedServer":
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):  # quiet: the runner logs what matters
-                pass
-
-            def _send(self, code: int, body: bytes = b"", ctype: str = "text/plain", headers=None):
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                if body:
-                    self.wfile.write(body)
-
-            def do_GET(self):
-                if urlparse(self.path).path.rstrip("/") == "/health":
-                    self._send(200, b"ok\n")
-                    return
-                server.requests += 1
-                q = parse_qs(urlparse(self.path).query)
-                after = q.get("after", [None])[0]
-                got = server.current(int(after) if after is not None and after.lstrip("-").isdigit() else None)
-                if got is None:
-                    self._send(204, headers={"X-Feed-End": "1"})
-                    return
-                i, poll = got
-                body = server.body(i, poll)
-                server.served += 1
-                ctype = "application/json" if server.fmt == "sirivm" else "application/x-protobuf"
-                self._send(200, body, ctype, {"X-Poll-Seq": str(i), "X-Poll-Name": poll.name})
-
-        self._httpd = ThreadingHTTPServer((self.host, self.port), Handler)
-        self._httpd.daemon_threads = True
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="feed-server", daemon=True)
-        self._thread.start()
-        return self
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}/"
-
-    def source_url(self) -> str:
-        """The ``spatec live --source`` URL of this feed."""
-        return ("sirivm+" if self.fmt == "sirivm" else "gtfsrt+") + self.url
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 # ------------------------------------------------------------------------------ live sources
@@ -458,94 +113,6 @@ def parse_source(spec: str) -> SourceSpec:
     else:
         location = url.split("+", 1)[1]
     return SourceSpec(type_name, kind, location, url)
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:120]
-
-
-class DirWatch:
-    """Wakes a waiting runner as soon as a name is created, renamed or written into one of
-    some directories (Linux inotify, through libc; :meth:`of` is None elsewhere). A waiter
-    that would otherwise sleep between two looks at the directories returns at once."""
-
-    _IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE, _IN_Q_OVERFLOW = 0x8, 0x80, 0x100, 0x4000
-    _libc: Any = None
-
-    def __init__(self, fd: int):
-        self.fd = fd
-
-    @classmethod
-    def of(cls, paths: Sequence[Path]) -> "DirWatch | None":
-        """A watch on ``paths`` (existing directories), or None where inotify is not to be had."""
-        if not paths or not sys.platform.startswith("linux"):
-            return None
-        try:
-            if cls._libc is None:
-                import ctypes
-
-                cls._libc = ctypes.CDLL(None, use_errno=True)
-            fd = cls._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        except (OSError, AttributeError):
-            return None
-        if fd < 0:
-            return None
-        mask = cls._IN_CLOSE_WRITE | cls._IN_MOVED_TO | cls._IN_CREATE
-        for p in paths:
-            if cls._libc.inotify_add_watch(fd, os.fsencode(p), mask) < 0:
-                os.close(fd)
-                return None
-        return cls(fd)
-
-    def wait(self, timeout: float) -> bool:
-        """Up to ``timeout`` seconds, less if something happens in a directory (True then)."""
-        import select
-
-        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
-        if not ready:
-            return False
-        try:
-            while os.read(self.fd, 1 << 16):   # drain: only the wake-up matters
-                pass
-        except BlockingIOError:
-            pass
-        return True
-
-    def names(self) -> tuple[set, set, bool]:
-        """The names that have landed since the last call (without waiting); those of them
-        known complete (renamed in, or closed by a writer); and whether some may be
-        missing (the kernel's queue overflowed: list the directory)."""
-        out: set = set()
-        closed: set = set()
-        overflow = False
-        buf = b""
-        try:
-            while True:
-                chunk = os.read(self.fd, 1 << 16)
-                if not chunk:
-                    break
-                buf += chunk
-        except BlockingIOError:
-            pass
-        i = 0
-        while i + 16 <= len(buf):   # struct inotify_event: wd, mask, cookie, len, name[len]
-            _, mask, _, n = struct.unpack_from("iIII", buf, i)
-            if mask & self._IN_Q_OVERFLOW:
-                overflow = True
-            elif n:
-                name = os.fsdecode(buf[i + 16:i + 16 + n].split(b"\0", 1)[0])
-                out.add(name)
-                if mask & (self._IN_CLOSE_WRITE | self._IN_MOVED_TO):
-                    closed.add(name)
-                else:
-                    closed.discard(name)   # created (again) after a close
-            i += 16 + n
-        return out, closed, overflow
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
 class DirSource:
@@ -738,7 +305,7 @@ class HttpFeedSource:
         self.spec, self.columns, self.timeout = spec, columns, timeout
         self.id = f"{spec.type}@{spec.url}"
         self.fmt = spec.kind
-        self.spool = Path(spool) / _safe(self.id)
+        self.spool = Path(spool) / safe_name(self.id)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.committed = -1      # last sequence number whose poll was used and committed
         self.server_committed = None

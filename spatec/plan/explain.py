@@ -11,7 +11,7 @@ import json
 from spatec.frontend import ast as A
 from spatec.frontend.check import Program
 from spatec.plan.build import plan_program
-from spatec.plan.nodes import After, Join, Leaf, Negation, Or, PhrasePlan
+from spatec.plan.nodes import Join, Leaf, Negation, Or, PhrasePlan
 
 _OP_NAMES = {";": "sequence", "||": "concurrency", "=": "same place", "<>": "different place",
              ";=": "sequence, same place", ";<>": "sequence, different place",

@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from spatec.frontend import ast as A
-
 
 @dataclass(frozen=True)
 class Leaf:

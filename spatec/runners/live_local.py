@@ -60,17 +60,13 @@ broadcast events for a key that first shows up after that is not reported
 from __future__ import annotations
 
 import gc
-import hashlib
 import heapq
 import itertools
 import json
 import logging
-import os
-import pickle
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -80,24 +76,23 @@ from spatec.automata.machine import NEG_INF, RunState, build
 from spatec.automata.step import next_decision, step
 from spatec.events.canonical import to_events
 from spatec.events.read import write_rejects
-from spatec.feeds.sources import DirSource, DirWatch, HttpFeedSource
+from spatec.feeds.sources import DirSource, HttpFeedSource
 from spatec.plan.program import Compiled
+from spatec.runtime.checkpoint import FULL_EVERY, Checkpoint, LiveState, fingerprint
 from spatec.runtime.events import event_order, to_evs
 from spatec.runtime.routing import keyed_types, phrase_types
 from spatec.runtime.rows import hulls_wkt, output_row, time_fields
 from spatec.sinks.alerts import SinkSet, alert_json
-from spatec.spatial import stamps as S
 from spatec.spatial.crs import Projector, choose_crs
+from spatec.storage import forked
+from spatec.storage.watch import DirWatch
 
 log = logging.getLogger("spatec.live")
 
-CHECKPOINT_VERSION = 2
-STATE_FILE = "state.pkl"
 HOUSEKEEPING_ROUND = 5.0       # s over which every key is pruned once (a slice of the keys per batch; 2 s cost
 #                                a tenth of the CPU at 10,000 positions/s, for buffers a few entries shorter) ...
 HOUSEKEEPING_SLICES = 20       # ... and in no fewer batches than this (no batch prunes more than 1/20)
 HOUSEKEEPING_MIN = 16          # keys pruned per batch at least (while a round has keys left)
-FULL_EVERY = 50                # saves between two full snapshots (bounds the number of deltas)
 IDLE_WAIT = 0.002              # s between two looks at sources that had nothing (directories only)
 IDLE_WAIT_HTTP = 0.05          # s between two polls of an HTTP feed that had nothing
 # s between two checkpoint saves, by default. A save forks the runner: the fork and the
@@ -111,196 +106,6 @@ GC_FREEZE_EVERY = 1.0          # s between two freezes of what survived the youn
 # frozen with the state. At 10,000 positions/s one walks ~1.2 M objects in ~0.4 s (a stall of
 # the batches) and has found no garbage (bench_live's workload, 15 s of input), so it is rare.
 GC_FULL_EVERY = 3600.0
-
-
-def fingerprint(compiled: Compiled) -> str:
-    """What a checkpoint's run states depend on: the plans of the program's phrases."""
-    return hashlib.sha256(repr(compiled.plans).encode("utf-8")).hexdigest()[:16]
-
-
-@dataclass
-class LiveState:
-    """Everything a live run carries from one micro-batch to the next (pickled as the checkpoint)."""
-
-    fingerprint: str
-    lateness: int
-    crs: str | None = None
-    watermark: int = NEG_INF
-    max_hi: int = NEG_INF
-    keys: dict = field(default_factory=dict)       # phrase → {key → RunState}
-    bcast: dict = field(default_factory=dict)      # phrase → [Ev] (broadcast events still useful)
-    offsets: dict = field(default_factory=dict)    # source id → offset (as of the last save)
-    seen: dict = field(default_factory=dict)       # event id → hi (duplicates across polls)
-    counts: Counter = field(default_factory=Counter)
-    batches: int = 0
-    finished: bool = False
-    segments: list = field(default_factory=list)   # the checkpoint's segment files, oldest first
-    saves: int = 0                                 # saves so far (names the segments)
-    version: int = CHECKPOINT_VERSION
-
-
-def _disc(x, y, r):
-    return S.Loc.disc(x, y, r)
-
-
-class _StatePickler(pickle.Pickler):
-    """Discs (every GPS fix's stamp) as three floats, not as a WKB geometry: the state of a
-    live run is mostly discs."""
-
-    def reducer_override(self, obj):
-        if type(obj) is S.Loc and obj._xy is not None:
-            return _disc, (obj._xy[0], obj._xy[1], obj.r)
-        return NotImplemented
-
-
-try:   # loaded here, not in a forked child
-    import ctypes
-
-    _LIBC = ctypes.CDLL(None)
-except OSError:  # pragma: no cover
-    _LIBC = None
-
-# children (pid) of this process writing a checkpoint, by directory: a runner opened on a
-# directory waits for them before it reads it
-_WRITERS: dict = {}
-
-
-class Checkpoint:
-    """A live run's directory: the run state, ``delivered.jsonl``, ``spool/``, ``late/``, ``_rejects/``.
-
-    The run state is ``state.pkl`` (watermark, offsets, counters, broadcast
-    buffers, the list of segments) plus ``segments/<n>.pkl``: a full snapshot
-    of every key's run state and the ids seen, then one delta per save with
-    only the keys changed since the save before, the keys dropped and the ids
-    added. A save writes its segment, then ``state.pkl`` through a temporary
-    file and a rename: the rename is the commit, and segments no
-    ``state.pkl`` names are left-overs of a crash, deleted.
-    """
-
-    def __init__(self, directory: Path | None):
-        self.dir = Path(directory) if directory is not None else None
-        if self.dir is not None:
-            (self.dir / "segments").mkdir(parents=True, exist_ok=True)
-
-    @property
-    def state_path(self) -> Path | None:
-        return self.dir / STATE_FILE if self.dir is not None else None
-
-    def load(self) -> LiveState | None:
-        p = self.state_path
-        if p is None:
-            return None
-        pid = _WRITERS.pop(str(self.dir.resolve()), None)
-        if pid is not None:
-            _wait_child(pid)
-        if not p.exists():
-            return None
-        with open(p, "rb") as f:
-            st = pickle.load(f)
-        if getattr(st, "version", None) != CHECKPOINT_VERSION:
-            raise ValueError(f"{p}: checkpoint version {getattr(st, 'version', None)}, "
-                             f"this spatec writes {CHECKPOINT_VERSION}; use a new checkpoint directory")
-        for name in st.segments:
-            with open(self.dir / "segments" / name, "rb") as f:
-                seg = pickle.load(f)
-            if seg["full"]:
-                st.keys = {ph: {} for ph in seg["phrases"]}
-                st.seen = {}
-            for ph, k in seg.get("dropped", ()):
-                st.keys.get(ph, {}).pop(k, None)
-            for (ph, k), rs in seg["keys"].items():
-                st.keys.setdefault(ph, {})[k] = rs
-            st.seen.update(seg["seen"])
-        self._clean(st.segments)
-        return st
-
-    def segment(self, st: LiveState, dirty=(), dropped=(), new_seen=None, full: bool = False) -> dict:
-        """What the next save writes (taken from ``st`` now: in a forked child it is pickled later)."""
-        if full or not st.segments:
-            return {"full": True, "phrases": list(st.keys),
-                    "keys": {(ph, k): rs for ph, ks in st.keys.items() for k, rs in ks.items()},
-                    "seen": st.seen}
-        return {"full": False, "keys": {(ph, k): st.keys[ph][k] for ph, k in dirty if k in st.keys.get(ph, {})},
-                "dropped": [(ph, k) for ph, k in dropped if k not in st.keys.get(ph, {})],
-                "seen": new_seen or {}}
-
-    def names(self, st: LiveState, full: bool) -> tuple[str, list]:
-        """(the segment's file name, the segment list after the save); ``full``: the segment is
-        a full snapshot (as :meth:`segment` makes it when asked for one or when there is none yet)."""
-        name = f"{st.saves + 1:012d}.pkl"
-        return name, ([name] if full or not st.segments else [*st.segments, name])
-
-    def write(self, st: LiveState, seg: dict, name: str, segments: list) -> None:
-        """Write ``seg`` and then ``state.pkl`` naming ``segments`` (the commit)."""
-        _atomic_pickle(self.dir / "segments" / name, seg)
-        keys, seen, old = st.keys, st.seen, (st.segments, st.saves)
-        st.keys, st.seen, st.segments, st.saves = {}, {}, segments, st.saves + 1
-        try:
-            _atomic_pickle(self.state_path, st)
-        finally:
-            st.keys, st.seen = keys, seen
-            st.segments, st.saves = old
-        self._clean(segments)
-
-    def save(self, st: LiveState, dirty=(), new_seen=None, full: bool = False, dropped=()) -> None:
-        """A save, in this process."""
-        if self.dir is None:
-            return
-        seg = self.segment(st, dirty, dropped, new_seen, full)
-        name, segments = self.names(st, seg["full"])
-        self.write(st, seg, name, segments)
-        st.segments, st.saves = segments, st.saves + 1
-
-    def _clean(self, keep) -> None:
-        keep = set(keep)
-        for q in (self.dir / "segments").iterdir():
-            if q.name not in keep:
-                q.unlink(missing_ok=True)
-
-
-def _atomic_pickle(path: Path, obj) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        _StatePickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _wait_child(pid: int, block: bool = True) -> bool | None:
-    """A save's child: True (it committed), False (it failed), None (still running)."""
-    try:
-        got, status = os.waitpid(pid, 0 if block else os.WNOHANG)
-    except ChildProcessError:
-        return False
-    if got == 0:
-        return None
-    return os.waitstatus_to_exitcode(status) == 0
-
-
-def _die_with_parent(parent: int) -> None:
-    """In a save's child: be killed when the runner dies (a SIGKILLed runner must not leave a
-    writer behind while its successor reads the checkpoint)."""
-    try:
-        _LIBC.prctl(1, 9)   # PR_SET_PDEATHSIG, SIGKILL (Linux)
-    except AttributeError:
-        pass
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _yield_cpu() -> None:
-    """In a save's child: run only on CPU time the runner leaves (SCHED_IDLE, else the lowest
-    priority). A save of a busy run's changes takes a good part of a second of CPU; at the
-    runner's priority it would take a core from the batches that follow the fork, and their
-    alerts would wait for it."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        try:
-            os.nice(19)
-        except OSError:
-            pass
 
 
 class _Phrase:
@@ -380,7 +185,7 @@ class LocalLive:
         self.on_batch = on_batch
         self.max_polls = max_polls
         self.checkpoint_every = CHECKPOINT_EVERY if checkpoint_every is None else float(checkpoint_every)
-        self.background = hasattr(os, "fork") if background is None else bool(background and hasattr(os, "fork"))
+        self.background = forked.available() if background is None else bool(background and forked.available())
         self.phrases: list[_Phrase] = []
         self.proj: Projector | None = None
         self._seen_set: set = set()
@@ -735,20 +540,10 @@ class LocalLive:
         self._dirty, self._dropped, self._new_seen, self._full = set(), set(), {}, False
         self._last_save = time.monotonic()
         if background:
-            parent = os.getpid()
-            pid = os.fork()
-            if pid == 0:   # the child: write, commit, leave
-                code = 1
-                try:
-                    _die_with_parent(parent)
-                    _yield_cpu()
-                    # the segment is made here, from the image of the state at the fork (the
-                    # keys changed since the last save: thousands a second at a high rate)
-                    self.ck.write(st, self.ck.segment(st, dirty, dropped, new_seen, full), name, segments)
-                    code = 0
-                finally:
-                    os._exit(code)
-            _WRITERS[str(self.ck.dir.resolve())] = pid
+            # the segment is made in the child, from the image of the state at the fork (the
+            # keys changed since the last save: thousands a second at a high rate)
+            pid = forked.fork_write(str(self.ck.dir), lambda: self.ck.write(
+                st, self.ck.segment(st, dirty, dropped, new_seen, full), name, segments))
             self._saving = (pid, offsets, undo, st.segments, st.saves)
             st.segments, st.saves = segments, st.saves + 1
             return
@@ -767,11 +562,10 @@ class LocalLive:
         if self._saving is None:
             return
         pid, offsets, undo, segments, saves = self._saving
-        ok = _wait_child(pid, block)
+        ok = forked.reap(str(self.ck.dir), pid, block)
         if ok is None:
             return
         self._saving = None
-        _WRITERS.pop(str(self.ck.dir.resolve()), None)
         if ok:
             for s in self.sources:
                 s.release(offsets.get(s.id))
@@ -793,7 +587,7 @@ class LocalLive:
 
     def _write_late(self, type_name: str, df: pd.DataFrame, wm: int) -> None:
         from spatec.events.timefmt import format_time
-        from spatec.sinks.files import _plain
+        from spatec.sinks.files import plain_value
 
         self.state.counts["late"] += len(df)
         path = self.out / "late" / f"{type_name}.jsonl"
@@ -801,7 +595,7 @@ class LocalLive:
         cols = [c for c in df.columns if c not in ("_type",)]
         with open(path, "a", encoding="utf-8") as f:
             for rec in df[cols].to_dict("records"):
-                rec = {k: _plain(v) for k, v in rec.items()}
+                rec = {k: plain_value(v) for k, v in rec.items()}
                 for c in ("_t", "_lo", "_hi"):
                     rec[c] = format_time(int(rec[c]))
                 rec["watermark"] = format_time(int(wm))

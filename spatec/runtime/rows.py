@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from spatec.automata.machine import Automaton, Composite, RunState, _Ctx
+from spatec.automata.machine import Automaton, Composite, Context, RunState
 from spatec.plan.nodes import PhrasePlan
 from spatec.spatial import stamps as S
 from spatec.spatial.crs import Projector
@@ -89,7 +89,7 @@ def output_row(am: Automaton, c, projector: Projector, state: RunState | None = 
            "events": {v: e.id for v, e in sorted(c.bindings.items())}}
     if not am.emit:
         return row
-    ctx = _Ctx(state or RunState())
+    ctx = Context(state or RunState())
     types = am.__dict__.get("_emit_types")
     if types is None:
         types = am._emit_types = dict(am.plan.schema)

@@ -54,9 +54,7 @@ import numpy as np
 import pandas as pd
 
 from spatec.errors import DataError
-from spatec.sinks.files import (
-    _rows as json_rows,  # the batch JSON lines shape, one row at a time
-)
+from spatec.sinks.files import json_rows
 
 log = logging.getLogger("spatec.sinks")
 
@@ -80,7 +78,7 @@ def _plain_alerts(rows: Sequence[dict], time_fields: Collection[str]) -> list[di
     all ints, all floats or all bools, times all ints. The same dicts the frame gives; None
     for anything else (the frame decides then)."""
     from spatec.events.timefmt import format_times
-    from spatec.sinks.files import FIXED, _events_dict, _plain
+    from spatec.sinks.files import FIXED, events_dict, plain_value
 
     keys = tuple(rows[0])
     if not all(map(keys.__eq__, map(tuple, rows))) or not set(FIXED) <= set(keys):
@@ -96,11 +94,11 @@ def _plain_alerts(rows: Sequence[dict], time_fields: Collection[str]) -> list[di
         elif c == "events":
             if types != {dict}:
                 return None
-            cols[c] = [_events_dict(v) for v in vals]
+            cols[c] = [events_dict(v) for v in vals]
         elif types <= _TEXT:
             cols[c] = vals
         elif _ints64(types, vals) or types == {float} or types == {bool}:
-            cols[c] = [_plain(v) for v in vals]
+            cols[c] = [plain_value(v) for v in vals]
         else:
             return None
     if times:   # every time column in one call

@@ -21,16 +21,11 @@ place, so a reader never sees half a file.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import datetime as _dt
-import errno
 import json
 import math
-import mmap
 import os
-import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Union
 
 import numpy as np
@@ -40,9 +35,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import shapely
 
-from spatec.events.columns import arrow_text
+from spatec.events.columns import arrow_text, json_plain_text, json_verbatim
 from spatec.events.raw import to_arrow
 from spatec.events.timefmt import format_times, parse_times
+from spatec.storage import directio
+from spatec.storage.atomic import atomic_write
 
 FIXED = ("phrase", "id", "lo", "hi", "hull", "events")
 PathLike = Union[str, os.PathLike]
@@ -76,7 +73,7 @@ def _emit_fields(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if c not in FIXED]
 
 
-def _plain(v: Any) -> Any:
+def plain_value(v: Any) -> Any:
     """A Python value that JSON can hold: NaN and missing values become None."""
     if v is None or v is pd.NA or v is pd.NaT:
         return None
@@ -87,9 +84,9 @@ def _plain(v: Any) -> Any:
     if isinstance(v, (float, np.floating)):
         return None if not math.isfinite(float(v)) else float(v)
     if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
+        return {str(k): plain_value(x) for k, x in v.items()}
     if isinstance(v, (list, tuple, np.ndarray)):
-        return [_plain(x) for x in v]
+        return [plain_value(x) for x in v]
     if isinstance(v, shapely.Geometry):
         return shapely.to_wkt(v, rounding_precision=-1)
     if isinstance(v, (pd.Timestamp, _dt.datetime)):
@@ -99,7 +96,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _events_dict(v: Any) -> dict[str, str]:
+def events_dict(v: Any) -> dict[str, str]:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return {}
     items = v.items() if isinstance(v, dict) else v  # a map column read back is a list of pairs
@@ -113,14 +110,14 @@ def _columns(df: pd.DataFrame, time_fields: Collection[str]) -> dict[str, list]:
         if c in ("lo", "hi") or c in time_fields:
             out[c] = list(format_times(df[c]))
         elif c == "events":
-            out[c] = [_events_dict(v) for v in df[c]]
+            out[c] = [events_dict(v) for v in df[c]]
         else:
             out[c] = _plain_column(df[c])
     return out
 
 
 def _plain_column(s: pd.Series) -> list:
-    """:func:`_plain` of every value; whole columns of text or of finite floats as they are."""
+    """:func:`plain_value` of every value; whole columns of text or of finite floats as they are."""
     if s.dtype == np.float64:
         a = s.to_numpy()
         if np.isfinite(a).all():
@@ -128,26 +125,14 @@ def _plain_column(s: pd.Series) -> list:
     values = s.tolist()
     if s.dtype == object and (not values or set(map(type, values)) == {str}):
         return values
-    return [_plain(v) for v in values]
+    return [plain_value(v) for v in values]
 
 
-def _rows(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[dict[str, Any]]:
+def json_rows(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[dict[str, Any]]:
     cols = _columns(df, time_fields)
     names = [*FIXED, *_emit_fields(df)]
     for values in zip(*(cols[n] for n in names)):
         yield dict(zip(names, values))
-
-
-def _atomic(path: PathLike, write: Callable[[str], None]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        write(str(tmp))
-    except BaseException:
-        tmp.unlink(missing_ok=True)     # no half file left beside the outputs
-        raise
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- JSON lines
@@ -160,17 +145,17 @@ def write_jsonl(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] =
         with open(tmp, "wb") as f:
             f.writelines(block for block, _ in _jsonl_lines(df, time_fields))
 
-    _atomic(path, write)
+    atomic_write(path, write)
 
 
 def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[tuple[Any, list]]:
     """The rows' lines, as ``json.dumps(row, ensure_ascii=False, allow_nan=False)``
-    writes :func:`_rows`'s dicts, in blocks of up to :data:`_CHUNK` lines: each
+    writes :func:`json_rows`'s dicts, in blocks of up to :data:`_CHUNK` lines: each
     block's bytes (a bytes-like object) and the length in bytes of each of its lines."""
     names = [*FIXED, *_emit_fields(df)]
     if len(set(names)) != len(names) or not all(type(n) is str for n in names):
         dumps = json.dumps
-        for row in _rows(df, time_fields):
+        for row in json_rows(df, time_fields):
             line = (dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
             yield line, [len(line)]
         return
@@ -218,15 +203,15 @@ def _json_column(name: str, s: pd.Series, time_fields: Collection[str]) -> tuple
     if name == "events":
         return _json_events(s.tolist())
     arr = arrow_text(s)
-    if arr is not None and not arr.null_count and _plain_text(arr):
+    if arr is not None and not arr.null_count and json_plain_text(arr):
         # Arrow text (the Spark tasks' hulls): between quotes as it is, nothing to escape
         return ('"', '"'), [arr]
     return _json_values(_plain_column(s))
 
 
 def _json_values(values: list) -> tuple[tuple, list]:
-    """:func:`_json_column` of JSON-ready values (as :func:`_plain` gives them)."""
-    text = _verbatim(values)
+    """:func:`_json_column` of JSON-ready values (as :func:`plain_value` gives them)."""
+    text = json_verbatim(values)
     if text is not None:
         return ('"', '"'), [text]
     if set(map(type, values)) <= _SCALAR.keys():
@@ -236,43 +221,16 @@ def _json_values(values: list) -> tuple[tuple, list]:
     return ("", ""), [[dumps(v, ensure_ascii=False, allow_nan=False) for v in values]]
 
 
-def _verbatim(values: list) -> pa.Array | None:
-    """``values`` as an Arrow string array when every one is a str that JSON writes as it
-    is, in quotes: no quote, backslash or control character (what ``json.dumps`` escapes
-    with ``ensure_ascii=False``); else None."""
-    if not values or set(map(type, values)) != {str}:
-        return pa.array([], pa.string()) if not values else None
-    arr = pa.array(values, pa.string())
-    return arr if _plain_text(arr) else None
-
-
-def _plain_text(arr: pa.Array) -> bool:
-    """Whether JSON writes every text of a string array as it is (:func:`_verbatim`)."""
-    # in UTF-8 a byte below 0x20 is a control character: no other character has one;
-    # quotes and backslashes looked for with bytes.find (memchr), not a numpy pass each
-    # (a slice of an array shares the whole array's buffer: only its own bytes are read)
-    ends = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
-    a, b = int(ends[0]), int(ends[-1])
-    if b > a:
-        text = memoryview(arr.buffers()[2])[a:b]
-        if np.frombuffer(text, dtype=np.uint8).min() < 0x20:
-            return False
-        raw = text.tobytes()
-        if b'"' in raw or b"\\" in raw:
-            return False
-    return True
-
-
 def _json_events(values: list) -> tuple[tuple, list]:
     """:func:`_json_column` of ``events``. When every row binds the same variables, in
     order, to text that needs no escaping (the usual case: a phrase's variables to event
     ids), ``{"A": "…", ...}`` around a column of ids per variable; else each row's dict as
-    :func:`_events_dict` makes it."""
+    :func:`events_dict` makes it."""
     if values and all(type(v) is dict for v in values):
         keys = tuple(values[0])
         if all(type(k) is str for k in keys) and list(keys) == sorted(keys) \
                 and all(tuple(v) == keys for v in values):
-            cols = [_verbatim([v[k] for v in values]) for k in keys]
+            cols = [json_verbatim([v[k] for v in values]) for k in keys]
             if all(c is not None for c in cols):
                 if not keys:
                     return ("{}",), []
@@ -280,10 +238,10 @@ def _json_events(values: list) -> tuple[tuple, list]:
                 between += ['", ' + _json_key(k) + ': "' for k in keys[1:]]
                 return (*between, '"}'), cols
     dumps = json.dumps
-    return ("", ""), [[dumps(_events_dict(v), ensure_ascii=False) for v in values]]
+    return ("", ""), [[dumps(events_dict(v), ensure_ascii=False) for v in values]]
 
 
-#: JSON text of a plain value, as json.dumps writes it (floats are finite here: _plain
+#: JSON text of a plain value, as json.dumps writes it (floats are finite here: plain_value
 #: turns the others into None).
 _SCALAR = {
     str: json.encoder.encode_basestring,
@@ -318,20 +276,10 @@ def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[s
     return keys.replace_schema_metadata({b"kinds": json.dumps(kinds).encode()})
 
 
-#: Bytes of the merged file that a merge thread fills and writes at a time (a multiple of
-#: :data:`_ALIGN`, as writes around the page cache need): each part's lines in it are
-#: read straight to their places in the thread's buffer, and the buffer written whole.
-MERGE_SEGMENT = 4 << 20
-#: Threads that fill and write segments, in any order (the cores the tasks have left).
-MERGE_THREADS = max(1, min(4, os.cpu_count() or 1))
-#: Write the merged file around the page cache (``O_DIRECT``) where the file system
-#: allows it, else through it. A fresh page of page cache per 4 KB written costs
-#: kernel time (on this project's VM, 0.9-1.4 s of it for Stuck's 346 MB bus-day, the
-#: merge's largest cost); written around it, from a buffer each thread keeps, the same
-#: bytes take 0.2 s of wall time and next to no CPU. Nothing reads the file back.
+#: Bytes of the merged file filled and written at a time (:func:`~spatec.storage.directio.write_segments`).
+MERGE_SEGMENT = directio.SEGMENT
+#: Write the merged file around the page cache (``O_DIRECT``) where the file system allows it.
 MERGE_DIRECT = True
-#: Offsets, lengths and buffer addresses of direct writes are multiples of this.
-_ALIGN = 4096
 
 
 def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] = ()) -> int:
@@ -349,7 +297,7 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
         write_jsonl(df, path, time_fields)
         return len(df)
     if not parts:
-        _atomic(path, lambda tmp: open(tmp, "wb").close())
+        atomic_write(path, lambda tmp: open(tmp, "wb").close())
         return 0
     keys = pa.concat_tables([k for _, k in parts]).combine_chunks()
     ends = keys.column("end").to_numpy()
@@ -376,29 +324,14 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
         try:
             for p in names:
                 fds.append(os.open(p, os.O_RDONLY))
-            out = _Output(tmp, MERGE_DIRECT and seg % _ALIGN == 0)
-            try:
-                local = threading.local()
-
-                def segment(s0: int) -> None:
-                    s1 = min(s0 + seg, total)
-                    buf = getattr(local, "buf", None)
-                    if buf is None:      # page-aligned, kept from segment to segment
-                        local.buf = buf = mmap.mmap(-1, -(-seg // _ALIGN) * _ALIGN)
-                    view = memoryview(buf)
-                    _fill(view, fds, names, s0, s1, at, which, starts)
-                    out.write(view, s1 - s0, s0)
-
-                with concurrent.futures.ThreadPoolExecutor(MERGE_THREADS) as pool:
-                    for f in [pool.submit(segment, s0) for s0 in range(0, total, seg)]:
-                        f.result()
-            finally:
-                out.close(total)
+            directio.write_segments(tmp, total, lambda view, s0, s1: _fill(view, fds, names, s0, s1, at, which,
+                                                                           starts),
+                                    segment=seg, direct=MERGE_DIRECT)
         finally:
             for fd in fds:
                 os.close(fd)
 
-    _atomic(path, write)
+    atomic_write(path, write)
     return len(order)
 
 
@@ -422,73 +355,7 @@ def _fill(view: memoryview, fds: list, names: list, s0: int, s1: int, at: np.nda
     for r0, r1 in zip(np.r_[0, cut].tolist(), np.r_[cut, len(js)].tolist()):
         j = int(js[r0])
         bufs = [view[x:x + m] for x, m in zip(dst[r0:r1].tolist(), n[r0:r1].tolist())]
-        _vectored(os.preadv, fds[j], bufs, int(src[r0]), names[j])
-
-
-class _Output:
-    """The merged file, written in segments at their offsets from any thread: around the page
-    cache (``O_DIRECT``, :data:`MERGE_DIRECT`) when the file system takes it, each segment
-    padded to :data:`_ALIGN` and the file cut to its size at the end; through it otherwise,
-    from the first write the file system refuses that way on, and for the rest of a short
-    direct write (which could not resume at its unaligned end). Both descriptors stay open
-    until :meth:`close`: a thread may be writing with the other when one falls back."""
-
-    def __init__(self, path: str, direct: bool):
-        self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        self.direct_fd = None
-        if direct and hasattr(os, "O_DIRECT"):
-            try:
-                self.direct_fd = os.open(path, os.O_WRONLY | os.O_DIRECT)
-            except OSError:
-                pass                            # (tmpfs, some network file systems)
-        self.direct = self.direct_fd is not None
-
-    def write(self, view: memoryview, n: int, offset: int) -> None:
-        if self.direct:
-            try:
-                done = os.pwritev(self.direct_fd, [view[:-(-n // _ALIGN) * _ALIGN]], offset)
-            except OSError as e:
-                if e.errno != errno.EINVAL:
-                    raise
-                self.direct = False             # refused: through the page cache from now on
-                done = 0
-            if done >= n:
-                return
-            view, n, offset = view[done:], n - done, offset + done
-        _vectored(os.pwritev, self.fd, [view[:n]], offset, self.path)
-
-    def close(self, size: int) -> None:
-        try:
-            os.ftruncate(self.fd, size)         # the last segment's padding cut off
-        finally:
-            if self.direct_fd is not None:
-                os.close(self.direct_fd)
-            os.close(self.fd)
-
-
-#: Buffers per ``pwritev`` call (Linux's IOV_MAX is 1024).
-_IOV = 1024
-
-
-def _vectored(call, fd: int, bufs: list, offset: int, name: str) -> None:
-    """``os.preadv`` or ``os.pwritev`` of ``bufs``, one after another from ``offset``, at most
-    :data:`_IOV` at a call, short reads and writes resumed (inside a buffer or between
-    two); a read that finds the file ended is an error naming it."""
-    i = 0
-    while i < len(bufs):
-        n = call(fd, bufs[i:i + _IOV], offset)
-        if not n:           # a read at the file's end; a write that wrote nothing would loop
-            need = offset + sum(len(b) for b in bufs[i:])
-            raise OSError(f"{name}: ends at byte {offset}, its keys go to {need}" if call is os.preadv
-                          else f"{name}: no byte written at {offset} of {need}")
-        offset += n
-        # skip the buffers done whole; resume inside a buffer done in part
-        while i < len(bufs) and n >= len(bufs[i]):
-            n -= len(bufs[i])
-            i += 1
-        if n:
-            bufs[i] = bufs[i][n:]
+        directio.read_into(fds[j], bufs, int(src[r0]), names[j])
 
 
 def _read_parts(parts: list, time_fields: Collection[str]) -> pd.DataFrame:
@@ -557,7 +424,7 @@ def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
         "lo": _timestamps(df["lo"]),
         "hi": _timestamps(df["hi"]),
         "hull": pa.array(list(shapely.to_wkb(geoms)) if len(df) else [], pa.binary()),
-        "events": pa.array([list(_events_dict(v).items()) for v in df["events"]],
+        "events": pa.array([list(events_dict(v).items()) for v in df["events"]],
                            pa.map_(pa.string(), pa.string())),
     }
     for c in _emit_fields(df):
@@ -567,7 +434,7 @@ def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
             arrays[c] = to_arrow(df[c]) if len(df) else pa.array([], pa.null())
     table = pa.table(arrays)
     table = table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(geoms)).encode()})
-    _atomic(path, lambda tmp: pq.write_table(table, tmp))
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def read_parquet_composites(path: PathLike) -> pd.DataFrame:
@@ -583,7 +450,7 @@ def read_parquet_composites(path: PathLike) -> pd.DataFrame:
             wkb = col.to_numpy()
             columns[name] = shapely.to_wkt(shapely.from_wkb(wkb), rounding_precision=-1) if len(wkb) else wkb
         elif name == "events":
-            columns[name] = [_events_dict(v) for v in col.to_pylist()]
+            columns[name] = [events_dict(v) for v in col.to_pylist()]
         else:
             columns[name] = col.to_pandas()
     df = pd.DataFrame(columns)
@@ -601,7 +468,7 @@ def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
     geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
     geojson = shapely.to_geojson(geoms) if len(df) else []
     features = []
-    for row, g in zip(_rows(df, time_fields), geojson):
+    for row, g in zip(json_rows(df, time_fields), geojson):
         properties = {k: v for k, v in row.items() if k != "hull"}
         features.append({"type": "Feature", "id": row["id"],
                          "geometry": json.loads(g) if g is not None else None,
@@ -613,7 +480,7 @@ def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
                       allow_nan=False)
             f.write("\n")
 
-    _atomic(path, write)
+    atomic_write(path, write)
 
 
 # --------------------------------------------------------------------------- choosing one

@@ -43,7 +43,7 @@ import pyarrow as pa
 import shapely
 
 from spatec.errors import SpatecError, UnsupportedError
-from spatec.spatial.stamps import BOX_SLACK, Loc, _containment, relate_many
+from spatec.spatial.stamps import BOX_SLACK, Loc, containment, relate_many
 
 __all__ = [
     "ENGINES", "SQL", "OUTPUT_SCHEMA", "EngineError", "ShapelyEngine", "SedonaDBEngine",
@@ -140,7 +140,7 @@ def region_table(regions) -> pa.Table:
 
     Each row holds the region's geometry, its radius ``rr``, whether it is a
     circle (then ``cx, cy``), the polygon a stamp must lie in to be certainly
-    inside (``cont_wkb``, from ``stamps._containment``), whether that polygon
+    inside (``cont_wkb``, from ``stamps.containment``), whether that polygon
     is areal, and the region's bounding box grown by ``rr + BOX_SLACK``.
 
     Examples
@@ -163,7 +163,7 @@ def region_table(regions) -> pa.Table:
         if circle:
             cont, areal = None, False
         else:
-            q, _, areal = _containment(loc)
+            q, _, areal = containment(loc)
             cont = shapely.to_wkb(q, output_dimension=2)
         values = {
             "name": name, "circle": circle,

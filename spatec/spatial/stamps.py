@@ -455,7 +455,7 @@ def grown_convex_parts(geoms: np.ndarray, ring: np.ndarray) -> tuple:
     # a polygon's vertices: its shell without the closing coordinate
     first = np.r_[0, np.cumsum(nc)[:-1]]
     keep = np.zeros(len(c), dtype=bool)
-    keep[_ranges(first, np.where(poly, nc - 1, np.where(point | line, nc, 0)))] = True
+    keep[concat_ranges(first, np.where(poly, nc - 1, np.where(point | line, nc, 0)))] = True
     return _grown_vertices(c[keep], idx[keep], point, line, poly, ring, c, idx)
 
 
@@ -566,7 +566,7 @@ def _grown_vertices(v: np.ndarray, vid: np.ndarray, point: np.ndarray, line: np.
     return coords, offsets, (v, src, k, ring)
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """``concatenate([arange(s, s + k) for s, k in zip(starts, counts)])``, without a loop."""
     total = int(counts.sum())
     if total == 0:
@@ -738,7 +738,7 @@ def _check_region(region: Loc) -> None:
         raise ValueError("a region (place) must have a geometry; UNIVERSE is not a region")
 
 
-def _containment(region: Loc):
+def containment(region: Loc):
     """``(Q, boundary(Q), areal)``: the polygon a stamp must lie in to be
     certainly in a non-disc region.
 
@@ -818,7 +818,7 @@ def certainly_in(loc: Loc, region: Loc) -> bool:
             dy = loc._xy[1] - cxy[1]
             return room >= 0 and dx * dx + dy * dy <= room * room
         return _max_distance(cxy[0], cxy[1], _coords(loc)) + loc.r <= region.r
-    q, boundary, areal = _containment(region)
+    q, boundary, areal = containment(region)
     if not shapely.covered_by(loc.geom, q):
         return False
     if loc.r == 0:
@@ -932,7 +932,7 @@ def relate_many(xs, ys, geoms, rs, region: Loc) -> tuple[np.ndarray, np.ndarray]
     reach = rs + big_r + BOX_SLACK
     near = (~unknown & (box[:, 0] - reach <= rx1) & (box[:, 2] + reach >= rx0)
             & (box[:, 1] - reach <= ry1) & (box[:, 3] + reach >= ry0))
-    q, boundary, areal = _containment(region)
+    q, boundary, areal = containment(region)
     qx0, qy0, qx1, qy1 = shapely.bounds(q)
     inside_box = (~unknown & (box[:, 0] >= qx0 - BOX_SLACK) & (box[:, 2] <= qx1 + BOX_SLACK)
                   & (box[:, 1] >= qy0 - BOX_SLACK) & (box[:, 3] <= qy1 + BOX_SLACK))

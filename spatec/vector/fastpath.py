@@ -55,7 +55,7 @@ from spatec.automata.relations import op_parts
 from spatec.frontend import ast as A
 from spatec.plan.build import expr_vars
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
-from spatec.spatial.stamps import _ranges
+from spatec.spatial.stamps import concat_ranges
 from spatec.vector.vexpr import (
     Bound,
     Columns,
@@ -113,7 +113,7 @@ def fast_path(plan: PhrasePlan, program=None) -> FastPath | None:
     root = plan.root
     shape = None
     if isinstance(root, Leaf):
-        shape = "leaf" if _plain(plan, nodes) else None
+        shape = "leaf" if _no_conditions_elsewhere(plan, nodes) else None
     elif isinstance(root, After):
         shape = "after" if _after_ok(plan, root, t, nodes) else None
     elif isinstance(root, Join) and root.absence is not None:
@@ -133,7 +133,7 @@ def _successive_in(e) -> bool:
     return any(isinstance(n, A.Call) and n.func == "successive" for n in A.walk(e))
 
 
-def _plain(plan, nodes) -> bool:
+def _no_conditions_elsewhere(plan, nodes) -> bool:
     """No `successive` anywhere (it needs the history the shapes do not keep)."""
     if plan.deferred:
         return False
@@ -150,7 +150,7 @@ def _neg_ok(neg, t) -> bool:
 
 
 def _after_ok(plan, root: After, t, nodes) -> bool:
-    return isinstance(root.left, Leaf) and _neg_ok(root.absence, t) and _plain(plan, nodes) \
+    return isinstance(root.left, Leaf) and _neg_ok(root.absence, t) and _no_conditions_elsewhere(plan, nodes) \
         and root.absence.window is not None
 
 
@@ -160,7 +160,7 @@ def _pair_ok(plan, root: Join, nodes) -> bool:
     (concurrent stamps) or any operator under ``within``."""
     if not (isinstance(root.left, Leaf) and isinstance(root.right, Leaf)):
         return False
-    if root.absence is not None or root.filters or not _plain(plan, nodes):
+    if root.absence is not None or root.filters or not _no_conditions_elsewhere(plan, nodes):
         return False
     if root.op != "and" and root.op not in A.ST_OPS:
         return False
@@ -170,7 +170,7 @@ def _pair_ok(plan, root: Join, nodes) -> bool:
 def _between_ok(plan, root: Join, t, nodes) -> bool:
     if not (isinstance(root.left, Leaf) and isinstance(root.right, Leaf)) or root.op != ";":
         return False
-    if root.filters or plan.within is None or not _neg_ok(root.absence, t) or not _plain(plan, nodes):
+    if root.filters or plan.within is None or not _neg_ok(root.absence, t) or not _no_conditions_elsewhere(plan, nodes):
         return False
     return _x_side(root) is not None
 
@@ -433,13 +433,13 @@ class Matches:
         """:func:`~spatec.automata.machine.composite_id` of every match, from the same JSON
         payload: its fixed parts encoded once (``json.dumps`` encodes strings with
         ``encode_basestring`` when ``ensure_ascii=False``). Ids that JSON writes as
-        they are, in quotes (the usual case; :func:`spatec.sinks.files._verbatim`'s
+        they are, in quotes (the usual case; :func:`spatec.events.columns.json_verbatim`'s
         test), go into a ``%`` template of the whole payload: one format per
         match rather than an encoder call and a string per match and variable."""
         import hashlib
         from json.encoder import encode_basestring as enc
 
-        from spatec.sinks.files import _verbatim
+        from spatec.events.columns import json_verbatim
 
         if not len(self):
             return []
@@ -448,7 +448,7 @@ class Matches:
         ids = [self._bound_ids(v) for v in vs]
         head = f"[{enc(self.fp.phrase)},["
         sha = hashlib.sha256
-        if all(_verbatim(c) is not None for c in ids):     # (an Arrow array, or None)
+        if all(json_verbatim(c) is not None for c in ids):     # (an Arrow array, or None)
             line = (head + ",".join(f"[{enc(v)},\"\0\"]" for v in vs) + "]]").replace("%", "%%").replace("\0", "%s")
             return [sha((line % pairs).encode("utf-8")).hexdigest()[:32] for pairs in zip(*ids)]
         cols = [[f"[{enc(v)},{enc(x)}]" for x in c] for v, c in zip(vs, ids)]
@@ -812,7 +812,7 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
         e = np.searchsorted(jb, upto, side="right")
         cnt = np.maximum(e - s, 0)
         ii = np.repeat(ia, cnt)
-        jj = jb[_ranges(s, cnt)]
+        jj = jb[concat_ranges(s, cnt)]
     else:
         # to each B: A from the last X before B (A may be that X), and no earlier than the window allows
         limit = group_search(g, t, g[jb], cols.hi[jb] - w, "left")
@@ -825,7 +825,7 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
         e = np.searchsorted(ia, jb, side="left")
         cnt = np.maximum(e - s, 0)
         jj = np.repeat(jb, cnt)
-        ii = ia[_ranges(s, cnt)]
+        ii = ia[concat_ranges(s, cnt)]
     lo = np.minimum(cols.lo[ii], cols.lo[jj])
     hi = np.maximum(cols.hi[ii], cols.hi[jj])
     keep = (g[ii] == g[jj]) & (ii < jj) & (hi - lo <= w)
@@ -908,7 +908,7 @@ def _grid_pairs(cols, ia, jb, lower, upper, near: float):
             e = within.search(pos, upper[hit], "right")
             cnt = np.maximum(e - s, 0)
             out_i.append(np.repeat(ia[hit], cnt))
-            out_j.append(jbs[_ranges(s, cnt)])
+            out_j.append(jbs[concat_ranges(s, cnt)])
     if not out_i:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate(out_i), np.concatenate(out_j)
@@ -964,7 +964,7 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
         e = group_search(g[jb], lo[jb], g[ia], upper, "right")
         cnt = np.maximum(e - s, 0)
         ii = np.repeat(ia, cnt)
-        jj = jb[_ranges(s, cnt)]
+        jj = jb[concat_ranges(s, cnt)]
     keep = ii != jj                                        # distinct variables, distinct events
     ii, jj = ii[keep], jj[keep]
     if time_rel:

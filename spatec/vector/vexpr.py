@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spatec.automata.exprs import compile_expr
-from spatec.automata.machine import RunState, _Ctx
-from spatec.automata.patterns import PatternCompiler, _domain
+from spatec.automata.machine import Context, RunState
+from spatec.automata.patterns import PatternCompiler, domain
 from spatec.events.columns import arrow_text, one_array
 from spatec.frontend import ast as A
 from spatec.frontend.check import time_literal_micros
@@ -316,7 +316,7 @@ class Evaluator:
 
     def __init__(self, tz: str):
         self.tz = tz
-        self.ctx = _Ctx(RunState())
+        self.ctx = Context(RunState())
         self._compiled: dict = {}
 
     # ---------------------------------------------------------------- entry points
@@ -563,7 +563,7 @@ class Patterns:
 
     def relate(self, p, cols: Columns, rows):
         """(possibly, certainly) for ``rows``, as :meth:`PatternCompiler.compile`."""
-        d = _domain(p)
+        d = domain(p)
         if d == "space":
             return self._space(self.pc.space_set(p), cols, rows)
         if d == "time":

@@ -104,7 +104,7 @@ class TestTexts:
 
     @staticmethod
     def same_as_the_frame(result, decl):
-        from spatec.runners.spark.batch import canonical_table
+        from spatec.runners.spark.staging import canonical_table
 
         ev = result.events
         for c, arr in result.texts.items():

@@ -31,7 +31,7 @@ def program_of(tmp_path: Path, *names: str) -> Path:
 
 @pytest.fixture(scope="session")
 def recording():
-    from spatec.feeds.sources import load_recording
+    from spatec.feeds.recording import load_recording
 
     if not POLLS.exists():
         pytest.skip(f"the Cambridge polls are not at {POLLS}")
@@ -56,7 +56,9 @@ def polls5(recording):
 def feed_events(compiled, polls, fmt: str = "sirivm", type_name: str = "BusGPS") -> pd.DataFrame:
     """The canonical events a live run reads from ``polls`` served as ``fmt`` (same dedupe)."""
     from spatec.events.canonical import to_events
-    from spatec.feeds.sources import encode_gtfsrt, feed_batch, poll_records
+    from spatec.feeds.gtfsrt import encode_gtfsrt
+    from spatec.feeds.recording import poll_records
+    from spatec.feeds.sources import feed_batch
 
     decl = compiled.program.events[type_name]
     seen: set = set()

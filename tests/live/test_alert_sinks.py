@@ -120,7 +120,7 @@ def test_alert_json_without_pandas_is_the_frame_path():
     import pandas as pd
 
     from spatec.sinks.alerts import _plain_alerts, alert_json
-    from spatec.sinks.files import _rows
+    from spatec.sinks.files import json_rows as _rows
 
     def row(i, **extra):
         return {"phrase": "P", "id": f"id{i}", "lo": 1569916778_000000 + i, "hi": 1569916800_500000 + i,

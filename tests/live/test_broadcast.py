@@ -8,7 +8,7 @@ import csv
 import pandas as pd
 import pytest
 
-from spatec.feeds.sources import FeedServer
+from spatec.feeds.server import FeedServer
 from spatec.plan.program import compile_program
 from tests.live.conftest import (
     CRS,

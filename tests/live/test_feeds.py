@@ -7,15 +7,10 @@ import urllib.request
 import pytest
 
 from spatec.errors import DataError
-from spatec.feeds.sources import (
-    FeedServer,
-    HttpFeedSource,
-    Poll,
-    encode_gtfsrt,
-    gtfsrt_batch,
-    parse_source,
-    poll_records,
-)
+from spatec.feeds.gtfsrt import encode_gtfsrt, gtfsrt_batch
+from spatec.feeds.recording import Poll, poll_records
+from spatec.feeds.server import FeedServer
+from spatec.feeds.sources import HttpFeedSource, parse_source
 from spatec.plan.program import compile_program
 from tests.live.conftest import PROGRAMS
 
@@ -231,7 +226,7 @@ def test_directory_watch_wakes_when_a_file_lands(tmp_path):
     import threading
     import time
 
-    from spatec.feeds.sources import DirWatch
+    from spatec.storage.watch import DirWatch
 
     d = tmp_path / "in"
     d.mkdir()

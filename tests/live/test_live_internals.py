@@ -16,8 +16,7 @@ from tests.live.conftest import CRS, feed_events, program_of
 
 def _one_by_one(df, program, proj):
     """Run-time events made row by row (Loc.disc per fix): what to_evs's bulk discs must equal."""
-    from spatec.runtime.events import is_missing, python_values
-    from spatec.runtime.events import attribute_names
+    from spatec.runtime.events import attribute_names, is_missing, python_values
 
     names = attribute_names(program, df["_type"].iloc[0])
     cols = {c: python_values(df[c]) for c in names}
@@ -46,7 +45,7 @@ def test_fast_events_are_to_evs(tmp_path, polls5):
 
 
 def test_bulk_hulls_are_to_lonlat_wkt(tmp_path, polls5):
-    from spatec.runners.live_local import hulls_wkt
+    from spatec.runtime.rows import hulls_wkt
 
     compiled = compile_program(program_of(tmp_path, "silent"))
     proj = Projector(CRS)
@@ -156,7 +155,8 @@ def test_directory_run_collects_only_the_young_generation_and_saves_offsets(tmp_
     import gc
 
     from spatec.feeds.sources import open_source, parse_source
-    from spatec.runners.live_local import Checkpoint, LocalLive
+    from spatec.runners.live_local import LocalLive
+    from spatec.runtime.checkpoint import Checkpoint
     from spatec.sinks.alerts import DeliveredLog, SinkSet
 
     compiled = compile_program(program_of(tmp_path, "stuck"))

@@ -14,7 +14,8 @@ import random
 
 import pytest
 
-from spatec.feeds.sources import FeedServer, Poll
+from spatec.feeds.recording import Poll
+from spatec.feeds.server import FeedServer
 from spatec.plan.program import compile_program
 from spatec.runners.live_local import open_local
 from tests.live.conftest import (

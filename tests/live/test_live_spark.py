@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spatec.feeds.sources import FeedServer
+from spatec.feeds.server import FeedServer
 from spatec.plan.program import compile_program
 from tests.live.conftest import (
     CRS,

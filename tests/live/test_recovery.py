@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from spatec.feeds.sources import FeedServer
+from spatec.feeds.server import FeedServer
 from spatec.plan.program import compile_program
 from tests.live.conftest import (
     CRS,

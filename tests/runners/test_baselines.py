@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SHARED
+from tests.runners.conftest import SHARED
 
 from bench import baselines as B
 from spatec.plan.program import compile_program

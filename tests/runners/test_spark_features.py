@@ -10,16 +10,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, SHARED
+from tests.runners.conftest import REPO, SHARED
 
 from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
 from spatec.runners.replay import ingest
-from spatec.runners.spark.batch import (
-    EXCHANGE_KEY,
-    prefilter_regions,
-    replay_frames_spark,
-)
+from spatec.runners.spark.batch import replay_frames_spark
+from spatec.runners.spark.exchange import EXCHANGE_KEY
+from spatec.runners.spark.prefilter import prefilter_regions
 
 SPATEC = Path(sys.executable).parent / "spatec"
 BUS = SHARED / "spec" / "examples" / "bus.spatec"

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO, SHARED
+from tests.runners.conftest import REPO, SHARED
 
 from spatec.plan.program import compile_program
 from spatec.runners.replay import replay_local
@@ -201,7 +201,8 @@ def test_streamed_csv_matches_local_with_a_malformed_record(spark, chunk_rows, h
 
 def test_staged_exchange_without_a_staging_directory_is_a_clear_error(spark, tmp_path):
     from spatec.errors import SpatecError
-    from spatec.runners.spark.batch import EXCHANGE_KEY, STAGING_KEY
+    from spatec.runners.spark.exchange import EXCHANGE_KEY
+    from spatec.runners.spark.staging import STAGING_KEY
 
     c = compile_program(SHARED / "spec" / "examples" / "stuck.spatec")
     spark.conf.set(EXCHANGE_KEY, "staged")
@@ -221,7 +222,7 @@ def test_a_phrase_without_a_key_is_matched_in_stretches_of_time(spark, chunk_row
     stretches matched apart, the events less than a span (2 min) into a stretch in
     the one before too: exactly the local runner's composites, none twice, none
     lost at a boundary."""
-    from spatec.runners.spark.batch import TIME_WINDOW_KEY, time_window
+    from spatec.runners.spark.scheduling import TIME_WINDOW_KEY, time_window
 
     program = tmp_path / "passing.spatec"
     program.write_text(f'include "{BUS}"\n'
@@ -247,7 +248,8 @@ def test_a_phrase_without_a_key_is_matched_in_stretches_of_time(spark, chunk_row
 
 
 def test_window_groups_and_which_phrases_take_them(spark):
-    from spatec.runners.spark.batch import time_window, window_groups
+    from spatec.runners.spark.scheduling import time_window
+    from spatec.runners.spark.staging import window_groups
 
     lo = np.array([0, 5, 10, 12, 25, 30, 31], dtype=np.int64)
     g, rows = window_groups(lo, 10, 2)
@@ -300,7 +302,7 @@ def test_task_log_times_every_chunk_and_group(spark, chunk_rows, hour_path, tmp_
     one JSON line: its steps' seconds, its CPU and kernel seconds, its rows; the groups'
     rows add up to the composites written, the chunks' rows to the rows read. The
     driver adds one line per replay, its own steps from reading to cleaning up."""
-    from spatec.runners.spark.batch import TASK_LOG_KEY
+    from spatec.runners.spark.scheduling import TASK_LOG_KEY
 
     log = tmp_path / "tasks.jsonl"
     chunk_rows(20_000)
@@ -336,7 +338,7 @@ def test_tasks_take_unbegun_groups_from_each_other_and_do_each_once(tmp_path):
     begun (:func:`items_of`): a task done with its own takes the others' not yet begun,
     from the end of their lists; every group is matched once however the tasks interleave,
     and a retried task (same seed) takes its claimed groups again, never another's."""
-    from spatec.runners.spark.batch import balance, items_of
+    from spatec.runners.spark.scheduling import balance, items_of
 
     sizes = [50, 10, 40, 30, 20, 5]
     tasks = balance(sizes, 2)
@@ -386,7 +388,7 @@ def test_tasks_do_their_own_groups_where_claims_cannot_be_made(tmp_path, monkeyp
     so each task does the groups dealt to it, all of them, and takes none of another's."""
     import os
 
-    from spatec.runners.spark.batch import balance, items_of
+    from spatec.runners.spark.scheduling import balance, items_of
 
     def refused(*a):
         raise PermissionError(1, "Operation not permitted")
@@ -404,7 +406,7 @@ def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark,
     that start in it or up to a span after; the stretches cover the group's starts end to
     end. A phrase with ``successive`` (Stuck) is never cut. The replay of the Cambridge
     hour, with its groups cut, is the local runner's, byte for byte."""
-    from spatec.runners.spark.batch import GROUPS_PER_CORE, split_in_time
+    from spatec.runners.spark.scheduling import GROUPS_PER_CORE, split_in_time
 
     bunching = compile_program(REPO / "examples" / "bunching" / "bunching.spatec").plans[0]
     stuck = compile_program(SHARED / "spec" / "examples" / "stuck.spatec").plans[0]
@@ -432,7 +434,7 @@ def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark,
     out_s, out_l = tmp_path / "spark", tmp_path / "local"
     c = compile_program(REPO / "examples" / "bunching" / "bunching.spatec")
     seen = []
-    import spatec.runners.spark.batch as sb
+    import spatec.runners.spark.match as sb
     real = sb.split_in_time
 
     def spy(groups, plan, cores, most=None):
@@ -453,13 +455,13 @@ def test_groups_of_a_key_too_large_are_cut_in_time_when_matches_are_local(spark,
 @pytest.mark.parametrize("dtype", ["float64", "int64", "Int64", "boolean", "object", "datetime64[ns]", "string", None])
 def test_an_unread_attribute_is_missing_as_the_driver_typed_it(dtype):
     """A task puts back the attributes its phrase never reads as missing values of the
-    driver's dtype (_missing_column): what converting a column of None gave."""
-    from spatec.runners.spark.batch import _missing_column, _restore
+    driver's dtype (missing_column): what converting a column of None gave."""
+    from spatec.runners.spark.staging import missing_column, restore_dtypes
 
     converted = pd.DataFrame({"x": range(4)})
     converted["c"] = None
-    converted = _restore(converted, {"c": dtype} if dtype else {})
+    converted = restore_dtypes(converted, {"c": dtype} if dtype else {})
     made = pd.DataFrame({"x": range(4)})
-    made["c"] = _missing_column(4, dtype)
+    made["c"] = missing_column(4, dtype)
     assert made["c"].dtype == converted["c"].dtype and made["c"].isna().all()
     assert [repr(v) for v in made["c"]] == [repr(v) for v in converted["c"]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED
+from tests.runners.conftest import REPO, SHARED
 
 from spatec.errors import SpatecError
 from spatec.plan.program import compile_program

@@ -178,7 +178,7 @@ def _dumped(df, time_fields):
     """The definition: json.dumps of each row dict, one line each."""
     df = sinks._ordered(df)
     return [(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-            for row in sinks._rows(df, time_fields)]
+            for row in sinks.json_rows(df, time_fields)]
 
 
 _text = st.text(st.characters(codec="utf-8"), max_size=6) | st.sampled_from(["", "a%s", '"', "\\", "\x00", "é\n", "%"])
@@ -357,7 +357,7 @@ def test_plain_text_reads_a_slices_own_bytes():
     """An Arrow text slice shares its array's buffer: only its own texts decide."""
     import pyarrow as pa
 
-    from spatec.sinks.files import _plain_text
+    from spatec.events.columns import json_plain_text as _plain_text
 
     arr = pa.array(['a "quoted" one', "plain", "also plain", "back\\slash", "ctrl\x01", ""], pa.string())
     assert _plain_text(arr.slice(1, 2)) and _plain_text(arr.slice(5, 1)) and _plain_text(arr.slice(2, 0))

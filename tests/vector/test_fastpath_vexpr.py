@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from spatec.automata.exprs import compile_condition, compile_expr
-from spatec.automata.machine import Ev, RunState, _Ctx
+from spatec.automata.machine import Context, Ev, RunState
 from spatec.frontend import ast as A
 from spatec.runtime.events import python_values
 from spatec.spatial import stamps as S
@@ -119,7 +119,7 @@ def test_values_equal_scalar(data, e, typed):
             col = columns(evs, True)._attr_values(name, None)
             for ev, v in zip(evs, python_values(col)):
                 ev.attrs[name] = v
-    ctx = _Ctx(RunState())
+    ctx = Context(RunState())
     f = compile_expr(e, TZ)
     cond = compile_condition([e], TZ)
     want, truth, emitted = [], [], []

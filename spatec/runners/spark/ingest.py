@@ -7,7 +7,7 @@ Spark tasks, each with a share of the chunks (dealt by size), then do for each
 chunk what the driver's ingest does
 (:func:`spatec.events.canonical.to_events`: typing, stamps, ids, rejects,
 duplicates within the chunk) and stages the chunk's events for every phrase
-(:class:`~spatec.runners.spark.batch.Stager`: one Arrow file per group and
+(:class:`~spatec.runners.spark.staging.Stager`: one Arrow file per group and
 type). What comes back to the driver is small: counts, rejects, the events'
 bounding box and latest time, and per source the span of its times.
 
@@ -90,7 +90,7 @@ class Chunk:
 
     def load(self) -> RawBatch:
         from spatec.events.formats import slice_fetch
-        from spatec.runners.spark.batch import read_arrow
+        from spatec.runners.spark.staging import read_arrow
 
         table = read_arrow(self.raw)
         rows = table.column("__row").to_numpy()
@@ -113,7 +113,7 @@ def slice_inputs(program, inputs, root: str, rows: int, cores: int = 1):
         parquet_slices,
         read_csv,
     )
-    from spatec.events.read import _wanted
+    from spatec.events.read import wanted_columns
 
     chunks: list = []
     elsewhere: dict = {}
@@ -128,11 +128,11 @@ def slice_inputs(program, inputs, root: str, rows: int, cores: int = 1):
             continue
         for k, (file, fmt) in enumerate(files):
             if fmt == "parquet":
-                parts = parquet_slices(file, _wanted(decl), even_rows(parquet_rows(file), rows, cores))
+                parts = parquet_slices(file, wanted_columns(decl), even_rows(parquet_rows(file), rows, cores))
             elif os.path.getsize(file) > STREAM_CSV_BYTES:
-                parts = csv_slices(file, _wanted(decl), rows)
+                parts = csv_slices(file, wanted_columns(decl), rows)
             else:
-                whole = read_csv(file, _wanted(decl))
+                whole = read_csv(file, wanted_columns(decl))
                 parts = _slices(whole, even_rows(whole.table.num_rows, rows, cores))
             mark = len(chunks)
             try:
@@ -145,7 +145,7 @@ def slice_inputs(program, inputs, root: str, rows: int, cores: int = 1):
                 for ch in chunks[mark:]:
                     os.unlink(ch.raw)
                 del chunks[mark:]
-                for b in _slices(read_csv(file, _wanted(decl)), rows):
+                for b in _slices(read_csv(file, wanted_columns(decl)), rows):
                     check_columns(b, decl)
                     chunks.append(_write_chunk(b, len(chunks), i, t, k, fmt, root))
     return chunks, elsewhere
@@ -183,7 +183,7 @@ def _slices(b: RawBatch, rows: int):
 
 
 def _write_chunk(b: RawBatch, index: int, inp: int, t: str, k: int, fmt: str, root: str) -> Chunk:
-    from spatec.runners.spark.batch import write_arrow
+    from spatec.runners.spark.staging import write_arrow
 
     path = write_arrow(b.table.append_column("__row", pa.array(np.asarray(b.rows, dtype=np.int64))),
                        os.path.join(root, f"raw-{index}.arrow"))
@@ -197,8 +197,8 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
                  windows: dict | None = None) -> dict:
     """One chunk's ingest result staged for every phrase that reads its type, and what
     the driver needs of it (counts, rejects, keys for duplicates, bounds, latest time).
-    ``windows``: phrase → :func:`~spatec.runners.spark.batch.time_window`."""
-    from spatec.runners.spark.batch import Stager, _dtypes
+    ``windows``: phrase → :func:`~spatec.runners.spark.scheduling.time_window`."""
+    from spatec.runners.spark.staging import Stager, column_dtypes
 
     t = res.type
     ev = res.events
@@ -212,7 +212,7 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
     for plan in plans:
         if t in phrase_types(plan, program):
             out["stages"][plan.name] = stager.stage(plan, buckets, (windows or {}).get(plan.name))
-    out["dtypes"] = _dtypes(program, t, ev)
+    out["dtypes"] = column_dtypes(program, t, ev)
     hi = ev["_hi"].to_numpy(np.int64)
     out["max_hi"] = int(hi.max())
     x0, x1, y0, y1 = _extents(ev)
@@ -262,10 +262,10 @@ def _bounds(x0, x1, y0, y1):
 def ingest_fn(program, plans, chunks: list, tasks: list, buckets: int, root: str, windows: dict | None = None,
               log: str | None = None):
     """The function each ingest task runs: its chunks (``tasks``:
-    :func:`~spatec.runners.spark.batch.dealt`) → :func:`chunk_result`, pickled
+    :func:`~spatec.runners.spark.scheduling.dealt`) → :func:`chunk_result`, pickled
     beside them; the task returns where. ``log``: the task log
-    (:data:`~spatec.runners.spark.batch.TASK_LOG_KEY`)."""
-    from spatec.runners.spark.batch import TaskClock, items_of
+    (:data:`~spatec.runners.spark.scheduling.TASK_LOG_KEY`)."""
+    from spatec.runners.spark.scheduling import TaskClock, items_of
 
     def run(batches):
         for pdf in batches:
@@ -302,17 +302,16 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     from spatec.events.read import read_events, write_rejects
     from spatec.runners.local import ReplayResult, WrittenFrames
     from spatec.runners.replay import seen_across
-    from spatec.runners.spark.batch import (
+    from spatec.runners.spark.match import run_staged
+    from spatec.runners.spark.prefilter import engine_name
+    from spatec.runners.spark.scheduling import (
         TaskClock,
-        _engine_name,
         bucket_count,
         dealt,
-        merge_stages,
-        run_staged,
-        staging_dir,
         task_log,
         time_window,
     )
+    from spatec.runners.spark.staging import merge_stages, staging_dir
     from spatec.runtime.rows import dedupe, rows_frame, time_fields
     from spatec.sinks.files import extension, merge_jsonl_parts
 
@@ -375,7 +374,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         clock.step("decide")
         if ui:
             ui.stage("matching on Spark")
-        engine = _engine_name(spark) if prefilter_leaves else None
+        engine = engine_name(spark) if prefilter_leaves else None
         raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root,
                          "jsonl" if fmt == "jsonl" else True, drop)
         clock.step("match tasks")

@@ -131,9 +131,9 @@ def _range(first: int, last: int):
 
 
 def _spool_dir(ck_spool: str, source_url: str) -> Path:
-    from spatec.feeds.sources import _safe
+    from spatec.storage.atomic import safe_name
 
-    return Path(ck_spool) / ("spark-" + _safe(source_url))
+    return Path(ck_spool) / ("spark-" + safe_name(source_url))
 
 
 def _reader_class():
@@ -423,7 +423,7 @@ def _fanout(compiled, crs: str, phrase_names: Sequence[str], buckets: int):
     """``mapInPandas`` function: spooled polls → one row per (phrase, bucket, event): an event
     of a keyed type in its key's bucket, an event of a broadcast type in every bucket of
     the phrase (key ""), every event of a phrase without a key in bucket 0."""
-    from spatec.runners.live_local import _StatePickler
+    from spatec.runtime.checkpoint import StatePickler
     from spatec.runtime.events import to_evs
     from spatec.runtime.routing import keyed_types, phrase_types
     from spatec.spatial.crs import Projector
@@ -439,7 +439,7 @@ def _fanout(compiled, crs: str, phrase_names: Sequence[str], buckets: int):
 
     def dumps(ev) -> bytes:
         b = io.BytesIO()
-        _StatePickler(b, protocol=pickle.HIGHEST_PROTOCOL).dump(ev)
+        StatePickler(b, protocol=pickle.HIGHEST_PROTOCOL).dump(ev)
         return b.getvalue()
 
     def fn(batches):
@@ -529,9 +529,8 @@ def _processor(compiled, crs: str, lateness: int):
         def _run(self, key, evs, arrival, timer_values, fired: bool = False):
             from spatec.automata.machine import Composite, RunState
             from spatec.automata.step import next_decision, step
-            from spatec.runners.live_local import hulls_wkt
             from spatec.runtime.events import event_order
-            from spatec.runtime.rows import output_row
+            from spatec.runtime.rows import hulls_wkt, output_row
             from spatec.spatial.stamps import UNIVERSE
 
             phrase, bucket = key[0], int(key[1])
@@ -646,9 +645,9 @@ def _processor(compiled, crs: str, lateness: int):
 
 
 def _pickler(f):
-    from spatec.runners.live_local import _StatePickler
+    from spatec.runtime.checkpoint import StatePickler
 
-    return _StatePickler(f, protocol=pickle.HIGHEST_PROTOCOL)
+    return StatePickler(f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _out_frame(rows) -> pd.DataFrame:

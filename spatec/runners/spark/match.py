@@ -1,0 +1,158 @@
+"""Matching on the staged exchange: one Spark task per few groups, each reading its
+groups' Arrow files, running :func:`~spatec.runtime.batch.phrase_rows` (fast paths
+included) and handing its rows back (as rows, pickled rows or JSON lines parts)."""
+from __future__ import annotations
+
+import os
+import pickle
+
+import pandas as pd
+
+from spatec.plan.nodes import PhrasePlan
+from spatec.runners.spark.exchange import RAW_SCHEMA, raw_frame
+from spatec.runners.spark.prefilter import prefilter_regions, prefiltered
+from spatec.runners.spark.scheduling import (
+    BUCKET_ROWS,
+    BUCKET_ROWS_KEY,
+    TaskClock,
+    dealt,
+    items_of,
+    split_in_time,
+    task_log,
+)
+from spatec.runners.spark.staging import (
+    load_staged,
+    missing_column,
+    read_arrow,
+    restore_dtypes,
+    source_history,
+    starting_in,
+    write_arrow,
+)
+from spatec.runtime.batch import phrase_rows
+from spatec.runtime.events import attribute_names
+from spatec.runtime.rows import rows_frame, rows_starting, time_fields
+from spatec.sinks.files import write_jsonl_part
+from spatec.spatial.crs import Projector
+from spatec.storage.atomic import safe_name
+
+
+def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
+               root: str, collect: bool | str, drop: dict | None = None) -> dict:
+    """Every phrase over its staged groups (``staged``: phrase → :func:`merge_stages`):
+    per phrase, a lazy DataFrame of :data:`RAW_SCHEMA`, or with ``collect`` its rows,
+    run now and read back from the files the tasks pickled them to under ``root``;
+    with ``collect="jsonl"``, the tasks' parts of the JSON lines output instead
+    (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`)."""
+    out = {}
+    for plan in plans:
+        rows_dir = os.path.join(root, "rows-" + safe_name(plan.name)) if collect else None
+        out[plan.name] = staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
+                                       rows_dir, drop, jsonl=collect == "jsonl")
+    if not collect:
+        return out
+    if collect == "jsonl":
+        return {name: [(r.path, read_arrow(r.path + ".keys")) for r in sorted(df.collect(), key=lambda r: r.g)]
+                for name, df in out.items()}
+    return {name: read_rows(df) for name, df in out.items()}
+
+
+#: What a staged task returns when its rows go to a file (``collect``).
+ROWS_SCHEMA = "g long, path string, n long"
+
+
+def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
+                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, jsonl: bool = False):
+    """The phrase's composites (:data:`RAW_SCHEMA`; with ``rows_dir``, :data:`ROWS_SCHEMA`:
+    where each group pickled its rows): one Spark task per group of :func:`merge_stages`.
+    ``drop``: chunk → ids of its events found again in an earlier chunk (dropped)."""
+    schema = ROWS_SCHEMA if rows_dir else RAW_SCHEMA
+    if not groups:
+        return spark.createDataFrame([], schema)
+    specs = split_in_time([groups[g] for g in sorted(groups)], plan, max(1, spark.sparkContext.defaultParallelism),
+                          int(spark.conf.get(BUCKET_ROWS_KEY, str(BUCKET_ROWS))))
+    regions = prefilter_regions(plan, program, crs) if engine else {}
+    seeds, tasks = dealt(spark, [spec["rows"] for spec in specs])
+    fn = staged_fn(plan, program, crs, final_w, dtypes, dict(enumerate(specs)), regions,
+                   engine, tasks, rows_dir, drop or {}, jsonl, log=task_log(spark))
+    return seeds.mapInPandas(fn, schema)
+
+
+def read_rows(df) -> list:
+    rows = []
+    for r in sorted(df.collect(), key=lambda r: r.g):
+        with open(r.path, "rb") as f:
+            got = pickle.load(f)
+        if len(got) != r.n:
+            raise RuntimeError(f"{r.path}: {len(got)} rows, the task wrote {r.n}")
+        rows.extend(got)
+    return rows
+
+
+def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, regions: dict,
+              engine: str | None, tasks: list, rows_dir: str | None = None, drop: dict | None = None,
+              jsonl: bool = False, log: str | None = None):
+    """The function each task runs: its group's Arrow files → (leaf pre-filter) →
+    :func:`~spatec.runtime.batch.phrase_rows` → raw output rows (or, with
+    ``rows_dir``, the rows pickled to a file there, and where; with ``jsonl``
+    too, the group's lines of the JSON lines output and their keys,
+    :func:`~spatec.sinks.files.write_jsonl_part`). ``tasks``: the groups each seed
+    stands for (:func:`dealt`); ``log``: the task log (:data:`TASK_LOG_KEY`)."""
+    drop = drop or {}
+
+    def frame(t, table, prefilter=True):
+        if prefilter and t in regions:
+            table = prefiltered(table, regions[t], crs, engine)
+        # ids stay Arrow text (pandas' ArrowDtype): the fast path makes strings of the ids
+        # its composites bind only (vexpr.TextColumn), the rest read them as strings
+        ids = pd.Series(pd.arrays.ArrowExtensionArray(table.column("_id")), name="_id")
+        df = table.drop_columns(["_id"]).to_pandas()
+        df.insert(0, "_type", t)
+        df.insert(1, "_id", ids)
+        kept = dtypes.get(t, {})
+        unread = [a for a in attribute_names(program, t) if a not in df]
+        for a in unread:              # an attribute the phrase never reads (Stager.used)
+            df[a] = missing_column(len(df), kept.get(a))
+        return restore_dtypes(df, {c: dt for c, dt in kept.items() if c != "_id" and c not in unread})
+
+    def run(batches):
+        proj = Projector(crs)
+        claims = None
+        if rows_dir is not None:      # the output goes to files: a task may take another's groups
+            claims = os.path.join(rows_dir, "claims")
+            os.makedirs(claims, exist_ok=True)        # (and rows_dir with it)
+        for pdf in batches:
+            own = {i for seed in pdf["g"].tolist() for i in tasks[seed]}
+            for g in items_of(pdf, tasks, claims):
+                spec = groups[g]
+                clock = TaskClock(log, "match", phrase=plan.name, item=int(g))
+                frames = {t: frame(t, starting_in(load_staged(fs, drop), spec.get("lo_range")))
+                          for t, fs in spec["frames"].items()}
+                history = {t: frame(t, source_history(load_staged(fs, drop), spec["key"]), prefilter=False)
+                           for t, fs in spec["history"].items()}
+                clock.step("load")
+                rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history,
+                                          arrow_hulls=jsonl and rows_dir is not None)
+                if "own" in spec:
+                    rows = rows_starting(rows, *spec["own"])
+                clock.step("match")
+                if rows_dir is None:
+                    clock.done(events=int(spec["rows"]), rows=len(rows))
+                    yield raw_frame(rows)
+                    continue
+                path = os.path.join(rows_dir, f"g{int(g)}.{'jsonl' if jsonl else 'pickle'}")
+                tmp = f"{path}.{os.getpid()}.tmp"     # (two attempts of one task may both write it)
+                if jsonl:     # the output file's lines, and the keys the driver merges them by
+                    keys = write_jsonl_part(rows_frame(plan, rows), tmp, time_fields(plan))   # deduplicated
+                    write_arrow(keys, tmp + ".keys")
+                    os.replace(tmp + ".keys", path + ".keys")
+                else:
+                    with open(tmp, "wb") as f:
+                        pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(tmp, path)
+                clock.step("write")
+                clock.done(events=int(spec["rows"]), rows=len(rows), taken=g not in own)
+                yield pd.DataFrame({"g": pd.Series([int(g)], dtype="int64"), "path": [path],
+                                    "n": pd.Series([len(rows)], dtype="int64")})
+
+    return run

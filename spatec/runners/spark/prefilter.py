@@ -1,0 +1,162 @@
+"""The leaf pre-filter: events that no part of a phrase can use dropped before
+matching, by a spatial join of the events against the regions its leaves need
+(the Sedona SQL dialect, run by the configured engine)."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import shapely
+
+from spatec.frontend import ast as A
+from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
+from spatec.spatial.crs import Projector
+from spatec.storage.atomic import safe_name
+
+
+def prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Table:
+    """The events of ``table`` that possibly meet one of ``regions`` (:func:`prefilter`, in-task)."""
+    names = sorted(regions)
+    flags = [f"_in_{safe_name(n)}" for n in names]
+    fn = flag_fn([(n, regions[n]) for n in names], flags, crs, engine)
+    kept = []
+    for b in fn(table.to_batches()):
+        keep = np.zeros(b.num_rows, dtype=bool)
+        for f in flags:
+            keep |= b.column(b.schema.get_field_index(f)).to_numpy(zero_copy_only=False)
+        kept.append(b.filter(pa.array(keep)).select(table.schema.names))
+    return pa.Table.from_batches(kept, schema=table.schema) if kept else table.slice(0, 0)
+
+
+def engine_name(spark) -> str:
+    from spatec.runners.spark.session import spatial_engine
+    from spatec.spatial.engines import SedonaDBEngine
+
+    name = spatial_engine(spark)
+    if name == "sedona-spark" or (name == "sedonadb" and not SedonaDBEngine.available()):
+        # the Sedona-on-Spark join needs the events projected in Spark SQL; until that
+        # lands, the per-batch engine runs in the Python workers
+        return "sedonadb" if SedonaDBEngine.available() else "shapely"
+    return name
+
+
+def _necessary(p, compiler):
+    """Regions ``{name: Loc}`` an event must possibly meet to satisfy pattern ``p``; None: no such set."""
+    if isinstance(p, A.AtPlace):
+        return {p.place: compiler.region(p.place)}
+    if isinstance(p, A.NearPlace):
+        return {f"{p.place}_{p.distance.metres():g}m": compiler.region(p.place, p.distance.metres())}
+    if isinstance(p, A.InShape):
+        return {f"shape{abs(hash(p.shape)) % 10**8}": compiler.shape_region(p.shape)}
+    if isinstance(p, A.Certainly):
+        return _necessary(p.pattern, compiler)   # certainly inside implies possibly
+    if isinstance(p, A.Binary) and p.op in ("and", "or"):
+        a, b = _necessary(p.left, compiler), _necessary(p.right, compiler)
+        if p.op == "and":
+            return a if a is not None else b
+        return {**a, **b} if a is not None and b is not None else None
+    return None
+
+
+def prefilter_regions(plan: PhrasePlan, program, crs: str) -> dict:
+    """Event type → regions, for the types whose every use is a positive leaf whose
+    space pattern needs one of those regions. A type that is negated, bound in
+    ``successive`` or read by an unfiltered leaf is never filtered: absences and
+    ``successive`` need the events that match no positive leaf."""
+    from spatec.automata.patterns import PatternCompiler
+
+    compiler = PatternCompiler(program.places, program.timezone, Projector(crs))
+    blocked, regions = set(), {}
+    for n in walk_nodes(plan.root):
+        if getattr(n, "absence", None) is not None:
+            blocked |= {l.type for l in n.absence.leaves}
+        for neg in _negations(n):
+            blocked |= {l.type for l in neg.leaves}
+    if "successive" in repr(plan.deferred) or "successive" in repr(plan.emit):
+        blocked |= set(plan.vars.values())
+    for n in walk_nodes(plan.root):
+        if not isinstance(n, Leaf):
+            continue
+        if n.type is None:
+            return {}
+        if "successive" in repr(n.preds):
+            blocked.add(n.type)
+        need = None
+        for f in n.filters:
+            got = _necessary(f, compiler)
+            if got is not None:
+                need = got
+                break
+        if need is None:
+            blocked.add(n.type)
+        else:
+            regions.setdefault(n.type, {}).update(need)
+    return {t: r for t, r in regions.items() if t not in blocked}
+
+
+def _negations(n):
+    for attr in ("absence", "negation"):
+        v = getattr(n, attr, None)
+        if v is not None and hasattr(v, "leaves"):
+            yield v
+
+
+def prefilter(df, regions: dict, crs: str, engine: str):
+    """Flag each event ``_in_<region>`` (possibly meets it) with the spatial engine inside
+    ``mapInArrow``, keep the events that meet one, drop the flags."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, StructField, StructType
+
+    names = sorted(regions)
+    flags = [f"_in_{safe_name(n)}" for n in names]
+    schema = StructType(list(df.schema.fields) + [StructField(f, BooleanType(), True) for f in flags])
+    fn = flag_fn([(n, regions[n]) for n in names], flags, crs, engine)
+    flagged = df.mapInArrow(fn, schema)
+    keep = reduce(lambda a, b: a | b, [F.col(f) for f in flags])
+    return flagged.where(keep).drop(*flags)
+
+
+def flag_fn(regions: list, flags: list, crs: str, engine: str):
+    def run(batches):
+        from spatec.spatial import engines as E
+
+        eng = E.engine(engine)
+        proj = Projector(crs)
+        for b in batches:
+            if b.num_rows:
+                yield _flag_batch(b, regions, flags, proj, eng)
+
+    return run
+
+
+def _flag_batch(b: pa.RecordBatch, regions, flags, proj, eng) -> pa.RecordBatch:
+    n = b.num_rows
+    kinds = np.asarray(b.column(b.schema.get_field_index("_place")).to_pylist(), dtype=object)
+    lon = b.column(b.schema.get_field_index("_lon")).to_numpy(zero_copy_only=False).astype(float)
+    lat = b.column(b.schema.get_field_index("_lat")).to_numpy(zero_copy_only=False).astype(float)
+    r = b.column(b.schema.get_field_index("_r")).to_numpy(zero_copy_only=False).astype(float)
+    xs, ys = np.full(n, np.nan), np.full(n, np.nan)
+    pts = kinds == "point"
+    if pts.any():
+        xs[pts], ys[pts] = proj.forward(lon[pts], lat[pts])
+    wkb = [None] * n
+    geo = np.flatnonzero(kinds == "geom")
+    if len(geo):
+        wkts = np.asarray(b.column(b.schema.get_field_index("_geom")).to_pylist(), dtype=object)[geo]
+        gs = shapely.from_wkt(wkts)
+        gs = shapely.transform(gs, lambda c: np.column_stack(proj.forward(c[:, 0], c[:, 1])))
+        for i, g in zip(geo, gs):
+            wkb[i] = shapely.to_wkb(g)
+    r = np.where(np.isfinite(r), r, 0.0)
+    events = pa.table({"ev": pa.array(np.arange(n, dtype=np.int64)), "x": pa.array(xs), "y": pa.array(ys),
+                       "r": pa.array(r), "wkb": pa.array(wkb, pa.binary())})
+    pairs = eng.join_arrow(events, regions)
+    ev = pairs.column("ev").to_numpy()
+    reg = np.asarray(pairs.column("region").to_pylist(), dtype=object)
+    cols = list(b.columns)
+    for (name, _), flag in zip(regions, flags):
+        f = np.zeros(n, dtype=bool)
+        f[ev[reg == name]] = True
+        cols.append(pa.array(f))
+    return pa.RecordBatch.from_arrays(cols, names=list(b.schema.names) + flags)

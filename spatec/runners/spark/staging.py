@@ -1,0 +1,314 @@
+"""The staging directory: canonical events as Arrow IPC files, by phrase and group,
+written by the driver or by ingest tasks and read by the tasks that match them.
+
+:class:`Stager` writes one chunk of events per phrase (the keyed types' events
+by group, hashed from the key; the broadcast types' whole; for ``successive``
+under a key that is not the source, every keyed event with its group, for
+history); :func:`merge_stages` puts the chunks' files together, in input order.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spatec.plan.nodes import PhrasePlan
+from spatec.runtime.events import attribute_names
+from spatec.runtime.routing import keyed_types, needs_source_history, phrase_types
+from spatec.storage.atomic import safe_name
+
+CANONICAL = ("_type", "_id", "_source", "_t", "_lo", "_hi", "_place", "_lon", "_lat", "_r", "_geom")
+
+
+class Stager:
+    """One chunk of canonical frames (type → pandas), written per phrase as Arrow IPC
+    files under ``root``: the groups of :func:`phrase_groups`, hashed here
+    (:func:`key_buckets`) instead of by Spark's exchange. A replay's events are
+    one chunk (ingested on the driver) or many (ingested in Spark tasks,
+    :mod:`spatec.runners.spark.ingest`); :func:`merge_stages` puts the chunks'
+    files together, in input order, for the tasks that match them."""
+
+    def __init__(self, program, frames: dict, root: str, tag: str = "d", texts: dict | None = None):
+        self.program = program
+        self.frames = {t: df for t, df in frames.items() if len(df)}
+        self.texts = texts or {}        # type → its frame's text columns as Arrow (IngestResult.texts)
+        self.root = root
+        self.tag = tag
+        self._tables: dict = {}
+        os.makedirs(root, exist_ok=True)
+
+    def table(self, t: str, columns: tuple | None = None) -> pa.Table:
+        """Type ``t``'s canonical table, or just ``columns`` of it: converting a column of
+        Python strings to Arrow costs about as much as typing it did, so a column no
+        phrase reads is left out rather than converted and dropped. On one thread: a
+        chunk is staged in a Spark task, beside others that keep the cores busy, where a
+        pool of threads only adds their start and join."""
+        if (t, columns) not in self._tables:
+            self._tables[t, columns] = canonical_table(self.program, t, self.frames[t], columns, nthreads=1,
+                                                       texts=self.texts.get(t))
+        return self._tables[t, columns]
+
+    def used(self, plan: PhrasePlan, t: str) -> pa.Table:
+        """Type ``t``'s table with the columns the phrase can read: the canonical ones but
+        ``_type`` (one value per file), and the attributes the plan names anywhere (every
+        attribute its expressions read, its key, the source). The worker puts the others
+        back as missing (:func:`staged_fn`)."""
+        decl = self.program.events[t]
+        text = repr(plan)
+        keep = {a for a in attribute_names(self.program, t) if f"'{a}'" in text}
+        keep |= set(plan.key) | ({decl.source.attr} if decl.source is not None else set())
+        return self.table(t, tuple(c for c in (*CANONICAL, *attribute_names(self.program, t))
+                                   if c != "_type" and (c in CANONICAL or c in keep)))
+
+    def write(self, table: pa.Table, name: str) -> str:
+        return write_arrow(table, os.path.join(self.root, f"{self.tag}-{name}.arrow"))
+
+    def stage(self, plan: PhrasePlan, buckets: int, window: int | None = None) -> dict:
+        """This chunk's files for the phrase: ``{"groups": {group: {type: path}},
+        "all": {type: path}, "src": {type: path}}`` — the keyed types' events by
+        group; the broadcast types' (every group reads them); and, for
+        ``successive`` under a key that is not the source, every keyed event of
+        the sourced types with its group (``_g``), from which a group takes its
+        sources' events held by other groups as history (:func:`source_history`).
+
+        ``window`` (µs, :func:`time_window`; a phrase without a key): the groups
+        are stretches of time instead, ``[g W, (g + 1) W)``, each holding the
+        events that a match starting in it can bind (``"window"`` in the result)."""
+        program = self.program
+        types = sorted(t for t in phrase_types(plan, program) if t in self.frames)
+        keyed = keyed_types(plan, program, types)
+        tag = safe_name(plan.name)
+        out: dict = {"groups": {}, "all": {}, "src": {}, "rows": {}, "lo": {}}
+        if window:
+            out["window"] = window
+        history = needs_source_history(plan, program)
+        for t in types:
+            if t not in keyed:
+                out["all"][t] = self.write(self.used(plan, t), f"{tag}-all-{safe_name(t)}")
+                continue
+            df = self.frames[t]
+            if window:
+                bs, order = window_groups(df["_lo"].to_numpy(np.int64), window, plan.span_bound)
+            else:
+                b = key_buckets(df, plan.key, buckets)
+                rows = np.flatnonzero(b >= 0)
+                order = rows[np.argsort(b[rows], kind="stable")]
+                bs = b[order]
+            cuts = np.flatnonzero(np.diff(bs)) + 1
+            table = self.used(plan, t)
+            lo = df["_lo"].to_numpy(np.int64)
+            for idx, g in zip(np.split(order, cuts), np.split(bs, cuts)):
+                if len(idx):
+                    g = int(g[0])
+                    out["rows"][g] = out["rows"].get(g, 0) + len(idx)
+                    out["lo"][g] = widened(out["lo"].get(g), (int(lo[idx].min()), int(lo[idx].max())))
+                    out["groups"].setdefault(g, {})[t] = self.write(table.take(pa.array(idx)),
+                                                                    f"{tag}-b{g}-{safe_name(t)}")
+            decl = program.events[t]
+            if history and decl.source is not None and tuple(plan.key) != (decl.source.attr,):
+                out["src"][t] = self.write(table.append_column("_g", pa.array(b.astype(np.int32))),
+                                           f"{tag}-src-{safe_name(t)}")
+        return out
+
+
+def window_groups(lo: np.ndarray, window: int, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """(group, row) of every event's place in :func:`time_window`'s stretches, in order
+    of group then row: an event starting at ``lo`` is in stretch ``lo // W`` and, when it
+    starts at most ``span`` into it, in the one before too."""
+    g = np.floor_divide(lo, window)
+    rows = np.arange(len(lo))
+    halo = (lo - g * window) <= span
+    gs = np.concatenate([g, g[halo] - 1])
+    rs = np.concatenate([rows, rows[halo]])
+    order = np.lexsort((rs, gs))
+    return gs[order], rs[order]
+
+
+def write_arrow(table: pa.Table, path: str) -> str:
+    """``table`` as an Arrow IPC file at ``path`` (the staging directory's format)."""
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    return path
+
+
+def read_arrow(path: str) -> pa.Table:
+    """An Arrow IPC file written by :func:`write_arrow`, memory-mapped."""
+    return pa.ipc.open_file(pa.memory_map(path)).read_all()
+
+
+def merge_stages(chunks: list) -> dict:
+    """The chunks' :meth:`Stager.stage` outputs for one phrase, in input order → each
+    group's files: ``{group: {"frames": {type: [(chunk, path)]}, "history": {type: [(chunk, path)]}}}``.
+    With no keyed events but broadcast ones, the broadcast types form the one group 0."""
+    groups: dict = {}
+    every: dict = {}
+    src: dict = {}
+    window = next((st["window"] for _, st in chunks if st.get("window")), None)
+    for c, st in chunks:
+        for g, files in st["groups"].items():
+            spec = groups.setdefault(g, {"frames": {}, "history": {}, "key": g, "rows": 0})
+            spec["rows"] += st["rows"][g]
+            spec["lo"] = widened(spec.get("lo"), st["lo"][g])      # its events' least and greatest start
+            for t, path in files.items():
+                spec["frames"].setdefault(t, []).append((c, path))
+        for t, path in st["all"].items():
+            every.setdefault(t, []).append((c, path))
+        for t, path in st["src"].items():
+            src.setdefault(t, []).append((c, path))
+    if not groups and every:
+        groups[0] = {"frames": {}, "history": {}, "key": 0, "rows": 0}
+    for g, spec in groups.items():
+        if window:           # the matches this stretch of time reports: those that start in it
+            spec["own"] = (g * window, (g + 1) * window)
+        for t, paths in every.items():
+            spec["frames"][t] = list(paths)
+        for t, paths in src.items():
+            spec["history"][t] = list(paths)
+    return {g: groups[g] for g in sorted(groups)}
+
+
+def widened(span: tuple | None, more: tuple) -> tuple:
+    """The least and greatest of ``span`` (None: none yet) and ``more``."""
+    return more if span is None else (min(span[0], more[0]), max(span[1], more[1]))
+
+
+def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
+    """Each event's group from its key values (as strings, like :func:`_bucket`);
+    -1 for an event without a key value (it relates to nothing)."""
+    n = len(df)
+    if not key:
+        return np.zeros(n, dtype=np.int64)
+    ok = np.ones(n, dtype=bool)
+    h = np.zeros(n, dtype=np.uint64)
+    for k in key:
+        codes, uniques = pd.factorize(df[k], use_na_sentinel=True)      # hash each value once
+        ok &= codes >= 0
+        hu = pd.util.hash_array(np.array([str(u) for u in uniques] + [""], dtype=object))
+        h = h * np.uint64(1_000_003) ^ hu[codes]                        # -1 (missing): the ""
+    out = (h % np.uint64(buckets)).astype(np.int64)
+    out[~ok] = -1
+    return out
+
+
+def load_staged(files: list, drop: dict) -> pa.Table:
+    """Staged files ``[(chunk, path)]`` as one table, in order; the events each
+    chunk's ``drop`` names (copies of earlier chunks' events) left out."""
+    tables = []
+    for c, path in files:
+        table = read_arrow(path)
+        gone = drop.get(c)
+        if gone:
+            keep = pc.invert(pc.is_in(table.column("_id"), value_set=pa.array(sorted(gone), pa.string())))
+            table = table.filter(keep)
+        tables.append(table)
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def source_history(table: pa.Table, g: int) -> pa.Table:
+    """From a type's ``src`` table (every keyed event with its group ``_g``): the
+    events of group ``g``'s sources that other groups hold (``successive``'s history)."""
+    gs = table.column("_g")
+    src = table.column("_source")
+    mine = pc.unique(pc.filter(src, pc.and_(pc.equal(gs, g), pc.is_valid(src))))
+    keep = pc.and_(pc.is_in(src, value_set=mine), pc.not_equal(gs, g))
+    return table.filter(pc.fill_null(keep, False)).drop_columns(["_g"])
+
+
+def starting_in(table: pa.Table, lo_range: tuple | None) -> pa.Table:
+    """The events of ``table`` that start in ``lo_range`` (both ends in; all without one)."""
+    if lo_range is None or not table.num_rows:
+        return table
+    lo = table.column("_lo")
+    return table.filter(pc.and_(pc.greater_equal(lo, lo_range[0]), pc.less_equal(lo, lo_range[1])))
+
+
+#: Setting: where canonical events are staged as Parquet for Spark to read —
+#: ``auto`` (a temporary directory, when the executors share this machine's
+#: file system: a ``local`` master or a standalone one on 127.0.0.1/localhost),
+#: ``off`` (send them through ``createDataFrame``), or a directory every
+#: executor can read (a shared mount).
+STAGING_KEY = "spark.spatec.staging"
+
+
+def canonical_table(program, type_name: str, df: pd.DataFrame, columns=None, nthreads=None,
+                    texts: dict | None = None) -> pa.Table:
+    """One type's canonical rows (canonical columns, then its attributes; or ``columns``)
+    as Arrow, with the types Spark can hold (a column of nothing but missing values is a
+    string column). ``nthreads``: as :meth:`pyarrow.Table.from_pandas`. ``texts``: some
+    of ``df``'s text columns as Arrow already (:attr:`~spatec.events.canonical.IngestResult.texts`),
+    taken as they are rather than converted from Python strings again."""
+    if columns is None:
+        columns = list(CANONICAL) + attribute_names(program, type_name)
+    columns = list(columns)
+    given = {c: a for c, a in (texts or {}).items() if c in columns and len(a) == len(df)}
+    rest = [c for c in columns if c not in given]
+    # object columns of Python values: Arrow infers each column's one type
+    table = pa.Table.from_pandas(df, columns=rest, preserve_index=False, nthreads=nthreads)
+    if given:
+        table = pa.table({c: given[c] if c in given else table.column(c) for c in columns})
+    return table.cast(pa.schema([_spark_field(f) for f in table.schema]))
+
+
+def staging_dir(spark) -> str | None:
+    """The directory to stage events in (see :data:`STAGING_KEY`), None: do not stage."""
+    setting = spark.conf.get(STAGING_KEY, "auto").strip()
+    if setting.lower() == "off":
+        return None
+    if setting.lower() != "auto":
+        os.makedirs(setting, exist_ok=True)
+        return setting
+    master = spark.sparkContext.master
+    if not (master.startswith("local") or "://127.0.0.1" in master or "://localhost" in master):
+        return None
+    global _STAGE
+    if _STAGE is None or not os.path.isdir(_STAGE):
+        _STAGE = tempfile.mkdtemp(prefix="spatec-stage-")
+        atexit.register(shutil.rmtree, _STAGE, True)
+    return _STAGE
+
+
+_STAGE: str | None = None
+
+
+def _spark_field(f: pa.Field) -> pa.Field:
+    if pa.types.is_null(f.type):
+        return pa.field(f.name, pa.string())
+    return f
+
+
+def column_dtypes(program, type_name: str, df: pd.DataFrame) -> dict:
+    names = attribute_names(program, type_name)
+    return {c: str(df[c].dtype) for c in list(CANONICAL) + names if c in df}
+
+
+def missing_column(n: int, dtype: str | None):
+    """``n`` missing values as :func:`restore_dtypes` makes a column of None of ``dtype``
+    (NaN, NA, NaT; None where the dtype holds no missing value), made as such
+    rather than converted from None one by one."""
+    if dtype == "float64":
+        return np.full(n, np.nan)
+    if dtype is None or dtype == "object":
+        return None
+    try:
+        return pd.array(np.full(n, None, dtype=object), dtype=dtype)
+    except (TypeError, ValueError):
+        return None
+
+
+def restore_dtypes(df: pd.DataFrame, dtypes: dict) -> pd.DataFrame:
+    """Column dtypes as the driver had them (a round trip through Spark may widen ints)."""
+    for c, dt in dtypes.items():
+        if c in df and str(df[c].dtype) != dt:
+            try:
+                df[c] = df[c].astype(dt)
+            except (TypeError, ValueError):
+                pass
+    return df
