@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything spatec needs on a fresh machine: a virtualenv in .venv with
-# the package (editable) and its pinned dependencies. Java 17 must be on PATH
-# (it is on every project machine). Safe to run again: it only installs what is missing.
+# the package (editable) and its pinned dependencies; the pages' front-end assets
+# (web/, from the npm registry, pinned by web/package-lock.json); Debian's Chromium
+# and Mosquitto (scripts/setup_system.sh). Java 17 must be on PATH (it is on every
+# project machine). Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,3 +16,11 @@ if ! .venv/bin/python -c "import spatec, pyspark, lark, shapely, pytest" >/dev/n
   .venv/bin/python -m pip install -q -c requirements.lock -e ".[test]"
   touch .venv/.spatec-installed
 fi
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -d web/node_modules ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+    (cd web && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+else
+  echo "setup: npm not found: maps and pages will lack their bundled assets" >&2
+fi
+bash scripts/setup_system.sh
