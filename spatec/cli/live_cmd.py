@@ -73,7 +73,7 @@ def run(args) -> int:
     from spatec.plan.program import compile_program
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="spatec: %(name)s: %(message)s")
-    compiled = compile_program(args.program)
+    compiled = compile_program(args.program, mode="live")
     lateness = int(parse_duration(args.lateness) * 1e6)
     trigger = parse_duration(args.trigger)
     if args.checkpoint is None and args.out is None:

@@ -31,6 +31,7 @@ from spatec.plan.nodes import (
     definite_vars,
     walk_nodes,
 )
+from spatec.plan.support import require_backend
 
 
 def plan_phrase(program: Program, info: PhraseInfo) -> PhrasePlan:
@@ -90,7 +91,8 @@ def per_equalities(program: Program, info: PhraseInfo, key: str) -> list:
     return [A.BinOp("==", A.Attr(a, key), A.Attr(b, key)) for a, b in zip(names, names[1:])]
 
 
-def plan_program(program: Program) -> list[PhrasePlan]:
+def plan_program(program: Program, mode: str = "batch") -> list[PhrasePlan]:
+    require_backend(program, mode)
     return [plan_phrase(program, info) for info in program.phrases]
 
 

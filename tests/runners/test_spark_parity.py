@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from tests.runners.conftest import REPO, SHARED
 
-from spatec.errors import SpatecError
+from spatec.errors import SpatecError, UnsupportedError
 from spatec.plan.program import compile_program
 from spatec.runners.replay import replay_local
 from spatec.runners.spark.batch import replay_spark
@@ -22,6 +22,9 @@ EXTRA = {"Rain": RAIN, "RoadWorks": ROADWORKS}
 def _compile(path: Path):
     try:
         return compile_program(path)
+    except UnsupportedError as e:
+        # runs, phrases over phrases, place sets: checked by the front end, no back end yet
+        pytest.skip(f"{path.name}: {e}")
     except SpatecError as e:
         pytest.skip(f"{path.name} does not check: {str(e).splitlines()[0]}")
 
