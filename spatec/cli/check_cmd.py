@@ -23,8 +23,13 @@ def _plural(n: int, word: str) -> str:
 
 def summary(path: str, program) -> str:
     """One line: what a checked program declares."""
-    return (f"{path}: ok: {_plural(len(program.phrases), 'phrase')}, "
+    text = (f"{path}: ok: {_plural(len(program.phrases), 'phrase')}, "
             f"{_plural(len(program.events), 'event type')}, {_plural(len(program.places), 'place')}")
+    sets = getattr(program, "place_sets", {})
+    if sets:
+        n = sum(len(s) for s in sets.values())
+        text += f", {_plural(len(sets), 'place set')} ({n:,} place{'' if n == 1 else 's'})"
+    return text
 
 
 class _Out:

@@ -624,7 +624,7 @@ def _pattern_in_condition(tok: Token, expected: set[str], text: str, file: str):
     else:
         hint = ("patterns belong in the match: `BusGPS -> A and not at centre`; "
                 "a condition compares attributes and calls functions")
-    shown = f"{word} {tok}" if tok.type in ("NAME", "STRING", "PLACE_ID") else word
+    shown = f"{word} {tok}" if str(tok).isidentifier() or tok.type in ("STRING", "PLACE_ID") else word
     return span, f"`{shown}` is a pattern: patterns cannot stand in a condition", hint
 
 
