@@ -544,6 +544,10 @@ def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str, p: Lark) -> Dia
         in_condition = _pattern_in_condition(tok, set(e.accepts or e.expected), text, file)
         if in_condition is not None:
             span, msg, hint = in_condition
+        elif hint is None:
+            glued = _glued_keyword(tok, text, file, e)
+            if glued is not None:
+                span, msg, hint = glued
     elif isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         allowed = _expected_text(set(e.allowed or ()), p) if e.allowed else None
@@ -626,6 +630,39 @@ def _pattern_in_condition(tok: Token, expected: set[str], text: str, file: str):
                 "a condition compares attributes and calls functions")
     shown = f"{word} {tok}" if str(tok).isidentifier() or tok.type in ("STRING", "PLACE_ID") else word
     return span, f"`{shown}` is a pattern: patterns cannot stand in a condition", hint
+
+
+def _glued_keyword(tok: Token, text: str, file: str, e: UnexpectedToken):
+    """(span, message, hint) when the word before the token was read as a keyword and a name
+    (`andd` as `and` `d`, `emitt` as `emit` `t`): a slip of the keyword."""
+    import difflib
+
+    from spatec.frontend.printer import KEYWORDS
+
+    if tok.type == "$END" or not tok.start_pos:
+        return None
+    m = _LAST_WORD.search(text, 0, tok.start_pos)
+    if m is None or m.group(1) in KEYWORDS:
+        return None
+    word = m.group(1)
+    # the parser's last two values must be the keyword and the rest of the word, as lexed
+    try:
+        values = e.interactive_parser.parser_state.value_stack[-2:]
+    except AttributeError:
+        return None
+    if len(values) != 2 or not all(isinstance(v, Token) for v in values):
+        return None
+    kw_tok, rest = values
+    keyword = str(kw_tok)
+    if kw_tok.start_pos != m.start(1) or keyword + str(rest) != word or keyword not in KEYWORDS:
+        return None
+    start = m.start(1)
+    line = text.count("\n", 0, start) + 1
+    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    close = difflib.get_close_matches(word, sorted(KEYWORDS), n=1, cutoff=0.75)
+    hint = f"did you mean `{close[0]}`?" if close else None
+    return (Span(file, line, col, line, col + len(word)),
+            f"`{word}` is read as the keyword `{keyword}` followed by `{word[len(keyword):]}`", hint)
 
 
 def parse_text(text: str, file: str = "<string>") -> A.Module:

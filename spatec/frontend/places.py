@@ -198,13 +198,13 @@ class _SetReader:
             if not (0 <= pc.widen.metres() < 4e7):
                 self.program_error(pc.widen.span, "a widening must be a distance from 0 to 40,000 km")
                 return False
-        names = [n for n in (pc.lon, pc.lat, pc.geom) if n is not None]
+        if columns is _GEOJSON_COLUMNS:
+            return True  # a feature's properties are its own: checked feature by feature
         ok = True
-        for n in names:
-            if n not in columns and not (n == "geometry" and columns is _GEOJSON_COLUMNS):
-                what = "column" if columns is not _GEOJSON_COLUMNS else "property"
-                self.program_error(pc.span, f"\"{self.decl.path}\" has no {what} {n}",
-                                   _did_you_mean(n, columns) or f"{what}s: " + ", ".join(sorted(columns)[:12]))
+        for n in (pc.lon, pc.lat, pc.geom):
+            if n is not None and n not in columns:
+                self.program_error(pc.span, f"\"{self.decl.path}\" has no column {n}",
+                                   _did_you_mean(n, columns) or "columns: " + ", ".join(sorted(columns)[:12]))
                 ok = False
         return ok
 
