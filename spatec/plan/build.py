@@ -32,6 +32,7 @@ from spatec.plan.physical import PhysicalPlan
 from spatec.plan.predicates import place_predicates, split_conjuncts
 from spatec.plan.prefilter import prefilter_regions
 from spatec.plan.routing import route_keys, source_history
+from spatec.plan.support import require_backend
 from spatec.plan.windows import time_windows
 
 #: The physical passes, in the order they run (a later pass may read what an earlier set).
@@ -43,7 +44,6 @@ PHYSICAL = (
     time_windows,
     attributes_read,
 )
-from spatec.plan.support import require_backend
 
 
 def plan_phrase(program: Program, info: PhraseInfo) -> PhrasePlan:

@@ -18,7 +18,8 @@ import json
 import math
 
 #: Modules whose dataclasses may appear in plan data.
-MODULES = ("spatec.errors", "spatec.frontend.ast", "spatec.frontend.load", "spatec.frontend.check", "spatec.plan.nodes",
+MODULES = ("spatec.errors", "spatec.frontend.ast", "spatec.frontend.load", "spatec.frontend.check",
+           "spatec.frontend.places", "spatec.frontend.program", "spatec.plan.nodes",
            "spatec.plan.physical", "spatec.plan.program", "spatec.automata.compile")
 
 _CLASSES: dict = {}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from spatec.errors import UnsupportedError
 from spatec.plan import data
 from spatec.plan.build import PHYSICAL
 from spatec.plan.explain import explain
@@ -85,7 +86,10 @@ def test_attributes_read_are_those_named_with_the_key_and_source(tmp_path):
 
 def test_plans_round_trip_as_data_and_fingerprints_do_not_depend_on_the_process():
     for path in sorted((REPO / "examples").glob("*/*.spatec")):
-        c = compile_program(path)
+        try:
+            c = compile_program(path)
+        except UnsupportedError:
+            continue  # runs, phrases over phrases, place sets: no plan yet (spatec/plan/support.py)
         back = data.loads(data.dumps(c))
         assert back.plans == c.plans and [p.physical for p in back.plans] == [p.physical for p in c.plans]
         assert back.program.events == c.program.events and back.program.places == c.program.places
