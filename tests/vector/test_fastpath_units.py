@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spatec.automata.machine import Ev
+from spatec.errors import UnsupportedError
 from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
 from spatec.runtime.events import to_evs
@@ -79,7 +80,10 @@ class TestRecognise:
                 "EntersRoadWorks": None, "RainySlowJourney": None}
         got = {}
         for path in sorted((REPO / "examples").glob("*/*.spatec")):
-            c = compile_program(path)
+            try:
+                c = compile_program(path)
+            except UnsupportedError:
+                continue  # runs, phrases over phrases, place sets: no plan yet (spatec/plan/support.py)
             for plan in c.plans:
                 fp = F.fast_path(plan)
                 got[plan.name] = None if fp is None else fp.shape
