@@ -145,6 +145,7 @@ def load_named_features(target: Path, decl: A.PlacesFile, report: Report, line_o
 
 _INT = re.compile(r"[+-]?(0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_LEADING_ZERO = re.compile(r"[+-]?0[0-9]+")   # an id such as 0500, not a number
 
 
 class _SetReader:
@@ -243,9 +244,11 @@ def _column_type(values: list) -> str:
     seen = [v for v in values if v != ""]
     if not seen:
         return "str"
-    if all(_INT.fullmatch(v) and not re.fullmatch(r"[+-]?0[0-9]+", v) for v in seen):
+    if any(_LEADING_ZERO.match(v) for v in seen):
+        return "str"
+    if all(_INT.fullmatch(v) for v in seen):
         return "int"
-    if all(_FLOAT.fullmatch(v) and not re.fullmatch(r"[+-]?0[0-9]+", v) for v in seen):
+    if all(_FLOAT.fullmatch(v) for v in seen):
         return "float"
     return "str"
 
@@ -367,12 +370,12 @@ def _read_csv(r: _SetReader, text: str):
     places, cells = [], []
     for start, fields in rows:
         raw = lines[start - 1] if start - 1 < len(lines) else None
-        starts = _field_starts(raw or "")
 
-        def bad(col_name: str | None, message: str, hint: str | None = None, _s=start, _raw=raw, _st=starts,
+        def bad(col_name: str | None, message: str, hint: str | None = None, _s=start, _raw=raw,
                 _f=fields) -> None:
             i = index.get(col_name, 0) if col_name else 0
-            col = _st[i] + 1 if i < len(_st) else 1
+            st = _field_starts(_raw or "")   # only for a row in error: where its fields start
+            col = st[i] + 1 if i < len(st) else 1
             width = len(_f[i]) if col_name and i < len(_f) else 1
             r.row_error(_s, col, width, _raw, message, hint)
 
