@@ -610,7 +610,7 @@ def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def parse_file(path: str | Path) -> A.Module:
-    from spatec.frontend.load import read_program
+    from spatec.frontend.source import read_program
 
     path = Path(path)
     return parse_text(read_program(path), str(path))
