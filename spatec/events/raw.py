@@ -134,6 +134,17 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+def printable_value(value: Any) -> Any:
+    """A parsed JSON value with :func:`printable` applied to every string in it, keys too."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): printable_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable_value(v) for v in value]
+    return value
+
+
 def json_record(record: Mapping[str, Any]) -> str:
     """A raw record as one JSON string (the ``record`` of a reject)."""
     return json.dumps(record, ensure_ascii=False, default=_json_default)

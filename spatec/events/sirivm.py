@@ -31,7 +31,7 @@ import zlib
 from typing import Any, Collection, Iterator
 
 from spatec.events.formats import poll_order
-from spatec.events.raw import RawBatch, json_record, printable, utf8_problem
+from spatec.events.raw import RawBatch, json_record, printable, printable_value, utf8_problem
 
 SIRIVM_FIELDS: dict[str, str] = {
     # SIRI-VM field            attribute
@@ -153,8 +153,7 @@ def _not_utf8(item: dict) -> str | None:
 
 def _shown(item: dict, clean: bool) -> str:
     """A record's JSON for a reject (bytes that are not UTF-8 escaped)."""
-    text = json_record(item)
-    return text if clean else printable(text)
+    return json_record(item if clean else printable_value(item))
 
 
 def _head(data: bytes, limit: int = 200) -> str:
