@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+from spatec.cli.preflight import check_crs, check_phrases, locked, writable_dir
 from spatec.errors import SpatecError
 
 NAME = "live"
@@ -76,14 +77,47 @@ def run(args) -> int:
     compiled = compile_program(args.program, mode="live")
     lateness = int(parse_duration(args.lateness) * 1e6)
     trigger = parse_duration(args.trigger)
+    sinks_urls = args.sink or ["console:"]
+    # everything that can be found wrong before the first poll is found now
+    _preflight(compiled, args, sinks_urls)
     if args.checkpoint is None and args.out is None:
         args.out = tempfile.mkdtemp(prefix="spatec-live-")
         print(f"spatec: no --checkpoint: state is not kept; late events and rejects go to {args.out}",
               file=sys.stderr)
     ck = Path(args.checkpoint) if args.checkpoint else None
     out = Path(args.out) if args.out else ck
-    out.mkdir(parents=True, exist_ok=True)
-    sinks_urls = args.sink or ["console:"]
+    lock = locked(ck if ck is not None else out, "--checkpoint" if ck is not None else "--out")
+    try:
+        return _run(compiled, args, ck, out, lateness, trigger, sinks_urls)
+    finally:
+        lock.release()
+
+
+def _preflight(compiled, args, sinks_urls) -> None:
+    """Options, sources and outputs checked before anything runs (see :mod:`spatec.cli.preflight`)."""
+    from urllib.parse import urlparse
+
+    from spatec.feeds.sources import check_source, parse_source
+
+    check_phrases(compiled, args.phrase)
+    check_crs(args.crs)
+    for s in args.source:
+        spec = parse_source(s)
+        if spec.type not in compiled.program.events:
+            known = ", ".join(sorted(compiled.program.events)) or "none"
+            raise SpatecError(f"--source {s!r}: the program declares no event type {spec.type} (declared: {known})")
+        check_source(spec)
+    if args.checkpoint is not None:
+        writable_dir(args.checkpoint, "--checkpoint")
+    if args.out is not None:
+        writable_dir(args.out, "--out")
+    for url in sinks_urls:
+        u = urlparse(url)
+        if u.scheme == "jsonl" and (u.path or u.netloc):
+            writable_dir(u.path if not u.netloc else f"/{u.netloc}{u.path}", f"--sink {url}:")
+
+
+def _run(compiled, args, ck, out, lateness, trigger, sinks_urls) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

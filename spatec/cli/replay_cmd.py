@@ -53,14 +53,34 @@ def parse_conf(specs: list[str]) -> dict:
 
 
 def run(args) -> int:
+    import logging
+    import sys
+
+    from spatec.cli.preflight import check_crs, check_phrases, locked, writable_dir, writable_file
     from spatec.cli.progress import Progress
     from spatec.plan.program import compile_program
 
+    # warnings of the library (a CRS that cannot measure some positions) on stderr
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="spatec: warning: %(message)s")
     compiled = compile_program(args.program)
     inputs = parse_events(args.events, compiled.program)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    ui = Progress(quiet=args.quiet)
+    # everything that can be found wrong before reading the input is found now
+    check_phrases(compiled, args.phrase)
+    check_crs(args.crs)
+    out = writable_dir(args.out, "--out")
+    if args.map:
+        writable_file(args.map, "--map")
+    lock = locked(out, "--out")
+    try:
+        # this run's rejects replace an earlier run's, even where it has none
+        for t in {t for t, _ in inputs}:
+            (out / "_rejects" / f"{t}.jsonl").unlink(missing_ok=True)
+        return _replay(args, compiled, inputs, out, Progress(quiet=args.quiet))
+    finally:
+        lock.release()
+
+
+def _replay(args, compiled, inputs, out: Path, ui) -> int:
     t0 = time.perf_counter()
     if args.runner == "local":
         from spatec.runners.replay import replay_local

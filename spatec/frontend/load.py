@@ -5,15 +5,17 @@ declarations with every problem found.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spatec.errors import Diagnostic, ParseError, Span
+from spatec.errors import DataError, Diagnostic, ParseError, Span
 from spatec.frontend import ast as A
 from spatec.frontend.parse import parse_text
-from spatec.frontend.places import PlaceDef, PlaceSet, load_named_features, load_place_set
+from spatec.frontend.places import PlaceDef, PlaceSet, geometry_problem, load_named_features, load_place_set
+from spatec.frontend.source import BOM, read_program
 
-__all__ = ["Loaded", "PlaceDef", "PlaceSet", "load_program"]
+__all__ = ["Loaded", "PlaceDef", "PlaceSet", "geometry_problem", "load_program", "looks_like_program"]
 
 
 @dataclass
@@ -38,6 +40,18 @@ class Loaded:
         self.diagnostics.append(Diagnostic(span, message, hint, self.line(span)))
 
 
+_DECLARATION = re.compile(r"(phrase|event|place|places|include|timezone|crs)\b")
+
+
+def looks_like_program(text: str) -> bool:
+    """Whether the first line that is not blank or a comment starts with a declaration."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return _DECLARATION.match(stripped) is not None
+    return True     # nothing but comments: an empty program
+
+
 def load_program(path: str | Path, text: str | None = None) -> Loaded:
     """Parse ``path`` (or ``text`` as if it were that file) with everything it includes."""
     path = Path(path)
@@ -54,23 +68,40 @@ def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: se
     seen.add(key)
     if text is None:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_program(path)
+        except OSError as e:
+            why = e.strerror or str(e)
             if via is None:
-                raise  # the root file: the caller says it cannot be read
-            why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e))
-            out.diag(via.path_span if via.path_span.line else via.span, f"cannot include \"{via.path}\": {why}")
+                raise DataError(f"{path}: cannot read: {why}") from None
+            out.diag(_file_string(via), f"cannot include \"{via.path}\": {why}")
             return
+        except ParseError as e:
+            if via is None:
+                raise
+            d = e.first      # (the content of a file that is not a program is never shown)
+            out.diag(_file_string(via), f"cannot include \"{via.path}\": {d.message} at line {d.span.line}, "
+                               f"column {d.span.col}")
+            return
+    else:
+        text = text.removeprefix(BOM)
     out.texts[str(path)] = text
     try:
         module = parse_text(text, str(path))
     except ParseError as e:
+        if via is not None and not looks_like_program(text):
+            # an included file that is not a program (a secret, /proc/self/environ): say
+            # where it stops parsing, never what it holds
+            d = e.first
+            out.diag(_file_string(via), f"cannot include \"{via.path}\": not a SpaTeC program (it does not start "
+                               f"with a declaration; syntax error at line {d.span.line}, column {d.span.col})",
+                     "include names a .spatec file of declarations")
+            return
         out.diagnostics.extend(e.diagnostics)
         return
     for decl in module.decls:
         if isinstance(decl, A.Include):
             target = (path.parent / decl.path)
-            at = decl.path_span if decl.path_span.line else decl.span  # the file string itself
+            at = _file_string(decl)
             if not target.is_file():  # first: a path that cannot exist (NUL byte) cannot be resolved
                 out.diag(at, f"cannot include \"{decl.path}\": no such file ({os.path.normpath(target)})",
                          "include paths are relative to the including file")
@@ -93,10 +124,14 @@ def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: se
             out.decls.append(decl)
 
 
+def _file_string(decl) -> Span:
+    """The span of a declaration's file string (errors point at it), or of the declaration."""
+    return decl.path_span if decl.path_span.line else decl.span
+
+
 def _load_places(target: Path, decl: A.PlacesFile, out: Loaded) -> None:
     for name, pd in load_named_features(target, decl, out.diagnostics.append, out.line).items():
         if name in out.places:
-            out.diag(decl.path_span if decl.path_span.line else decl.span,
-                     f"place {name} is defined twice in \"{decl.path}\"")
+            out.diag(_file_string(decl), f"place {name} is defined twice in \"{decl.path}\"")
             continue
         out.places[name] = pd

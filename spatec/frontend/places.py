@@ -90,8 +90,11 @@ def load_named_features(target: Path, decl: A.PlacesFile, report: Report, line_o
         return {}
     try:
         data = json.loads(target.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError) as e:      # (UnicodeDecodeError is a ValueError)
         diag(f"cannot read places \"{decl.path}\": not GeoJSON ({e})")
+        return {}
+    except RecursionError:
+        diag(f"cannot read places \"{decl.path}\": not GeoJSON (nested too deeply)")
         return {}
     feats = data.get("features", []) if isinstance(data, dict) else []
     if not isinstance(feats, list):
@@ -107,8 +110,13 @@ def load_named_features(target: Path, decl: A.PlacesFile, report: Report, line_o
         named += 1
         try:
             g = to_shape(f["geometry"])
-        except Exception as e:  # noqa: BLE001 - any bad geometry is a user error here
-            diag(f"places \"{decl.path}\": feature {i} ({name}) has a bad geometry: {e}")
+        except Exception as e:  # noqa: BLE001 - any bad geometry is a user error here (RecursionError too)
+            why = "nested too deeply" if isinstance(e, RecursionError) else e
+            diag(f"places \"{decl.path}\": feature {i} ({name}) has a bad geometry: {why}")
+            continue
+        problem = geometry_problem(g)
+        if problem:
+            diag(f"places \"{decl.path}\": feature {i} ({name}) {problem[0]}", problem[1])
             continue
         try:
             radius = float(props.get("radius_m") or 0.0)
@@ -138,6 +146,25 @@ def load_named_features(target: Path, decl: A.PlacesFile, report: Report, line_o
     if named == 0:
         diag(f"places \"{decl.path}\" has no feature with a `name` property")
     return out
+
+
+def geometry_problem(g) -> tuple[str, str] | None:
+    """What makes a place's geometry unusable, with a hint: none at all, coordinates that are
+    not WGS84 longitude/latitude, a polygon that crosses itself. None when it is usable."""
+    import shapely
+
+    if g.is_empty:
+        return "has an empty geometry", "give the place a point or a polygon"
+    x0, y0, x1, y1 = g.bounds
+    if not all(map(math.isfinite, (x0, y0, x1, y1))) or x0 < -180 or x1 > 180 or y0 < -90 or y1 > 90:
+        bad = next((c for c in shapely.get_coordinates(g).tolist()
+                    if not (-180 <= c[0] <= 180 and -90 <= c[1] <= 90)), (x0, y0))
+        return (f"has coordinates out of range: ({bad[0]:g}, {bad[1]:g}) is not a longitude, latitude pair",
+                "coordinates are WGS84 longitude first, then latitude")
+    if not g.is_valid:
+        return (f"is not a valid {g.geom_type}: {shapely.is_valid_reason(g)}",
+                "corners go round the boundary once, without crossing")
+    return None
 
 
 # ------------------------------------------------------------------------------ place sets
@@ -458,6 +485,9 @@ def _read_geojson(r: _SetReader, text: str):
         data = json.loads(text)
     except ValueError as e:
         r.program_error(decl.path_span, f"cannot read places \"{decl.path}\": not GeoJSON ({e})")
+        return None
+    except RecursionError:
+        r.program_error(decl.path_span, f"cannot read places \"{decl.path}\": not GeoJSON (nested too deeply)")
         return None
     feats = data.get("features") if isinstance(data, dict) else None
     if not isinstance(feats, list):
