@@ -55,7 +55,7 @@ class TestEncoding:
         (tmp_path / "inc.spatec").write_bytes(b"place x = circle(0.1, 52.2, 10 m)\n\n  # \xff\n")
         p = program(tmp_path, 'include "inc.spatec"\n')
         rc, err = check(capsys, p)
-        assert rc == 1 and f'{p}:2:1: cannot include "inc.spatec": not UTF-8: byte 0xFF at line 3, column 5' in err
+        assert rc == 1 and f'{p}:2:9: cannot include "inc.spatec": not UTF-8: byte 0xFF at line 3, column 5' in err
 
     def test_a_missing_program_is_one_line_for_every_command(self, tmp_path, capsys):
         rc = main(["replay", str(tmp_path / "nope.spatec"), "--events", "BusGPS=x.csv", "--out", str(tmp_path)])
@@ -120,7 +120,7 @@ class TestPlaceFiles:
         (tmp_path / "pl.geojson").write_text(json.dumps({**GEO, "features": [feat]}))
         p = program(tmp_path, 'places "pl.geojson"\n' + PHRASE)
         rc, err = check(capsys, p)
-        assert rc == 1 and f'{p}:2:1: places "pl.geojson": {message}' in err
+        assert rc == 1 and f'{p}:2:8: places "pl.geojson": {message}' in err
         # and replay stops there too, with the same error, not a traceback
         rc = main(["replay", str(p), "--runner", "local", "--events", "BusGPS=x.csv", "--out", str(tmp_path / "o")])
         err = capsys.readouterr().err
