@@ -63,7 +63,7 @@ def seen_across(inputs) -> dict:
     return {t: set() for t in types if types.count(t) > 1}
 
 
-def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str) -> dict:
+def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str, tz: str | None = None) -> dict:
     from spatec.sinks.files import extension, writer
 
     write = writer(fmt)
@@ -72,12 +72,13 @@ def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str) -> dict
         if plan.name not in frames:
             continue
         path = out / f"{plan.name}.{extension(fmt)}"
-        write(frames[plan.name], path, time_fields(plan))
+        write(frames[plan.name], path, time_fields(plan), tz)
         paths[plan.name] = path
     return paths
 
 
-def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=None, phrases=None, ui=None):
+def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=None, phrases=None, ui=None,
+                 tz: str | None = None):
     from spatec.runners.local import replay_frames
 
     frames, summary = ingest(compiled, inputs, out, ui)
@@ -86,5 +87,5 @@ def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=
     result = replay_frames(compiled, frames, crs=crs, phrases=phrases,
                            progress=ui.partition if ui else None)
     result.ingest = summary
-    result.paths = write_outputs(compiled, result.frames, out, fmt)
+    result.paths = write_outputs(compiled, result.frames, out, fmt, tz)
     return result
