@@ -55,6 +55,16 @@ def ingest(compiled: Compiled, inputs, out: Path, ui=None):
     return frames, summary
 
 
+def phrase_events(compiled: Compiled, frames: dict, phrases=None) -> dict:
+    """Phrase → how many events it reads (of ``frames``: type → events), in the order the
+    phrases run: the measure of matching's progress."""
+    from spatec.runtime.routing import phrase_types
+
+    program = compiled.program
+    return {p.name: sum(len(frames[t]) for t in phrase_types(p, program) if t in frames)
+            for p in compiled.plans if not phrases or p.name in phrases}
+
+
 def seen_across(inputs) -> dict:
     """An empty set of ids seen for each type read from several inputs, to share across
     them: a copy of an event of an earlier input is then a duplicate (a reject,
@@ -84,8 +94,11 @@ def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=
     frames, summary = ingest(compiled, inputs, out, ui)
     if ui:
         ui.stage("matching")
+        ui.matching(phrase_events(compiled, frames, phrases))
     result = replay_frames(compiled, frames, crs=crs, phrases=phrases,
                            progress=ui.partition if ui else None)
+    if ui:
+        ui.matched()
     result.ingest = summary
     result.paths = write_outputs(compiled, result.frames, out, fmt, tz)
     return result

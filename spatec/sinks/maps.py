@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 import shapely
 
+from spatec.errors import SpatecError
+
 #: Colours of the phrases' layers, in order (RGB).
 COLOURS = ((228, 26, 28), (55, 126, 184), (77, 175, 74), (152, 78, 163), (255, 127, 0),
            (166, 86, 40), (247, 129, 191), (23, 190, 207))
@@ -47,7 +49,7 @@ STYLES = ("leaflet/dist/leaflet.css",)
 KINDS = {"str": "text", "bool": "bool", "time": "time", "duration": "duration"}
 
 
-class MapError(Exception):
+class MapError(SpatecError):
     """The page cannot be made (its assets are missing, a bad field to colour by)."""
 
 
@@ -114,8 +116,13 @@ def drawable(hulls) -> np.ndarray:
     geoms = shapely.from_wkt(wkt)
     ok = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms))
     g = geoms[ok]
-    g = shapely.simplify(g, TOLERANCE, preserve_topology=True)
-    flat = shapely.get_type_id(g) != shapely.GeometryType.POLYGON
+    # (Douglas-Peucker without the topology checks: a hull is convex, so what it keeps is
+    # too; five times faster on a bus-day)
+    g = shapely.simplify(g, TOLERANCE, preserve_topology=False)
+    flat = (shapely.get_type_id(g) != shapely.GeometryType.POLYGON) | shapely.is_empty(g)
+    if flat.any():
+        g[flat] = geoms[ok][flat]
+        flat = shapely.get_type_id(g) != shapely.GeometryType.POLYGON
     if flat.any():
         g[flat] = shapely.buffer(shapely.convex_hull(g[flat]), 2 * TOLERANCE, quad_segs=2)
     out = np.full(len(geoms), None, dtype=object)

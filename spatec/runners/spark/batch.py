@@ -81,9 +81,14 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
     else:
         frames, summary = ingest(compiled, inputs, out, ui)
         if ui:
+            from spatec.runners.replay import phrase_events
+
             ui.stage("matching on Spark")
+            ui.matching(phrase_events(compiled, frames, phrases))
         result = replay_frames_spark(spark, compiled, frames, crs=crs, phrases=phrases,
                                      prefilter_leaves=prefilter_leaves)
+        if ui:
+            ui.matched()
         result.ingest = summary
     result.paths = write_outputs(compiled, result.frames, out, fmt, tz)
     return result

@@ -374,9 +374,12 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         clock.step("decide")
         if ui:
             ui.stage("matching on Spark")
+            ui.matching({p.name: sum(g["rows"] for g in staged[p.name].values()) for p in plans})
         engine = engine_name(spark) if prefilter_leaves else None
         raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root,
                          "jsonl" if fmt == "jsonl" else True, drop, tz=tz)
+        if ui:
+            ui.matched()
         clock.step("match tasks")
         result = ReplayResult({}, crs)
         if fmt == "jsonl":
