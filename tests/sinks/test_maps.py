@@ -188,7 +188,7 @@ def test_the_page_draws_the_composites_offline(replayed, tmp_path):
     wp = got["window_picks"][0]
     if wp is not None:
         r = frames[wp["phrase"]].set_index("id").loc[wp["id"]]
-        assert wp["id"] != pick["id"] and r["lo"] / 1e6 <= win[1] and r["hi"] / 1e6 >= win[0]
+        assert wp["id"] != row["id"] and r["lo"] / 1e6 <= win[1] and r["hi"] / 1e6 >= win[0]
 
 
 @pytest.mark.slow
