@@ -136,22 +136,24 @@
     const range = w ? [[-1e9, w[1] - T0], [w[0] - T0, 1e9]] : [[-1e9, 1e9], [-1e9, 1e9]];
     const filter = () => [new deck.DataFilterExtension({filterSize: 2})];
     return state.layers.flatMap(l => {
-      const visible = state.visible[l.phrase] !== false, trigger = {getFillColor: state.colour, getColor: state.colour};
+      const visible = state.visible[l.phrase] !== false;
+      const trigger = {getFillColor: state.colour, getColor: state.colour};
+      // the positions are binary (per vertex); the rest is per composite, by accessor
+      // (deck.gl spreads an accessor's value over the composite's vertices itself)
+      const fill = (_, {index}) => l.fill.subarray(4 * index, 4 * index + 4);
+      const line = (_, {index}) => l.line.subarray(4 * index, 4 * index + 4);
+      const times = (_, {index}) => [l.times[2 * index], l.times[2 * index + 1]];
       // the hulls filled (picked), and their outlines: small hulls stay visible zoomed out
       return [new deck.SolidPolygonLayer({
         id: "phrase-" + l.phrase,
-        data: {length: l.n, startIndices: l.starts, attributes: {
-          getPolygon: {value: l.positions, size: 2},
-          getFillColor: {value: l.fill, size: 4, normalized: true},
-          getFilterValue: {value: l.times, size: 2}}},
+        data: {length: l.n, startIndices: l.starts, attributes: {getPolygon: {value: l.positions, size: 2}}},
+        getFillColor: fill, getFilterValue: times,
         _normalize: false, positionFormat: "XY", pickable: true, visible, updateTriggers: trigger,
         extensions: filter(), filterRange: range}),
       new deck.PathLayer({
         id: "outline-" + l.phrase,
-        data: {length: l.n, startIndices: l.starts, attributes: {
-          getPath: {value: l.positions, size: 2},
-          getColor: {value: l.line, size: 4, normalized: true},
-          getFilterValue: {value: l.times, size: 2}}},
+        data: {length: l.n, startIndices: l.starts, attributes: {getPath: {value: l.positions, size: 2}}},
+        getColor: line, getFilterValue: times,
         _pathType: "open", positionFormat: "XY", widthUnits: "pixels", getWidth: 1, widthMinPixels: 1,
         pickable: false, visible, updateTriggers: trigger, extensions: filter(), filterRange: range})];
     });
