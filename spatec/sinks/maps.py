@@ -37,8 +37,8 @@ from spatec.errors import SpatecError
 COLOURS = ((228, 26, 28), (55, 126, 184), (77, 175, 74), (152, 78, 163), (255, 127, 0),
            (166, 86, 40), (247, 129, 191), (23, 190, 207))
 FIXED = ("phrase", "id", "lo", "hi", "hull", "events")
-#: Degrees: hulls are simplified to within this of their outline (about half a metre).
-TOLERANCE = 5e-6
+#: Degrees: hulls are simplified to within this of their outline (about a metre).
+TOLERANCE = 1e-5
 #: Vertices are stored in these units of a degree (about 0.1 m).
 QUANTUM = 1e-6
 #: The npm packages' files the page inlines, in load order (under ``web/node_modules``).

@@ -10,6 +10,7 @@
                    [166, 86, 40], [247, 129, 191], [23, 190, 207], [188, 189, 34], [120, 120, 120]];
   const OTHER = [160, 160, 160];
   // viridis, 9 stops
+  const DETAIL_ZOOM = 14;                 // from this zoom on hulls are drawn, below it dots
   const RAMP = [[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
                 [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]];
   const state = {ready: false, error: null, layers: [], colour: META.colour || "", window: null,
@@ -122,11 +123,8 @@
       } else if (scale.kind === "range") {
         c = (!f || Number.isNaN(col[i])) ? OTHER : rampColour(scale.hi > scale.lo ? (col[i] - scale.lo) / (scale.hi - scale.lo) : 0.5);
       }
-      out[4 * i] = c[0]; out[4 * i + 1] = c[1]; out[4 * i + 2] = c[2]; out[4 * i + 3] = 110;
+      out[4 * i] = c[0]; out[4 * i + 1] = c[1]; out[4 * i + 2] = c[2]; out[4 * i + 3] = 150;
     }
-    const line = out.slice();
-    for (let i = 3; i < line.length; i += 4) line[i] = 230;
-    layer.line = line;
     return out;
   }
 
@@ -135,27 +133,30 @@
     const w = state.window;
     const range = w ? [[-1e9, w[1] - T0], [w[0] - T0, 1e9]] : [[-1e9, 1e9], [-1e9, 1e9]];
     const filter = () => [new deck.DataFilterExtension({filterSize: 2})];
-    return state.layers.flatMap(l => {
+    const near = state.map && state.map.getZoom() >= DETAIL_ZOOM;
+    return state.layers.map(l => {
       const visible = state.visible[l.phrase] !== false;
-      const trigger = {getFillColor: state.colour, getColor: state.colour};
-      // the positions are binary (per vertex); the rest is per composite, by accessor
-      // (deck.gl spreads an accessor's value over the composite's vertices itself)
+      const trigger = {getFillColor: state.colour};
+      // the positions are binary; the rest is per composite, by accessor (deck.gl spreads
+      // an accessor's value over a polygon's vertices itself)
       const fill = (_, {index}) => l.fill.subarray(4 * index, 4 * index + 4);
-      const line = (_, {index}) => l.line.subarray(4 * index, 4 * index + 4);
       const times = (_, {index}) => [l.times[2 * index], l.times[2 * index + 1]];
-      // the hulls filled (picked), and their outlines: small hulls stay visible zoomed out
-      return [new deck.SolidPolygonLayer({
+      if (!near) {
+        // zoomed out a hull is a pixel or less: each composite a dot at its centre (cheap
+        // enough for a bus-day without a GPU; its hull from DETAIL_ZOOM on)
+        return new deck.ScatterplotLayer({
+          id: "dots-" + l.phrase,
+          data: {length: l.n, attributes: {getPosition: {value: l.centres, size: 2}}},
+          getFillColor: fill, getFilterValue: times, getRadius: 1, radiusUnits: "pixels",
+          radiusMinPixels: 1.5, positionFormat: "XY", pickable: true, visible, updateTriggers: trigger,
+          extensions: filter(), filterRange: range});
+      }
+      return new deck.SolidPolygonLayer({
         id: "phrase-" + l.phrase,
         data: {length: l.n, startIndices: l.starts, attributes: {getPolygon: {value: l.positions, size: 2}}},
         getFillColor: fill, getFilterValue: times,
         _normalize: false, positionFormat: "XY", pickable: true, visible, updateTriggers: trigger,
-        extensions: filter(), filterRange: range}),
-      new deck.PathLayer({
-        id: "outline-" + l.phrase,
-        data: {length: l.n, startIndices: l.starts, attributes: {getPath: {value: l.positions, size: 2}}},
-        getColor: line, getFilterValue: times,
-        _pathType: "open", positionFormat: "XY", widthUnits: "pixels", getWidth: 1, widthMinPixels: 1,
-        pickable: false, visible, updateTriggers: trigger, extensions: filter(), filterRange: range})];
+        extensions: filter(), filterRange: range});
     });
   }
   function redraw() {
@@ -269,7 +270,7 @@
   function pick(x, y) {
     const info = state.overlay.pickObject({x, y, radius: 3});
     if (!info || info.index < 0 || !info.layer) return null;
-    const l = state.layers.find(k => "phrase-" + k.phrase === info.layer.id);
+    const l = state.layers.find(k => "phrase-" + k.phrase === info.layer.id || "dots-" + k.phrase === info.layer.id);
     return l ? {layer: l, index: info.index} : null;
   }
 
@@ -287,13 +288,20 @@
         positions[k] = (META.origin[0] + x) / 1e6;
         positions[k + 1] = (META.origin[1] + y) / 1e6;
       }
+      const starts = column(buf, m.starts), centres = new Float64Array(2 * m.n);
+      for (let i = 0; i < m.n; i++) {       // a ring's vertices' mean (its closing vertex left out)
+        const a = starts[i], b = Math.max(a + 1, starts[i + 1] - 1);
+        let sx = 0, sy = 0;
+        for (let k = a; k < b; k++) { sx += positions[2 * k]; sy += positions[2 * k + 1]; }
+        centres[2 * i] = sx / (b - a); centres[2 * i + 1] = sy / (b - a);
+      }
       const lo = column(buf, m.lo), hi = column(buf, m.hi);
       const times = new Float32Array(2 * m.n);
       for (let i = 0; i < m.n; i++) { times[2 * i] = lo[i] - T0; times[2 * i + 1] = hi[i] - T0; }
       const cols = {};
       m.fields.forEach(f => { cols[f.name] = column(buf, f.column); });
       return {phrase: m.phrase, n: m.n, undrawn: m.undrawn, colour: m.colour, fields: m.fields, cols,
-              starts: column(buf, m.starts), positions, lo, hi, times,
+              starts, positions, centres, lo, hi, times,
               ids: column(buf, m.ids), idValues: m.id_values || null};
     });
     state.timings.decode = (performance.now() - t) / 1000;
@@ -329,6 +337,10 @@
     legend.addTo(map);
     renderLegend();
     timeControl(map);
+    let near = map.getZoom() >= DETAIL_ZOOM;
+    map.on("zoomend", () => {               // dots or hulls
+      if ((map.getZoom() >= DETAIL_ZOOM) !== near) { near = !near; redraw(); }
+    });
     map.on("click", e => {
       const p = map.latLngToContainerPoint(e.latlng);
       const got = pick(p.x, p.y);
