@@ -67,6 +67,9 @@ def add_arguments(p) -> None:
     p.add_argument("--backoff", default="0.5s", metavar="DURATION",
                    help="webhook: first retry delay, doubled each retry (default 0.5s)")
     p.add_argument("--quiet", action="store_true", help="no status lines")
+    p.add_argument("--tz", default="program", metavar="ZONE",
+                   help="time zone of the console's alert times: 'program' (default: the program's "
+                        "timezone), 'UTC' or an IANA name (JSON lines and webhook alerts stay UTC)")
 
 
 def run(args) -> int:
@@ -83,7 +86,11 @@ def run(args) -> int:
     ck = Path(args.checkpoint) if args.checkpoint else None
     out = Path(args.out) if args.out else ck
     out.mkdir(parents=True, exist_ok=True)
-    sinks_urls = args.sink or ["console:"]
+    from spatec.cli.replay_cmd import resolve_tz
+
+    tz = resolve_tz(args.tz, compiled.program)
+    # the console shows times in the zone asked for, unless its URL names one
+    sinks_urls = [f"console:?tz={tz}" if u in ("console:", "console://") else u for u in (args.sink or ["console:"])]
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -153,3 +153,23 @@ def test_spark_run_is_quiet_and_logs_to_the_output_folder(trace, tmp_path):
     assert {"ingest", "match"} <= {t["stage"] for t in tasks}
     m = json.loads((out / "_manifest.json").read_text())
     assert m["logs"] == ["_logs/spark.log", "_logs/tasks.jsonl"] and m["runner"] == "spark"
+
+
+def test_the_live_console_shows_times_in_a_zone():
+    from rich.console import Console
+
+    from spatec.errors import DataError
+    from spatec.sinks.alerts import open_sink
+
+    sink = open_sink("console:?tz=Europe/London", None)
+    assert sink.name == "console:"            # the delivered log knows it by name, whatever its zone
+    buf = io.StringIO()
+    sink.console = Console(file=buf, highlight=False, soft_wrap=True, color_system=None, width=200)
+    alert = {"phrase": "Stuck", "id": "c1", "lo": "2019-10-01T07:59:38Z", "hi": "2019-10-01T08:00:38.500000Z",
+             "hull": None, "events": {}, "vehicle": "2019-10-01", "since": "2019-10-01T07:59:38Z"}
+    assert sink.deliver([alert]) == [alert]     # what is delivered (and logged) is unchanged
+    line = buf.getvalue()
+    assert "2019-10-01T08:59:38+01:00 .. 2019-10-01T09:00:38.500000+01:00" in line
+    assert "since=2019-10-01T08:59:38+01:00" in line and "vehicle=2019-10-01 " in line
+    with pytest.raises(DataError, match="not a time zone"):
+        open_sink("console:?tz=Mars/Olympus", None)
