@@ -89,13 +89,13 @@ def test_columns_decode_to_the_composites(replayed):
         assert np.array_equal(col(fields["until"]["column"]), df["until"].to_numpy() / 1e6)
 
 
-def test_a_bus_day_fits_in_a_page_of_its_own(replayed):
+def test_composites_take_few_bytes_of_the_page(replayed):
     """~90 bytes a composite in the page (the folium page: 3 kB each, one layer per composite)."""
     compiled, frames, d = replayed
     page = maps.write_map(frames, d / "size.html", program=compiled.program)
-    js = sum((maps.assets_dir() / s).stat().st_size for s in maps.SCRIPTS)
-    per = (page.stat().st_size - js) / sum(len(f) for f in frames.values())
-    assert per < 200, per
+    empty = maps.write_map({p: f.iloc[:0] for p, f in frames.items()}, d / "empty.html", program=compiled.program)
+    per = (page.stat().st_size - empty.stat().st_size) / sum(len(f) for f in frames.values())
+    assert per < 150, per
 
 
 def test_an_unknown_colour_field_is_an_error(replayed):
