@@ -58,10 +58,7 @@ def ingest(compiled: Compiled, inputs, out: Path, ui=None):
 def phrase_events(compiled: Compiled, frames: dict, phrases=None) -> dict:
     """Phrase → how many events it reads (of ``frames``: type → events), in the order the
     phrases run: the measure of matching's progress."""
-    from spatec.runtime.routing import phrase_types
-
-    program = compiled.program
-    return {p.name: sum(len(frames[t]) for t in phrase_types(p, program) if t in frames)
+    return {p.name: sum(len(frames[t]) for t in p.physical.types if t in frames)
             for p in compiled.plans if not phrases or p.name in phrases}
 
 

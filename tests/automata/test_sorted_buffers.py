@@ -167,7 +167,7 @@ def test_sorted_buffers_equal_whole_scans(data):
     final_w = max(e.hi for evs in evs_by_type.values() for e in evs)
     lateness = data.draw(st.sampled_from([0, 10 * US, 60 * US]))
     rnd = random.Random(data.draw(st.integers(0, 2 ** 16)))
-    for _key, evs in partitions(plan, c.program, evs_by_type).items():
+    for _key, evs in partitions(plan, evs_by_type).items():
         order = sorted(evs, key=lambda e: (e.hi - rnd.uniform(0, lateness), event_order(e)))
         batches, i = [], 0
         while i < len(order):

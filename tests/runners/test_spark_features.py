@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from tests.runners.conftest import REPO, SHARED
 
 from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
@@ -18,6 +17,7 @@ from spatec.runners.replay import ingest
 from spatec.runners.spark.batch import replay_frames_spark
 from spatec.runners.spark.exchange import EXCHANGE_KEY
 from spatec.runners.spark.prefilter import prefilter_regions
+from tests.runners.conftest import REPO, SHARED
 
 SPATEC = Path(sys.executable).parent / "spatec"
 BUS = SHARED / "spec" / "examples" / "bus.spatec"

@@ -55,7 +55,6 @@ from spatec.events.canonical import (
 )
 from spatec.events.raw import RawBatch
 from spatec.plan.program import Compiled
-from spatec.runtime.routing import phrase_types
 from spatec.spatial.crs import choose_crs
 
 #: Setting: about how many input rows one ingest task types and stages.
@@ -210,7 +209,7 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
         return out
     stager = Stager(program, {t: ev}, root, tag, texts={t: res.texts})
     for plan in plans:
-        if t in phrase_types(plan, program):
+        if t in plan.physical.types:
             out["stages"][plan.name] = stager.stage(plan, buckets, (windows or {}).get(plan.name))
     out["dtypes"] = column_dtypes(program, t, ev)
     hi = ev["_hi"].to_numpy(np.int64)
