@@ -68,6 +68,9 @@ def add_arguments(p) -> None:
     p.add_argument("--backoff", default="0.5s", metavar="DURATION",
                    help="webhook: first retry delay, doubled each retry (default 0.5s)")
     p.add_argument("--quiet", action="store_true", help="no status lines")
+    p.add_argument("--tz", default="program", metavar="ZONE",
+                   help="time zone of the console's alert times: 'program' (default: the program's "
+                        "timezone), 'UTC' or an IANA name (JSON lines and webhook alerts stay UTC)")
 
 
 def run(args) -> int:
@@ -77,7 +80,11 @@ def run(args) -> int:
     compiled = compile_program(args.program, mode="live")
     lateness = int(parse_duration(args.lateness) * 1e6)
     trigger = parse_duration(args.trigger)
-    sinks_urls = args.sink or ["console:"]
+    from spatec.cli.replay_cmd import resolve_tz
+
+    tz = resolve_tz(args.tz, compiled.program)
+    # the console shows times in the zone asked for, unless its URL names one
+    sinks_urls = [f"console:?tz={tz}" if u in ("console:", "console://") else u for u in (args.sink or ["console:"])]
     # everything that can be found wrong before the first poll is found now
     _preflight(compiled, args, sinks_urls)
     if args.checkpoint is None and args.out is None:

@@ -75,12 +75,18 @@ _OFFSET_PATTERN = r"[T ][0-9].*(?:Z|z|[+-][0-9]{2}(?::?[0-9]{2})?)$"
 
 # --------------------------------------------------------------------------- formatting
 
-def format_times(us: Any) -> np.ndarray:
-    """ISO 8601 UTC text for each time (µs); None where a time is missing.
+def format_times(us: Any, tz: str | None = None) -> np.ndarray:
+    """ISO 8601 UTC text for each time (µs); None where a time is missing. With ``tz``
+    (an IANA name other than ``UTC``) the wall-clock time there, with its offset
+    (:func:`format_times_in`).
 
     >>> format_times([0, 1_500_000, None]).tolist()
     ['1970-01-01T00:00:00Z', '1970-01-01T00:00:01.500000Z', None]
+    >>> format_times([1569916778_000000], "Europe/London").tolist()
+    ['2019-10-01T08:59:38+01:00']
     """
+    if tz is not None and tz != "UTC":
+        return format_times_in(us, tz)
     if isinstance(us, np.ndarray) and us.dtype == np.int64:
         if len(us) <= _SMALL and (not len(us) or (us.min() >= MIN_US and us.max() <= MAX_US)):
             return _format_numpy(us)
@@ -136,6 +142,28 @@ def _format_numpy(us: np.ndarray) -> np.ndarray:
     if whole.any():
         text = np.where(whole, np.datetime_as_string(t, unit="s"), text)
     return np.strings.add(text, "Z").astype(object)
+
+
+def format_times_in(us: Any, tz: str) -> np.ndarray:
+    """:func:`format_times` as wall-clock time in the zone ``tz`` with its offset:
+    ``2019-10-01T08:59:38+01:00`` (the same instant as ``2019-10-01T07:59:38Z``). Each
+    time is shifted by its zone's offset then, formatted as UTC text is, and the ``Z``
+    replaced by the offset: no per-row ``strftime``."""
+    arr = pa.array(pd.array(us if not isinstance(us, pa.Array) else us.to_pandas(), dtype="Int64"), pa.int64()) \
+        if not (isinstance(us, np.ndarray) and us.dtype == np.int64) else pa.array(us)
+    valid = ~pc.is_null(arr).to_numpy(zero_copy_only=False)
+    ints = arr.fill_null(0).to_numpy()
+    out = np.empty(len(ints), dtype=object)
+    if not valid.any():
+        return out
+    utc = pd.DatetimeIndex(ints[valid].astype("datetime64[us]")).tz_localize("UTC")
+    offset = (utc.tz_convert(_zone(tz)).tz_localize(None) - utc.tz_localize(None)).to_numpy().astype(np.int64)
+    text = format_times(ints[valid] + offset)
+    codes, offsets = pd.factorize(offset // US)      # a zone has few offsets
+    texts = np.array([f"{'-' if o < 0 else '+'}{abs(o) // 3600:02d}:{abs(o) % 3600 // 60:02d}" for o in offsets])
+    suffix = texts[codes]
+    out[valid] = np.strings.add(np.strings.slice(text.astype(str), 0, -1), suffix).astype(object)
+    return out
 
 
 def format_time(us: int) -> str:

@@ -265,7 +265,7 @@ def ingest_fn(program, plans, chunks: list, tasks: list, buckets: int, root: str
 # ------------------------------------------------------------------------------- the driver
 
 def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrases=None, ui=None,
-                        prefilter_leaves: bool = True, fmt: str | None = None):
+                        prefilter_leaves: bool = True, fmt: str | None = None, tz: str | None = None):
     """``spatec replay`` on the staged exchange: ingest in Spark tasks, match, and the
     rejects written under ``out/_rejects``; a :class:`~spatec.runners.local.ReplayResult`
     with ``ingest`` (the counts per input) set.
@@ -350,9 +350,12 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         clock.step("decide")
         if ui:
             ui.stage("matching on Spark")
+            ui.matching({p.name: sum(g["rows"] for g in staged[p.name].values()) for p in plans})
         engine = engine_name(spark) if prefilter_leaves else None
         raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root,
-                         "jsonl" if fmt == "jsonl" else True, drop)
+                         "jsonl" if fmt == "jsonl" else True, drop, tz=tz)
+        if ui:
+            ui.matched()
         clock.step("match tasks")
         result = ReplayResult({}, crs)
         if fmt == "jsonl":
@@ -361,7 +364,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             result.paths = {p.name: Path(out) / f"{p.name}.{extension(fmt)}" for p in plans}
             for plan in plans:
                 result.counts[plan.name] = merge_jsonl_parts(raw[plan.name], result.paths[plan.name],
-                                                             time_fields(plan))
+                                                             time_fields(plan), tz)
             result.frames = WrittenFrames(result.paths, {p.name: p for p in plans})
             clock.step("merge")
     finally:
