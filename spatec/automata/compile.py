@@ -19,6 +19,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.bounds import stamp_length
 from spatec.plan import data
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
+from spatec.plan.types import type_length
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,10 @@ def compile_automaton(plan: PhrasePlan, program) -> AutomatonSpec:
     needs_history = plan.physical.successive
     lens = {t: stamp_length(d) for t, d in program.events.items()}
     values = list(lens.values())
+    # a leaf of any type matches input events only (never another phrase's composites)
     lens[None] = None if any(x is None for x in values) else max(values, default=0)
+    for t in plan.physical.derived:
+        lens[t] = type_length(program, t)
     span = plan.span_bound if plan.span_bound is not None else plan.within
     max_window = max([neg.window or 0 for neg in negs], default=0)
     names = sorted(_place_names(nodes, negs))

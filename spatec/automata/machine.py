@@ -252,6 +252,9 @@ class Automaton:
         self.S = spec.span
         self.max_window = spec.max_window
         self.rules = {key: dict(r) for key, r in spec.rules}
+        #: the types it reads that are other phrases' composites (SPEC §8): the end of the input
+        #: decides no more than the watermark does (see :mod:`spatec.automata.step`)
+        self.derived = frozenset(plan.physical.derived)
 
 
 def bind(spec: AutomatonSpec, projector) -> Automaton:

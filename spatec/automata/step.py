@@ -14,6 +14,14 @@ when it reaches the last event's local time (plus the same slack); every other
 composite as soon as it is complete. At the end of a batch replay
 (``final=True``) everything is decided except absences whose window reaches
 past the last event.
+
+A phrase that reads another phrase's composites (SPEC §8) decides by the least
+watermark of the streams it reads, a derived stream's being its producer's
+frontier (:mod:`spatec.runtime.derived`). Such a watermark may stop short of the
+last event: at the end of the input such a phrase decides its absences only as
+far as the watermark it is given says (``successive``, over input events, is
+still decided at the end), and a batch replay never lets its watermark pass that
+(``limit``).
 """
 from __future__ import annotations
 
@@ -36,12 +44,13 @@ from spatec.spatial import stamps as S
 
 
 def step(am: Automaton, st: RunState, events, watermark: int | None = None, final: bool = False,
-         ordered: bool = False):
+         ordered: bool = False, limit: int | None = None):
     """Insert ``events``; return (decided composites, late events).
 
     ``ordered``: the events come sorted by event time (a batch replay), so the
     watermark may follow them event by event, and decisions and pruning happen
-    as the batch goes rather than only at its end.
+    as the batch goes rather than only at its end. ``limit``: the watermark never
+    goes past it (a batch replay of a phrase over derived events: its final watermark).
     """
     out: list[Composite] = []
     late = []
@@ -54,7 +63,7 @@ def step(am: Automaton, st: RunState, events, watermark: int | None = None, fina
             late.append(ev)
             continue
         if ev.hi > hi_max:
-            if ordered and n >= 4:
+            if ordered and n >= 4 and (limit is None or hi_max <= limit):
                 # every event before this one has a smaller event time: decide and prune up to it
                 st.watermark = hi_max
                 _decide(am, st, ctx, hi_max, False, out)
@@ -64,6 +73,8 @@ def step(am: Automaton, st: RunState, events, watermark: int | None = None, fina
         n += 1
         _insert(am, st, ctx, ev, out)
     w = hi_max if watermark is None else max(w0, watermark)
+    if limit is not None and w > limit:
+        w = max(w0, limit)
     st.watermark = w
     _decide(am, st, ctx, w, final, out)
     st.since_prune += len(events)
@@ -107,7 +118,9 @@ def _routes(am: Automaton, type_name) -> tuple:
     """Where an event of ``type_name`` goes, in the order :func:`_insert` visits it: for its
     type, then for leaves of any type (None), the negated leaves ``(neg id, filter)`` and
     the leaves ``(leaf, filter, predicate, slot, join, side)`` (``join``: the parent when it
-    is a join, which :func:`_up` would go to). Derived from the automaton once per type."""
+    is a join, which :func:`_up` would go to). Derived from the automaton once per type. A
+    phrase's composites go to the leaves of their type only: a pattern alone (a leaf of any
+    type) matches input events."""
     cache = am.__dict__.get("_routes")
     if cache is None:
         cache = am._routes = {}
@@ -121,7 +134,7 @@ def _routes(am: Automaton, type_name) -> tuple:
             (tuple((neg_id, am.negs[neg_id][3][leaf.id]) for neg_id, leaf in am.neg_leaves_by_type.get(key, ())),
              tuple((leaf, am.filters[leaf.id], am.preds[leaf.id], leaf.slot, *to_join(leaf))
                    for leaf in am.leaves_by_type.get(key, ())))
-            for key in (type_name, None))
+            for key in ((type_name,) if type_name in am.derived else (type_name, None)))
     return r
 
 
@@ -294,6 +307,9 @@ def _decide(am: Automaton, st: RunState, ctx, w: int, final: bool, out) -> None:
 
 
 def _ready(am: Automaton, pm: PM, w: int, final: bool) -> bool:
+    if am.derived:
+        # the watermark decides, at the end of the input too (it may stop short of the last event)
+        return _ready_by(am, pm, w, final)
     for neg_id in pm.checks:
         node = am.negs[neg_id][0]
         if isinstance(node, Join):
@@ -313,20 +329,31 @@ def _ready(am: Automaton, pm: PM, w: int, final: bool) -> bool:
     return True
 
 
+def _ready_by(am: Automaton, pm: PM, w: int, final: bool) -> bool:
+    """:func:`_ready` for a phrase over derived events: as before the end of the input, except
+    that ``successive`` (over input events, all seen at the end) is decided at the end."""
+    if final and am.succ_chains:
+        return w >= _absence_time(am, pm)
+    return w >= decision_time(am, pm)
+
+
+def _absence_time(am: Automaton, pm: PM) -> int:
+    t = NEG_INF
+    for neg_id in pm.checks:
+        node = am.negs[neg_id][0]
+        if isinstance(node, Join):
+            t = max(t, max(e.hi for e in _part(pm, am.slots[node.right.id])) + am.G)
+        else:
+            t = max(t, max(e.hi for e in _part(pm, am.slots[node.left.id])) + node.absence.window + 1)
+    return t
+
+
 def decision_time(am: Automaton, pm: PM) -> int:
     """The smallest watermark at which pending ``pm`` is ready to be decided (before the end of
     input): ``_ready(am, pm, w, False)`` holds exactly for ``w >= decision_time(am, pm)``.
     NEG_INF when nothing holds it back. Lets a live runner step a waiting key only once the
     watermark reaches its first decision, rather than at every move of the watermark."""
-    t = NEG_INF
-    for neg_id in pm.checks:
-        node = am.negs[neg_id][0]
-        if isinstance(node, Join):
-            b = _part(pm, am.slots[node.right.id])
-            t = max(t, max(e.hi for e in b) + am.G)
-        else:
-            a = _part(pm, am.slots[node.left.id])
-            t = max(t, max(e.hi for e in a) + node.absence.window + 1)    # ready when w > end
+    t = _absence_time(am, pm)     # an absence after is ready when w > its end
     if am.succ_chains:
         env = _env(am, pm)
         for chain in am.succ_chains:
@@ -340,6 +367,23 @@ def next_decision(am: Automaton, st: RunState) -> int | None:
     if not st.pending:
         return None
     return min(decision_time(am, pm) for pm in st.pending)
+
+
+def undecided_low(am: Automaton, st: RunState) -> int | None:
+    """At the end of the input: the least ``lo`` of the composites ``st`` leaves undecided (each
+    satisfies everything but an absence whose decision has not come; ``successive``, decided
+    at the end, is checked here); None if none. It holds back the phrase's frontier."""
+    low = None
+    ctx = None
+    for pm in st.pending:
+        if low is not None and pm.lo >= low:
+            continue
+        if am.deferred is not None:
+            ctx = ctx or Context(st)
+            if not am.deferred(_env(am, pm), ctx):
+                continue
+        low = pm.lo
+    return low
 
 
 def _holds(am: Automaton, st: RunState, ctx, pm: PM) -> bool:

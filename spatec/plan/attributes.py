@@ -9,6 +9,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.check import Program
 from spatec.plan.nodes import PhrasePlan, walk_nodes
 from spatec.plan.physical import PhysicalPlan
+from spatec.plan.types import attr_names, source_attr
 
 
 def attributes_read(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
@@ -20,9 +21,9 @@ def attributes_read(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> P
     named = {x.name for e in exprs for x in A.walk(e) if isinstance(x, A.Attr)} | set(plan.key)
     out = []
     for t in phys.types:
-        decl = program.events[t]
         want = set(named)
-        if decl.source is not None:
-            want.add(decl.source.attr)
-        out.append((t, tuple(a.name for a in decl.attrs if a.name in want)))
+        src = source_attr(program, t)
+        if src is not None:
+            want.add(src)
+        out.append((t, tuple(a for a in attr_names(program, t) if a in want)))
     return dataclasses.replace(phys, attributes=tuple(out))

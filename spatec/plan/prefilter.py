@@ -16,6 +16,7 @@ from spatec.frontend.check import Program
 from spatec.frontend.printer import print_match
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
 from spatec.plan.physical import PhysicalPlan, Region, is_successive
+from spatec.plan.types import is_derived
 
 
 def prefilter_regions(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
@@ -41,7 +42,9 @@ def prefilter_regions(program: Program, plan: PhrasePlan, phys: PhysicalPlan) ->
             blocked.add(n.type)
         else:
             regions.setdefault(n.type, {}).update((r.name, r) for r in need)
-    out = tuple((t, tuple(r[k] for k in sorted(r))) for t, r in sorted(regions.items()) if t not in blocked)
+    # a phrase's composites are made by the runner, not read: nothing to filter before matching
+    out = tuple((t, tuple(r[k] for k in sorted(r))) for t, r in sorted(regions.items())
+                if t not in blocked and not is_derived(program, t))
     return dataclasses.replace(phys, prefilter=out)
 
 

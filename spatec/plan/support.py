@@ -10,10 +10,10 @@ inside.
 from __future__ import annotations
 
 from spatec.errors import UnsupportedError
-from spatec.frontend.program import DERIVED, PLACE_BINDINGS, PLACE_SETS, RUNS, Program
+from spatec.frontend.program import PLACE_BINDINGS, PLACE_SETS, RUNS, Program
 
 #: constructs with no back end yet, in the order they are reported
-NOT_YET = (RUNS, DERIVED, PLACE_SETS, PLACE_BINDINGS)
+NOT_YET = (RUNS, PLACE_SETS, PLACE_BINDINGS)
 
 
 def unsupported(program: Program) -> list[tuple[str, str]]:

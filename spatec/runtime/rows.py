@@ -89,17 +89,29 @@ def output_row(am: Automaton, c, projector: Projector, state: RunState | None = 
            "events": {v: e.id for v, e in sorted(c.bindings.items())}}
     if not am.emit:
         return row
-    ctx = Context(state or RunState())
     types = am.__dict__.get("_emit_types")
     if types is None:
         types = am._emit_types = dict(am.plan.schema)
+    for name, v in emit_values(am, c, state).items():
+        row[name] = convert_value(v, types.get(name))
+    return row
+
+
+def emit_values(am: Automaton, c, state: RunState | None = None) -> dict:
+    """A composite's emit fields as the conditions compute them (times and durations in µs),
+    before :func:`convert_value`: the attributes of the composite as an event (SPEC §8).
+    A value that cannot be computed (division by zero) or is not a number (NaN) is missing."""
+    ctx = Context(state or RunState())
+    out = {}
     for name, f in am.emit:
         try:
             v = f(c.bindings, ctx)
         except (ZeroDivisionError, OverflowError, TypeError):
             v = None
-        row[name] = convert_value(v, types.get(name))
-    return row
+        if isinstance(v, float) and math.isnan(v):
+            v = None
+        out[name] = v
+    return out
 
 
 def convert_value(v, t: str | None):

@@ -159,3 +159,16 @@ def oracle_rows(compiled, rows, name: str, full: bool = False) -> list[tuple]:
 def both(body: str, rows, name: str = "Ph"):
     c = compile_text(body)
     return oracle_rows(c, rows, name), sut_rows(c, rows, name)
+
+
+def both_all(compiled, rows) -> dict:
+    """Phrase → (oracle rows, runner rows) for every phrase of the program."""
+    result = replay_frames(compiled, frames(rows), crs=CRS)
+    proj = Projector(CRS)
+    o = oracle.Oracle(compiled.program, proj, oracle.oevents(compiled.program, rows, proj))
+    out = {}
+    for p in compiled.plans:
+        df = result.frames[p.name]
+        sut = sorted((r.id, int(r.lo), int(r.hi), tuple(sorted(r.events.items()))) for r in df.itertuples())
+        out[p.name] = (sorted(g[:4] for g in o.phrase(p.name)), sut)
+    return out
