@@ -131,7 +131,7 @@ def _call(e: A.Call, tz: str):
     names = tuple(a.name for a in e.args)
     f = e.func
     if f == "duration":
-        a, b = names
+        a, b = names[0], names[-1]     # duration(A) = A.hi - A.lo
 
         def duration(env, ctx):
             return env[b].hi - env[a].lo

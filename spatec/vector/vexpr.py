@@ -424,7 +424,7 @@ class Evaluator:
         names = [a.name for a in e.args]
         cols = b.cols
         if f == "duration":
-            ra, rb = b.rows[names[0]], b.rows[names[1]]
+            ra, rb = b.rows[names[0]], b.rows[names[-1]]     # duration(A) = A.hi - A.lo
             return Col(cols.hi[rb] - cols.lo[ra])
         if f in ("before", "concurrent"):
             ra, rb = b.rows[names[0]], b.rows[names[1]]
