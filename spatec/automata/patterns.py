@@ -280,10 +280,12 @@ def domain(p) -> str | None:
 
 
 class PatternCompiler:
-    """Compiles pattern ASTs for one program and one projection."""
+    """Compiles pattern ASTs for one program and one projection. ``sets``: the place sets
+    (:class:`spatec.automata.places.PlaceSets`), each one pattern over a spatial index."""
 
-    def __init__(self, places: dict, tz: str, projector):
+    def __init__(self, places: dict, tz: str, projector, sets=None):
         self.places, self.tz, self.proj = places, tz, projector
+        self.sets = sets if sets is not None else {}
         self._regions: dict = {}
 
     def region(self, name: str, widen: float = 0.0):
@@ -311,8 +313,12 @@ class PatternCompiler:
 
     def space_set(self, p) -> SpaceSet:
         if isinstance(p, A.AtPlace):
+            if p.place in self.sets:
+                return self.sets.space(p.place)
             return SpaceSet(atom=self.region(p.place))
         if isinstance(p, A.NearPlace):
+            if p.place in self.sets:
+                return self.sets.space(p.place, p.distance.metres())
             return SpaceSet(atom=self.region(p.place, p.distance.metres()))
         if isinstance(p, A.InShape):
             return SpaceSet(atom=self.shape_region(p.shape))
@@ -337,7 +343,12 @@ class PatternCompiler:
             ts = self.time_set(p)
             return (lambda lo, hi, loc: ts.possibly(lo, hi)), (lambda lo, hi, loc: ts.certainly(lo, hi))
         if isinstance(p, A.Certainly):
-            _, cert = self.compile(p.pattern)
+            q = p.pattern
+            if isinstance(q, A.AtPlace) and q.place in self.sets:
+                # `certainly at SET`: inside one of its places (not merely inside their union)
+                ix = self.sets.index(q.place)
+                return (lambda lo, hi, loc: ix.inside_one(loc)), (lambda lo, hi, loc: ix.inside_one(loc))
+            _, cert = self.compile(q)
             return cert, cert
         if isinstance(p, A.Not):
             pos, cert = self.compile(p.operand)

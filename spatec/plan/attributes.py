@@ -18,7 +18,11 @@ def attributes_read(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> P
         exprs += list(n.preds)
         if getattr(n, "absence", None) is not None:
             exprs += list(n.absence.conds)
-    named = {x.name for e in exprs for x in A.walk(e) if isinstance(x, A.Attr)} | set(plan.key)
+        run = getattr(n, "run", None)
+        if run is not None and run.cond is not None:
+            exprs.append(run.cond)
+    named = {x.name for e in exprs for x in A.walk(e) if isinstance(x, A.Attr)} | set(plan.key) \
+        | set(plan.run_keys)
     out = []
     for t in phys.types:
         want = set(named)

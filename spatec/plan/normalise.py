@@ -13,14 +13,16 @@ from spatec.frontend.check import Program
 from spatec.plan.nodes import After, Join, Leaf, Negation, Or
 
 
-def normalise(program: Program, match):
-    """The operator tree of ``match`` (slots and node ids numbered in a fixed order)."""
-    return _Builder(program).normalise(match)
+def normalise(program: Program, match, runs: dict | None = None):
+    """The operator tree of ``match`` (slots and node ids numbered in a fixed order);
+    ``runs``: the phrase's run variables (``PhraseInfo.runs``), each a run leaf."""
+    return _Builder(program, runs or {}).normalise(match)
 
 
 class _Builder:
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, runs: dict):
         self.program = program
+        self.runs = runs
         self.ids = count(1)
         self.slots = count(0)
         self.neg_slots = count(0)
@@ -30,6 +32,9 @@ class _Builder:
             return self._leaf(None, None, (m,), m.span)
         if isinstance(m, A.EventRef):
             return self._leaf(m.type, m.var, (), m.span)
+        if isinstance(m, A.Run):
+            leaf = self._leaf(m.type, m.var, (), m.span)
+            return dataclasses.replace(leaf, run=self.runs[m.var])
         if isinstance(m, A.Binary):
             if m.op == "and" and A.is_pattern(m.right):
                 return _add_filter(self.normalise(m.left), m.right)

@@ -3,9 +3,11 @@ possibly meet to be of any use to the phrase, so that a runner may drop the othe
 before matching (a spatial join of the events against the regions).
 
 Only types whose every use is a positive leaf restricted by a space pattern are
-filtered: a type that is negated, bound in ``successive`` or read by an unfiltered
-leaf is not (absences and ``successive`` need the events that match no positive
-leaf). Results are the same with and without the pre-filter.
+filtered: a type that is negated, bound in ``successive``, read by an unfiltered
+leaf or cut into runs is not (absences, ``successive`` and runs need the events that
+match no positive leaf: a run's patterns restrict the run, and an event that fails
+them ends it). A place set is no pre-filter region (the automaton matches it with
+a spatial index). Results are the same with and without the pre-filter.
 """
 from __future__ import annotations
 
@@ -31,11 +33,11 @@ def prefilter_regions(program: Program, plan: PhrasePlan, phys: PhysicalPlan) ->
             continue
         if n.type is None:
             return dataclasses.replace(phys, prefilter=())
-        if any(is_successive(c) for c in n.preds):
+        if any(is_successive(c) for c in n.preds) or n.run is not None:
             blocked.add(n.type)
         need = None
         for f in n.filters:
-            need = necessary(f)
+            need = necessary(f, program.place_sets)
             if need is not None:
                 break
         if need is None:
@@ -48,18 +50,21 @@ def prefilter_regions(program: Program, plan: PhrasePlan, phys: PhysicalPlan) ->
     return dataclasses.replace(phys, prefilter=out)
 
 
-def necessary(p) -> tuple | None:
-    """Regions an event must possibly meet to satisfy pattern ``p`` (one of them); None: no such set."""
+def necessary(p, sets=()) -> tuple | None:
+    """Regions an event must possibly meet to satisfy pattern ``p`` (one of them); None: no such
+    set (``sets``: the names of place sets, which are not regions here)."""
+    if isinstance(p, (A.AtPlace, A.NearPlace)) and p.place in sets:
+        return None
     if isinstance(p, A.AtPlace):
-        return (Region(p.place, p),)
+        return (Region(p.place, A.AtPlace(p.place, span=p.span)),)
     if isinstance(p, A.NearPlace):
         return (Region(f"{p.place}_{p.distance.metres():g}m", p),)
     if isinstance(p, A.InShape):
         return (Region(print_match(p), p),)
     if isinstance(p, A.Certainly):
-        return necessary(p.pattern)   # certainly inside implies possibly
+        return necessary(p.pattern, sets)   # certainly inside implies possibly
     if isinstance(p, A.Binary) and p.op in ("and", "or"):
-        a, b = necessary(p.left), necessary(p.right)
+        a, b = necessary(p.left, sets), necessary(p.right, sets)
         if p.op == "and":
             return a if a is not None else b
         return a + b if a is not None and b is not None else None

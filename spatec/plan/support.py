@@ -1,8 +1,8 @@
 """What the planner can lower today, refused by name where it cannot.
 
 The front end accepts runs, phrases over phrases and place sets (SPEC §7-9)
-and says in ``PhraseInfo.constructs`` which a phrase uses; their plans,
-automata and runners are not built yet. Every path to a plan goes through
+and says in ``PhraseInfo.constructs`` which a phrase uses; those in
+:data:`NOT_YET` have no plans, automata and runners yet. Every path to a plan goes through
 :func:`require_backend`, so a program that uses one stops with an error that
 names the construct, the phrase and the mode, instead of failing somewhere
 inside.
@@ -10,10 +10,12 @@ inside.
 from __future__ import annotations
 
 from spatec.errors import UnsupportedError
-from spatec.frontend.program import PLACE_BINDINGS, PLACE_SETS, RUNS, Program
+from spatec.frontend.program import Program
 
-#: constructs with no back end yet, in the order they are reported
-NOT_YET = (RUNS, PLACE_SETS, PLACE_BINDINGS)
+#: constructs with no back end yet, in the order they are reported (runs, place sets and bound
+#: places have one: spatec.automata.runs, spatec.automata.places; phrases as event types:
+#: spatec.runtime.derived)
+NOT_YET = ()
 
 
 def unsupported(program: Program) -> list[tuple[str, str]]:
