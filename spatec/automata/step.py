@@ -481,7 +481,8 @@ def next_decision(am: Automaton, st: RunState) -> int | None:
 def undecided_low(am: Automaton, st: RunState) -> int | None:
     """At the end of the input: the least ``lo`` of the composites ``st`` leaves undecided (each
     satisfies everything but an absence whose decision has not come; ``successive``, decided
-    at the end, is checked here); None if none. It holds back the phrase's frontier."""
+    at the end, is checked here), and of the runs not complete (their own ``lo``); None if
+    none. It holds back the phrase's frontier."""
     low = None
     ctx = None
     for pm in st.pending:
@@ -492,6 +493,10 @@ def undecided_low(am: Automaton, st: RunState) -> int | None:
             if not am.deferred(_env(am, pm), ctx):
                 continue
         low = pm.lo
+    for cut in st.runs.values():          # a run not complete (SPEC §7): its lo, as the oracle's
+        for x in ([cut.open] if cut.open is not None else []) + cut.pending:
+            if low is None or x.lo < low:
+                low = x.lo
     return low
 
 

@@ -106,9 +106,27 @@ def _rules_text(r: dict) -> list:
     return out or ["by the span bound only"]
 
 
+def flow_dict(plan: PhrasePlan, program: Program | None) -> dict:
+    """The phrase's place in the program's flow graph (SPEC §8): the phrases it reads, those
+    that read it, and what its derived stream's watermark (its frontier) waits for."""
+    if program is None:
+        return {"inputs": list(plan.physical.derived), "consumers": []}
+    out = {"inputs": list(program.flow.inputs.get(plan.name, ())),
+           "consumers": list(program.flow.consumers(plan.name))}
+    if out["consumers"]:
+        info = program.phrase(plan.name)
+        waits = ["the least lo of its undecided composites"]
+        if info.waits_for_sources:
+            waits.append("each source with an open run reporting again (a run without gap)")
+        waits += [f"{q}'s frontier" for q in out["inputs"]]
+        out["frontier"] = waits
+    return out
+
+
 def plan_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
     return {
         "phrase": plan.name,
+        "flow": flow_dict(plan, program),
         "partition_key": list(plan.key), "key_from": plan.key_source,
         "within_s": _us(plan.within),
         "bound": ("span <= %g s" % _us(plan.span_bound)) if plan.span_bound is not None
@@ -164,6 +182,12 @@ def _text_tree(d: dict) -> str:
              f"  bound: {d['bound']}" + (f", within {d['within_s']:g} s" if d['within_s'] else "")]
     if d["decided_at_end"]:
         lines.append("  decided with history: " + "; ".join(d["decided_at_end"]))
+    flow = d.get("flow", {})
+    if flow.get("inputs"):
+        lines.append(f"  reads the composites of: {', '.join(flow['inputs'])} (decides by their frontiers)")
+    if flow.get("consumers"):
+        lines.append(f"  read by: {', '.join(flow['consumers'])}; its frontier waits for "
+                     + "; ".join(flow["frontier"]))
 
     def rec(n, depth):
         pad = "  " * depth
@@ -247,6 +271,15 @@ def _dot(dicts) -> str:
         info += [line.strip() for line in _physical_lines(d["physical"])[1:]]
         text = "\\l".join(esc(x) for x in info) + "\\l"
         out.append(f'  "{esc(name)}_physical" [shape=note, label="{text}"];')
+        out.append("  }")
+    edges = [(q, d["phrase"]) for d in dicts for q in d.get("flow", {}).get("inputs", ())]
+    if edges:
+        # the flow graph: a phrase's composites flow to the phrases that read them
+        out.append('  subgraph "cluster_flow" { label="flow graph"; node [shape=ellipse];')
+        for name in dict.fromkeys(n for e in edges for n in e):
+            out.append(f'  "flow:{esc(name)}" [label="{esc(name)}"];')
+        for q, p in edges:
+            out.append(f'  "flow:{esc(q)}" -> "flow:{esc(p)}";')
         out.append("  }")
     out.append("}")
     return "\n".join(out) + "\n"

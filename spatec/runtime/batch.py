@@ -80,6 +80,10 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
     fp = fast_path(plan) if fastpath_enabled(fastpath) else None
     if fp is not None and produced is not None and any(isinstance(n, After) for n in walk_nodes(plan.root)):
         fp = None   # its undecided composites (absences past the data) hold back its frontier
+    if fp is not None and plan.physical.derived:
+        fp = None   # it reads other phrases' composites, which are not in the frames
+    if fp is not None and produced is not None and any(l.var is None for l in plan.leaves):
+        fp = None   # (the rows name bound events only: the composites are made again from them)
     if fp is not None and produced is not None and arrow_hulls:
         fp = None   # (rows to be read back as events need their hulls as plain values)
     if fp is not None:

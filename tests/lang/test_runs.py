@@ -144,12 +144,16 @@ class TestWhatTheBackEndGets:
         events = json_schema(program, program.phrase("Episode"))["properties"]["events"]
         assert events["properties"]["R"]["description"] == "id of the first BusGPS event of run R"
 
-    def test_the_planner_refuses_runs_by_name(self, tmp_path):
+    def test_the_planner_plans_runs_and_refuses_by_name_what_has_no_back_end(self, tmp_path, monkeypatch):
         p = tmp_path / "episodes.spatec"
         p.write_text((SHARED / "spec" / "examples" / "bus.spatec").read_text() + EPISODES
                      if (SHARED / "spec" / "examples").is_dir() else "", encoding="utf-8")
         if not p.read_text():
             pytest.skip("shared spec not available")
+        assert [pl.name for pl in compile_program(p).plans] == ["Episode"]
+        from spatec.plan import support
+
+        monkeypatch.setattr(support, "NOT_YET", ("runs",))    # the refusal, were runs not built
         with pytest.raises(UnsupportedError) as e:
             compile_program(p)
         assert (e.value.what, e.value.mode) == ("runs", "batch")
