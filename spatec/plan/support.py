@@ -10,7 +10,7 @@ inside.
 from __future__ import annotations
 
 from spatec.errors import UnsupportedError
-from spatec.frontend.program import Program
+from spatec.frontend.program import DERIVED, Program
 
 #: constructs with no back end yet, in the order they are reported (runs, place sets and bound
 #: places have one: spatec.automata.runs, spatec.automata.places; phrases as event types:
@@ -36,3 +36,14 @@ def require_backend(program: Program, mode: str = "batch") -> None:
         construct, phrase = missing[0]
         raise UnsupportedError(construct, mode, f"phrase {phrase} uses them and their back end is not built "
                                                 "yet; `spatec check` accepts the program")
+
+
+def require_flow(plans, mode: str) -> None:
+    """Raise :class:`UnsupportedError` if one of ``plans`` reads another phrase's composites
+    (SPEC §8) in a runner that has no derived streams yet (``mode``: "Spark batch", "live",
+    "Spark live"); the local batch runner (``spatec replay``) evaluates them."""
+    for plan in plans:
+        if plan.physical.derived:
+            raise UnsupportedError(DERIVED, mode, f"phrase {plan.name} reads the composites of "
+                                   f"{', '.join(plan.physical.derived)}; the local batch runner "
+                                   "(spatec replay --runner local) evaluates phrases over phrases")
