@@ -52,20 +52,30 @@ def prefilter_regions(program: Program, plan: PhrasePlan, phys: PhysicalPlan) ->
 
 def necessary(p, sets=()) -> tuple | None:
     """Regions an event must possibly meet to satisfy pattern ``p`` (one of them); None: no such
-    set (``sets``: the names of place sets, which are not regions here)."""
+    set (``sets``: the names of place sets, which are not regions here). Without recursion."""
+    got = A.trampoline(_necessary(p, sets))
+    return None if got is None else tuple(got)
+
+
+def _necessary(p, sets):
+    # a list of regions or None, as a generator for A.trampoline (chains of any length)
     if isinstance(p, (A.AtPlace, A.NearPlace)) and p.place in sets:
         return None
     if isinstance(p, A.AtPlace):
-        return (Region(p.place, A.AtPlace(p.place, span=p.span)),)
+        return [Region(p.place, A.AtPlace(p.place, span=p.span))]
     if isinstance(p, A.NearPlace):
-        return (Region(f"{p.place}_{p.distance.metres():g}m", p),)
+        return [Region(f"{p.place}_{p.distance.metres():g}m", p)]
     if isinstance(p, A.InShape):
-        return (Region(print_match(p), p),)
+        return [Region(print_match(p), p)]
     if isinstance(p, A.Certainly):
-        return necessary(p.pattern, sets)   # certainly inside implies possibly
+        return (yield _necessary(p.pattern, sets))   # certainly inside implies possibly
     if isinstance(p, A.Binary) and p.op in ("and", "or"):
-        a, b = necessary(p.left, sets), necessary(p.right, sets)
+        a = yield _necessary(p.left, sets)
+        b = yield _necessary(p.right, sets)
         if p.op == "and":
             return a if a is not None else b
-        return a + b if a is not None and b is not None else None
+        if a is None or b is None:
+            return None
+        a.extend(b)
+        return a
     return None
