@@ -16,6 +16,7 @@ import hashlib
 import importlib
 import json
 import math
+from json.encoder import encode_basestring
 
 from spatec.frontend.ast import trampoline
 
@@ -132,25 +133,32 @@ def _from_data(data):
 
 def _json(v) -> str:
     """``json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` of
-    JSON-ready values, the same text, without recursion."""
-    if _scalar(v) or isinstance(v, float):
-        return json.dumps(v, ensure_ascii=False)
-    return trampoline(_json_walk(v))
-
-
-def _json_walk(v):
-    def sub(x):
-        return json.dumps(x, ensure_ascii=False) if _scalar(x) or isinstance(x, float) else (yield _json_walk(x))
-
-    if isinstance(v, list):
-        parts = []
-        for x in v:
-            parts.append((yield from sub(x)))
-        return "[" + ",".join(parts) + "]"
-    parts = []
-    for k in sorted(v):
-        parts.append(json.dumps(k, ensure_ascii=False) + ":" + (yield from sub(v[k])))
-    return "{" + ",".join(parts) + "}"
+    JSON-ready values, the same text, without recursion (and in linear time)."""
+    out: list = []
+    stack = [(False, v)]        # (literal text?, value)
+    while stack:
+        lit, x = stack.pop()
+        if lit:
+            out.append(x)
+        elif isinstance(x, str):
+            out.append(encode_basestring(x))
+        elif isinstance(x, list):
+            stack.append((True, "]"))
+            for i in range(len(x) - 1, -1, -1):
+                stack.append((False, x[i]))
+                if i:
+                    stack.append((True, ","))
+            stack.append((True, "["))
+        elif isinstance(x, dict):
+            stack.append((True, "}"))
+            keys = sorted(x)
+            for i in range(len(keys) - 1, -1, -1):
+                stack.append((False, x[keys[i]]))
+                stack.append((True, ("," if i else "") + encode_basestring(keys[i]) + ":"))
+            stack.append((True, "{"))
+        else:
+            out.append(json.dumps(x))
+    return "".join(out)
 
 
 def _hashable(v):
