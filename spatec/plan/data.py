@@ -3,7 +3,7 @@ JSON-ready values, and back; and a fingerprint of what a plan means.
 
 :func:`to_data` writes a dataclass as ``{"@": class name, field: value, ...}``,
 a tuple as ``{"@t": [...]}``, a dict as ``{"@d": [[key, value], ...]}`` (keys may
-be nodes), a set as ``{"@s": [...]}``; :func:`from_data` reads that back into
+be nodes), a set as ``{"@s": [...]}``, a syntax node met before as ``{"@r": n}``; :func:`from_data` reads that back into
 equal objects (only the classes of :data:`MODULES` are ever made: reading data
 cannot run code). ``meaning=True`` leaves out what does not change the meaning
 (source spans, fields that take no part in equality): :func:`fingerprint` hashes
@@ -18,7 +18,7 @@ import json
 import math
 from json.encoder import encode_basestring
 
-from spatec.frontend.ast import trampoline
+from spatec.frontend.ast import Node, trampoline
 
 #: Modules whose dataclasses may appear in plan data.
 MODULES = ("spatec.errors", "spatec.frontend.ast", "spatec.frontend.load", "spatec.frontend.check",
@@ -47,22 +47,33 @@ def to_data(obj, meaning: bool = False):
     any depth (a 10,000-term ``or`` chain)."""
     if _scalar(obj):
         return obj
-    return trampoline(_to_data(obj, meaning))
+    return trampoline(_to_data(obj, meaning, {}))
 
 
-def _to_data(obj, meaning: bool):
-    # a generator for trampoline: yields the walk of each child that is not a plain value
+def _to_data(obj, meaning: bool, seen: dict):
+    # a generator for trampoline: yields the walk of each child that is not a plain value.
+    # ``seen``: syntax nodes written so far, by identity (by value for ``meaning``), each
+    # numbered when complete: a node met again is written as ``{"@r": its number}`` (the
+    # checker's types map is keyed by every subexpression: without this a 10,000-term
+    # chain would be written 10,000 times over)
     def sub(x):
-        return x if _scalar(x) else (yield _to_data(x, meaning))
+        return x if _scalar(x) else (yield _to_data(x, meaning, seen))
 
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else {"@f": repr(obj)}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        node = isinstance(obj, Node)
+        if node:
+            key = obj if meaning else id(obj)
+            if key in seen:
+                return {"@r": seen[key]}
         out = {"@": type(obj).__name__}
         for f in dataclasses.fields(obj):
             if meaning and (not f.compare or f.name == "span"):
                 continue
             out[f.name] = yield from sub(getattr(obj, f.name))
+        if node:
+            seen[key] = len(seen)
         return out
     if isinstance(obj, (tuple, list)):
         items = []
@@ -75,9 +86,9 @@ def _to_data(obj, meaning: bool):
             pairs.append([(yield from sub(k)), (yield from sub(v))])
         return {"@d": pairs}
     if isinstance(obj, (set, frozenset)):
-        items = []
+        items = []      # (sorted below: each item numbers its own nodes, apart from the rest)
         for x in obj:
-            items.append((yield from sub(x)))
+            items.append(x if _scalar(x) else (yield _to_data(x, meaning, {})))
         return {"@s": sorted(items, key=_json)}
     raise TypeError(f"{type(obj).__name__} is not plan data")
 
@@ -86,12 +97,13 @@ def from_data(data):
     """The objects :func:`to_data` wrote (without recursion, as :func:`to_data`)."""
     if not isinstance(data, (list, dict)):
         return data
-    return trampoline(_from_data(data))
+    return trampoline(_from_data(data, []))
 
 
-def _from_data(data):
+def _from_data(data, nodes: list):
+    # ``nodes``: the syntax nodes made so far, in the order :func:`_to_data` numbered them
     def sub(x):
-        return x if not isinstance(x, (list, dict)) else (yield _from_data(x))
+        return x if not isinstance(x, (list, dict)) else (yield _from_data(x, nodes))
 
     if isinstance(data, list):
         out = []
@@ -112,10 +124,12 @@ def _from_data(data):
     if "@s" in data:
         out = []
         for x in data["@s"]:
-            out.append(_hashable((yield from sub(x))))
+            out.append(_hashable(x if not isinstance(x, (list, dict)) else (yield _from_data(x, []))))
         return frozenset(out)
     if "@f" in data:
         return float(data["@f"])
+    if "@r" in data:
+        return nodes[data["@r"]]
     cls = _classes().get(data.get("@"))
     if cls is None:
         raise ValueError(f"not plan data: unknown class {data.get('@')!r}")
@@ -128,6 +142,8 @@ def _from_data(data):
     for k, v in kw.items():       # fields not taken by __init__
         if k not in names:
             object.__setattr__(obj, k, v)
+    if isinstance(obj, Node):
+        nodes.append(obj)
     return obj
 
 
