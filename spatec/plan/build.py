@@ -33,6 +33,7 @@ from spatec.plan.predicates import place_predicates, split_conjuncts
 from spatec.plan.prefilter import prefilter_regions
 from spatec.plan.routing import route_keys, source_history
 from spatec.plan.runs import runs_share, runs_split
+from spatec.errors import UnsupportedError
 from spatec.plan.support import require_backend
 from spatec.plan.windows import time_windows
 
@@ -86,7 +87,19 @@ def physical_plan(program: Program, plan: PhrasePlan) -> PhysicalPlan:
 
 def plan_program(program: Program, mode: str = "batch") -> list[PhrasePlan]:
     require_backend(program, mode)
-    return [plan_phrase(program, info) for info in program.phrases]
+    out = []
+    for info in program.phrases:
+        try:
+            out.append(plan_phrase(program, info))
+        except RecursionError:
+            # the operator tree's passes are not all iterative yet: long `or` and `where` chains
+            # plan at any length, but a match expression of thousands of joined events does not
+            raise UnsupportedError(
+                "match expressions nested this deep", mode,
+                f"phrase {info.name}: its match expression joins too many events for the planner "
+                "(chains of `or` and `where` of any length are planned; chains of `;`, `||` and "
+                "the other joins of thousands of events are not yet)") from None
+    return out
 
 
 def _gap(decl: A.EventDecl) -> int:

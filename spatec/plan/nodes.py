@@ -122,13 +122,20 @@ class PhrasePlan:
 
 
 def walk_nodes(n):
-    """Every node of the operator tree, parents after children."""
-    if isinstance(n, (Join, Or)):
-        yield from walk_nodes(n.left)
-        yield from walk_nodes(n.right)
-    elif isinstance(n, After):
-        yield from walk_nodes(n.left)
-    yield n
+    """Every node of the operator tree, parents after children (left subtree, right subtree,
+    node), without recursion."""
+    stack = [(n, False)]
+    while stack:
+        x, expanded = stack.pop()
+        if expanded:
+            yield x
+            continue
+        stack.append((x, True))
+        if isinstance(x, (Join, Or)):
+            stack.append((x.right, False))
+            stack.append((x.left, False))
+        elif isinstance(x, After):
+            stack.append((x.left, False))
 
 
 def definite_vars(n) -> frozenset:

@@ -15,13 +15,18 @@ def _has_attr(program: Program, type_name, attr: str) -> bool:
 
 def _keyless(n, program: Program, key: str) -> bool:
     """Can a match of ``n`` hold no event of a type with attribute ``key``?"""
+    return A.trampoline(_keyless_walk(n, program, key))
+
+
+def _keyless_walk(n, program: Program, key: str):
+    # a generator for A.trampoline: trees of any depth
     if isinstance(n, Leaf):
         return n.type is None or not _has_attr(program, n.type, key)
     if isinstance(n, Join):
-        return _keyless(n.left, program, key) and _keyless(n.right, program, key)
+        return (yield _keyless_walk(n.left, program, key)) and (yield _keyless_walk(n.right, program, key))
     if isinstance(n, Or):
-        return _keyless(n.left, program, key) or _keyless(n.right, program, key)
-    return _keyless(n.left, program, key)
+        return (yield _keyless_walk(n.left, program, key)) or (yield _keyless_walk(n.right, program, key))
+    return (yield _keyless_walk(n.left, program, key))
 
 
 def needs_one_partition(program: Program, key: str, root) -> bool:
