@@ -583,10 +583,10 @@ class _PhraseChecker:
                 return None
             if e.op in A.COMPARE_OPS:
                 return self._compare(e, lt, rt)
-            r = _arith_type(e.op, lt, rt)
+            r = arith_type(e.op, lt, rt)
             if r is None:
                 self.err(e.span, f"cannot {_OP_VERB[e.op]} {TYPE_WORDS.get(lt, lt)} and {TYPE_WORDS.get(rt, rt)}",
-                         _unit_hint(lt, rt))
+                         unit_hint(lt, rt))
             return r
         return None
 
@@ -595,7 +595,7 @@ class _PhraseChecker:
         a, b = num(lt), num(rt)
         if a != b:
             msg = f"unit mismatch: cannot compare {TYPE_WORDS.get(lt, lt)} with {TYPE_WORDS.get(rt, rt)}"
-            self.err(e.span, msg, _unit_hint(lt, rt))
+            self.err(e.span, msg, unit_hint(lt, rt))
             return None
         if a in ("event", "geometry"):
             self.err(e.span, f"cannot compare {TYPE_WORDS[a]}s", "compare their attributes instead")
@@ -671,7 +671,7 @@ class _PhraseChecker:
 _OP_VERB = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
 
 
-def _arith_type(op: str, a: str, b: str) -> str | None:
+def arith_type(op: str, a: str, b: str) -> str | None:
     num = lambda t: "number" if t in NUMERIC else t  # noqa: E731
     a, b = num(a), num(b)
     if op in ("+", "-"):
@@ -709,7 +709,7 @@ def _arith_type(op: str, a: str, b: str) -> str | None:
     return None
 
 
-def _unit_hint(a: str, b: str) -> str | None:
+def unit_hint(a: str, b: str) -> str | None:
     pair = {a, b}
     if pair == {"duration", "distance"}:
         return "a duration (`s`, `min`, `h`, `d`) and a distance (`m`, `km`) do not mix"
