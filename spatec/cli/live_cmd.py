@@ -54,7 +54,7 @@ def add_arguments(p) -> None:
                         "the end of input decides (as a replay does), then exit")
     p.add_argument("--max-polls", type=int, default=None, metavar="N",
                    help="polls taken from each HTTP feed per micro-batch when several are waiting "
-                        "(default: 1 local, lowest latency; 200 spark)")
+                        "(default: 20 local, each batch takes what is waiting up to that; 200 spark)")
     p.add_argument("--checkpoint-every", default="10s", metavar="DURATION",
                    help="local runner: time between two checkpoint saves (default 10s; 0: after every batch). "
                         "Saves are written by a forked process; input after the last save is read again "
@@ -107,7 +107,7 @@ def _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, web
 
     status = _Status(args.quiet)
     runner = open_local(compiled, args.source, sinks_urls, ck, out, lateness=lateness, crs=args.crs,
-                        phrases=args.phrase, webhook=webhook, on_batch=status, max_polls=args.max_polls or 1,
+                        phrases=args.phrase, webhook=webhook, on_batch=status, max_polls=args.max_polls or 20,
                         checkpoint_every=parse_duration(args.checkpoint_every))
     status.runner = runner
     runner.run(trigger=trigger, until_idle=args.until_idle, stop=stop)
