@@ -17,6 +17,7 @@ with JetStream's store in ``<state>/nats``; it dies with the service (``PR_SET_P
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import hashlib
 import os
@@ -89,7 +90,8 @@ class EmbeddedNats:
         log = open(self.dir / "nats-server.log", "ab")
         self.proc = subprocess.Popen(
             [nats_server_binary(), "-js", "-sd", str(self.dir), "-a", "127.0.0.1", "-p", str(self.port)],
-            stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent if os.name == "posix" else None)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,   # not sent the terminal's signals
+            preexec_fn=_die_with_parent if os.name == "posix" else None)
         log.close()
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -112,6 +114,14 @@ class EmbeddedNats:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+async def kv_update(js, bucket: str, key: str, value: bytes, last: int, ttl: float) -> int:
+    """Write a key if its last revision is ``last``, with a new TTL (the client's
+    ``KeyValue.update`` has no TTL): the new revision. Raises if another write came first."""
+    ack = await js.publish(f"$KV.{bucket}.{key}", value,
+                           headers={"Nats-Expected-Last-Subject-Sequence": str(last)}, msg_ttl=ttl)
+    return ack.seq
 
 
 class Broker:
@@ -154,7 +164,7 @@ class Broker:
     async def close(self) -> None:
         if self.nc is not None:
             try:
-                await self.nc.drain()
+                await asyncio.wait_for(self.nc.close(), 5)
             except Exception:  # noqa: BLE001 - closing a broken connection
                 pass
             self.nc = None

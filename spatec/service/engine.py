@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from spatec.feeds.sources import HttpFeedSource, Item, SourceSpec, feed_batch, parse_source
-from spatec.service.broker import ALERTS, INPUT, token
+from spatec.service.broker import INPUT, OWNERS, kv_update, token
 
 log = logging.getLogger("spatec.service")
 
@@ -129,8 +129,9 @@ class LogSource:
     """A source's polls from the input stream, for :class:`LocalLive` (its offset: the stream
     sequence of the last poll used)."""
 
-    def __init__(self, spec: SourceSpec, broker, loop, columns=None):
+    def __init__(self, spec: SourceSpec, broker, loop, columns=None, gate=None):
         self.spec, self.broker, self.loop, self.columns = spec, broker, loop, columns
+        self.gate = gate
         self.id = source_id(spec)
         self.subject = input_subject(self.id)
         self.fmt = spec.kind
@@ -148,6 +149,16 @@ class LogSource:
         return []
 
     def poll(self) -> list[Item]:
+        """The polls logged since the last call (up to :data:`POLLS_PER_BATCH`), as one item: the
+        runner types them in one go (a backlog after a restart or a take-over is read fast)."""
+        items = self._polls()
+        if len(items) <= 1:
+            return items
+        last = items[-1]
+        return [Item(self.id, last.offset, last.name, last.arrived,
+                     [b for it in items for b in it.batches], last.server)]
+
+    def _polls(self) -> list[Item]:
         from nats.js.errors import NotFoundError
 
         out = []
@@ -163,8 +174,11 @@ class LogSource:
             received = float(h.get("Spatec-Received", time.time()))
             server = int(h["X-Poll-Seq"]) if h.get("X-Poll-Seq", "").isdigit() else None
             name = f"{self.spec.url}#{server if server is not None else m.seq}"
-            out.append(Item(self.id, m.seq, name, received,
-                            [feed_batch(self.fmt, name, m.data, received, self.columns)], server))
+            item = Item(self.id, m.seq, name, received, [feed_batch(self.fmt, name, m.data, received, self.columns)],
+                        server)
+            if self.gate is not None:
+                self.gate.saw(self.spec.type, item)
+            out.append(item)
             self.next = m.seq + 1
         return out
 
@@ -220,10 +234,13 @@ class Detector:
         self.dir = Path(state) / "runners" / token(source_id(spec))
         self.dir.mkdir(parents=True, exist_ok=True)
         cols = [a.name for a in compiled.program.events[spec.type].attrs]
-        src = LogSource(spec, broker, loop, cols)
-        sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(self.dir / "delivered.jsonl"), gate=gate)
+        self.gate = gate() if gate is not None else None      # a fresh outage gate per runner
+        src = LogSource(spec, broker, loop, cols, self.gate)
+        sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(self.dir / "delivered.jsonl"), gate=self.gate)
         self.runner = LocalLive(compiled, [src], sinks, self.dir, self.dir, lateness=lateness,
                                 checkpoint_every=checkpoint_every)
+        if self.gate is not None:
+            self.gate.bind(self.runner, self.dir)
         self.trigger = trigger
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -271,7 +288,7 @@ class Engine:
         for sid in list(self.owned):
             rev, poller, det = self.owned[sid]
             try:
-                new = await kv.update(f"src.{token(sid)}", self.member.encode(), last=rev, msg_ttl=OWNER_TTL)
+                new = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(), rev, OWNER_TTL)
                 self.owned[sid] = (new, poller, det)
             except Exception as e:  # noqa: BLE001 - lost it (lapsed, or taken by another process)
                 log.warning("lost the source %s (%s); stopping its detector", sid, type(e).__name__)
@@ -303,7 +320,7 @@ class Engine:
         """How many processes are alive (each renews its ``member.`` key)."""
         await self._heartbeat()
         try:
-            keys = await self.broker.owners.keys(filters=["member.>"])
+            keys = [k for k in await self.broker.owners.keys() if k.startswith("member.")]
         except Exception:  # noqa: BLE001 - no keys (cannot happen after the heartbeat, but harmless)
             return 1
         return max(1, len(keys))
@@ -315,7 +332,7 @@ class Engine:
             await kv.create(key, b"1", msg_ttl=OWNER_TTL)
         except Exception:  # noqa: BLE001 - exists: renew it
             e = await kv.get(key)
-            await kv.update(key, b"1", last=e.revision, msg_ttl=OWNER_TTL)
+            await kv_update(self.broker.js, OWNERS, key, b"1", e.revision, OWNER_TTL)
 
     async def _release(self, sid: str, delete: bool) -> None:
         rev, poller, det = self.owned.pop(sid)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from spatec.service.areas import Areas, service_crs
-from spatec.service.broker import Broker, EmbeddedNats
+from spatec.service.broker import SUBS, Broker, EmbeddedNats, kv_update
 from spatec.service.hub import Hub
 from spatec.service.subscriptions import Checker, RequestError, Subscription
 from spatec.spatial.crs import Projector
@@ -31,6 +31,8 @@ log = logging.getLogger("spatec.service")
 
 SWEEP_EVERY = 0.5      # s between two lease sweeps
 OWN_EVERY = 1.0        # s between two ownership rounds
+POSITION_POLLS = 5     # of a backlog of polls, the last ones shown on the page
+POSITIONS_EVERY = 0.5  # s between two looks at new polls for the page
 
 
 class Service:
@@ -58,6 +60,7 @@ class Service:
         self.stop_event = asyncio.Event()
         self.tasks: list = []
         self.loop = None
+        self._places_cache: dict = {}
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -69,7 +72,9 @@ class Service:
         if url is None:
             port_file = self.state / "nats" / "port"
             port = int(port_file.read_text()) if port_file.exists() else None
-            self.nats = await asyncio.to_thread(EmbeddedNats(self.state / "nats", port).start)
+            # started from the loop's own thread: the server is sent SIGTERM when the thread that
+            # started it ends (PR_SET_PDEATHSIG), which must be the process's main thread
+            self.nats = EmbeddedNats(self.state / "nats", port).start()
             port_file.write_text(str(self.nats.port))
             url = self.nats.url
         self.broker = await Broker(url).connect()
@@ -84,16 +89,24 @@ class Service:
                              self.checkpoint_every, self.member, gate=self.quality)
 
     async def stop(self) -> None:
+        """Stop within seconds: runners checkpoint, pushers stop after the request in flight."""
         self.stop_event.set()
+
+        async def bounded(what, coro, limit):
+            try:
+                await asyncio.wait_for(coro, limit)
+            except Exception as e:  # noqa: BLE001 - stopping goes on whatever fails
+                log.warning("stopping: %s did not end cleanly (%s)", what, type(e).__name__)
+
         if self.engine is not None:
-            await self.engine.stop()
+            await bounded("the detectors", self.engine.stop(), 20)
         if self.delivery is not None:
-            await self.delivery.stop()
+            await bounded("the deliveries", self.delivery.stop(), 5)
         for t in self.tasks:
             t.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await bounded("the tasks", asyncio.gather(*self.tasks, return_exceptions=True), 5)
         if self.broker is not None:
-            await self.broker.close()
+            await bounded("the broker connection", self.broker.close(), 5)
         if self.nats is not None:
             await asyncio.to_thread(self.nats.stop)
 
@@ -202,7 +215,7 @@ class Service:
     async def _store(self, sub: Subscription) -> None:
         kv = self.broker.subs
         e = await kv.get(sub.id)
-        await kv.update(sub.id, json.dumps(sub.to_json()).encode(), last=e.revision, msg_ttl=_ttl(sub.lease))
+        await kv_update(self.broker.js, SUBS, sub.id, json.dumps(sub.to_json()).encode(), e.revision, _ttl(sub.lease))
 
     async def unsubscribe(self, sub_id: str) -> bool:
         if sub_id not in self.hub.subs:
@@ -210,6 +223,36 @@ class Service:
         self.hub.drop(sub_id)
         await self.broker.subs.purge(sub_id)
         return True
+
+    # ------------------------------------------------------------------ what the page and clients read
+    def program_doc(self) -> dict:
+        from spatec.frontend.schema import json_schema
+
+        places = []
+        for name in self.program.places:
+            loc = self.areas.patterns.region(name)
+            places.append({"type": "Feature", "properties": {"name": name},
+                           "geometry": json.loads(_geojson(loc, self.proj))})
+        return {"timezone": self.program.timezone,
+                "phrases": {p.name: json_schema(self.program, p) for p in self.program.phrases},
+                "per": {p.name: p.phrase.per for p in self.program.phrases},
+                "places": {"type": "FeatureCollection", "features": places}}
+
+    def places_of(self, entry) -> list[str]:
+        cache = self._places_cache
+        got = cache.get(entry.seq)
+        if got is None:
+            got = cache[entry.seq] = self.areas.place_names(self.areas.hull(entry.alert.get("hull")))
+            if len(cache) > 10_000:
+                cache.pop(next(iter(cache)))
+        return got
+
+    def status(self) -> dict:
+        return {"member": self.member, "broker": self.broker.url if self.broker else None,
+                "subscriptions": len(self.hub.subs), "groups": len(self.hub.index.groups),
+                "log": self.hub.processed, "engine": self.engine.status() if self.engine else None,
+                "pushed": self.delivery.sent if self.delivery else 0,
+                "dead_letters": self.delivery.dead if self.delivery else 0}
 
     # ------------------------------------------------------------------ positions (the page)
     async def _follow_positions(self) -> None:
@@ -227,18 +270,27 @@ class Service:
         decl_of = {}
         while not self.stop_event.is_set():
             try:
-                msg = await sub.next_msg(timeout=0.5)
+                msgs = [await sub.next_msg(timeout=0.5)]
             except asyncio.TimeoutError:
                 continue
             except Exception:  # noqa: BLE001 - closed
                 break
-            try:
-                got = await asyncio.to_thread(self._positions_of, msg.subject, msg.data, decl_of)
-            except Exception:  # noqa: BLE001 - a poll that is not positions: nothing to show
-                continue
-            if got:
-                self.positions.update(got)
-                self.positions_changed.set()
+            # a backlog (a restart, a feed caught up) is shown by its last polls only: positions
+            # are for people, and parsing every poll would take the CPU from the detectors
+            while len(msgs) < 1000:
+                try:
+                    msgs.append(await sub.next_msg(timeout=0.001))
+                except Exception:  # noqa: BLE001 - none waiting
+                    break
+            for msg in msgs[-POSITION_POLLS:]:
+                try:
+                    got = await asyncio.to_thread(self._positions_of, msg.subject, msg.data, decl_of)
+                except Exception:  # noqa: BLE001 - a poll that is not positions: nothing to show
+                    continue
+                if got:
+                    self.positions.update(got)
+                    self.positions_changed.set()
+            await asyncio.sleep(POSITIONS_EVERY)
 
     def _positions_of(self, subject: str, data: bytes, decl_of: dict) -> dict:
         from spatec.events.canonical import to_events
@@ -261,6 +313,20 @@ class Service:
         df = df.dropna(subset=["_lon", "_lat"])
         return {str(s): [float(x), float(y), int(t)] for s, x, y, t in
                 zip(df["_source"], df["_lon"], df["_lat"], df["_t"])}
+
+
+def _geojson(loc, proj) -> str:
+    """A stamp (metres) as a GeoJSON polygon in lon/lat."""
+    import numpy as np
+    import shapely
+
+    g = loc.geom if loc.r == 0 else shapely.buffer(loc.geom, loc.r, 16)
+
+    def inv(c):
+        x, y = proj.inverse(c[:, 0], c[:, 1])
+        return np.column_stack([x, y])
+
+    return shapely.to_geojson(shapely.transform(g, inv))
 
 
 def _ttl(lease: float) -> int:
