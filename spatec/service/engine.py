@@ -36,7 +36,7 @@ from spatec.service.broker import INPUT, OWNERS, kv_update, token
 
 log = logging.getLogger("spatec.service")
 
-OWNER_TTL = 3          # s: an owner's key lapses this long after its last renewal
+OWNER_TTL = 6          # s: an owner's key lapses this long after its last renewal (renewed every second)
 POLLS_PER_BATCH = 50   # polls a detector takes from the log per micro-batch at most
 
 
@@ -65,6 +65,7 @@ class Poller:
         self.feed = HttpFeedSource(spec, spool)
         self.stats = stats
         self.stop = threading.Event()
+        self.logged = 0          # the input stream's sequence of the last poll this poller logged
         self.thread = threading.Thread(target=self._run, name=f"poll {spec.url}", daemon=True)
 
     def start(self) -> "Poller":
@@ -106,7 +107,8 @@ class Poller:
                     if server is not None:
                         headers["X-Poll-Seq"] = str(server)
                     try:
-                        call(self.loop, self.broker.js.publish(self.subject, body, headers=headers))
+                        ack = call(self.loop, self.broker.js.publish(self.subject, body, headers=headers))
+                        self.logged = ack.seq
                         feed.server_seq = server
                         self.stats["polls"] = self.stats.get("polls", 0) + 1
                     except Exception as e:  # noqa: BLE001 - logged; the poll is asked for again
@@ -226,7 +228,7 @@ class Detector:
     """The live runner of one source, on a thread."""
 
     def __init__(self, compiled, spec: SourceSpec, broker, loop, state: Path, lateness: int, trigger: float,
-                 checkpoint_every: float | None, gate=None, stats: dict | None = None):
+                 checkpoint_every: float | None, gate=None, stats: dict | None = None, crs: str | None = None):
         from spatec.runners.live_local import LocalLive
         from spatec.sinks.alerts import DeliveredLog, SinkSet
 
@@ -235,9 +237,9 @@ class Detector:
         self.dir.mkdir(parents=True, exist_ok=True)
         cols = [a.name for a in compiled.program.events[spec.type].attrs]
         self.gate = gate() if gate is not None else None      # a fresh outage gate per runner
-        src = LogSource(spec, broker, loop, cols, self.gate)
+        self.source = src = LogSource(spec, broker, loop, cols, self.gate)
         sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(self.dir / "delivered.jsonl"), gate=self.gate)
-        self.runner = LocalLive(compiled, [src], sinks, self.dir, self.dir, lateness=lateness,
+        self.runner = LocalLive(compiled, [src], sinks, self.dir, self.dir, lateness=lateness, crs=crs,
                                 checkpoint_every=checkpoint_every)
         if self.gate is not None:
             self.gate.bind(self.runner, self.dir)
@@ -264,8 +266,9 @@ class Engine:
     """Which sources this process runs, kept in step with the ``spatec_owners`` bucket."""
 
     def __init__(self, compiled, sources: list[str], broker, state: Path, lateness: int, trigger: float,
-                 checkpoint_every: float | None, member: str, gate=None):
+                 checkpoint_every: float | None, member: str, gate=None, crs: str | None = None):
         self.compiled, self.broker, self.state = compiled, broker, Path(state)
+        self.crs = crs      # the service's metric CRS: hulls and areas measured alike
         self.specs = [parse_source(s) for s in sources]
         for sp in self.specs:
             if sp.kind == "dir":
@@ -312,7 +315,14 @@ class Engine:
             spool = self.state / "spool"
             poller = Poller(sp, self.broker, loop, spool, max(self.trigger, 0.05), self.stats).start()
             det = await asyncio.to_thread(Detector, self.compiled, sp, self.broker, loop, self.state, self.lateness,
-                                          self.trigger, self.checkpoint_every, self.gate, self.stats)
+                                          self.trigger, self.checkpoint_every, self.gate, self.stats, self.crs)
+            self.owned[sid] = (rev, poller, det)
+            try:     # making the runner took a while: renew before it starts
+                rev = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(), rev, OWNER_TTL)
+            except Exception:  # noqa: BLE001 - lapsed meanwhile: another process may have it now
+                log.warning("lost the source %s while starting its runner", sid)
+                await self._release(sid, delete=False)
+                continue
             det.start()
             self.owned[sid] = (rev, poller, det)
 
@@ -338,8 +348,9 @@ class Engine:
         rev, poller, det = self.owned.pop(sid)
         poller.stop.set()
         det.stop.set()
-        await asyncio.to_thread(poller.thread.join, 15)
-        await asyncio.to_thread(det.thread.join, 30)
+        for t, limit in ((poller.thread, 15), (det.thread, 30)):
+            if t.ident is not None:
+                await asyncio.to_thread(t.join, limit)
         if delete:
             try:
                 await self.broker.owners.delete(f"src.{token(sid)}")
@@ -356,8 +367,10 @@ class Engine:
 
     def status(self) -> dict:
         out = {"owned": sorted(self.owned), **self.stats}
-        for sid, (_, _, det) in self.owned.items():
+        for sid, (_, poller, det) in self.owned.items():
             st = det.runner.state
             out.setdefault("runners", {})[sid] = {**dict(st.counts), "batches": st.batches,
+                                                  "logged": poller.logged, "offset": det.source.committed,
+                                                  "watermark": st.watermark,
                                                   "error": repr(det.error) if det.error else None}
         return out

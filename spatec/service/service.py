@@ -86,7 +86,7 @@ class Service:
         self.tasks.append(asyncio.create_task(self._own(), name="owners"))
         self.tasks.append(asyncio.create_task(self._follow_positions(), name="positions"))
         self.engine = Engine(self.compiled, self.sources, self.broker, self.state, self.lateness, self.trigger,
-                             self.checkpoint_every, self.member, gate=self.quality)
+                             self.checkpoint_every, self.member, gate=self.quality, crs=self.proj.crs)
 
     async def stop(self) -> None:
         """Stop within seconds: runners checkpoint, pushers stop after the request in flight."""

@@ -1,0 +1,163 @@
+"""`spatec serve` end to end: a recorded feed through the service to subscribers (SPEC §4:
+the composites a live run reports are the replay's; a subscriber gets those its filter and
+area match, each once, across disconnects and restarts)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import shapely
+
+from spatec.feeds.server import FeedServer
+from spatec.plan.program import compile_program
+from tests.live.conftest import CRS, batch_alerts, feed_events, minutes, program_of
+from tests.service.conftest import Serve, call, free_port, sse, wait_for
+
+pytestmark = pytest.mark.slow
+
+CIRCLE = [0.1218, 52.2053, 1500.0]                        # lon, lat, metres: central Cambridge
+BOX = {"type": "Polygon", "coordinates": [[[0.05, 52.15], [0.25, 52.15], [0.25, 52.25], [0.05, 52.25],
+                                           [0.05, 52.15]]]}
+
+
+def late_ids(state: Path) -> set:
+    out = set()
+    for f in Path(state).glob("runners/*/late/BusGPS.jsonl"):
+        out |= {json.loads(x)["_id"] for x in f.read_text().splitlines() if x.strip()}
+    return out
+
+
+def metric(wkt: str):
+    import pyproj
+
+    t = pyproj.Transformer.from_crs("EPSG:4326", CRS, always_xy=True)
+    g = shapely.from_wkt(wkt)
+    return shapely.transform(g, lambda c: np.column_stack(t.transform(c[:, 0], c[:, 1])))
+
+
+def circle_metric():
+    return metric(f"POINT ({CIRCLE[0]} {CIRCLE[1]})").buffer(CIRCLE[2], 256)
+
+
+def settled(serve, n_polls: int, timeout: float = 300):
+    """Wait until every poll is logged and read by its runner, and the alert log is still."""
+    last = [None, time.monotonic()]
+
+    def done():
+        st = call(serve, "GET", "/status")[1]
+        eng = st["engine"] or {}
+        runners = (eng.get("runners") or {}).values()
+        caught_up = runners and all(r["offset"] >= r["logged"] > 0 for r in runners)
+        key = (st["log"], tuple(r["offset"] for r in runners))
+        if key != last[0]:
+            last[:] = [key, time.monotonic()]
+            return False
+        return eng.get("polls", 0) >= n_polls and caught_up and time.monotonic() - last[1] > 2
+    try:
+        wait_for(done, timeout, what="the service to take the whole feed")
+    except AssertionError:
+        raise AssertionError(f"the service did not take the whole feed: {call(serve, 'GET', '/status')[1]}") from None
+
+
+def decided(serve, want: dict) -> dict:
+    """The replay's composites a live run has decided by now: Stuck's (successive) once the
+    watermark has passed them (the feed does not end: nothing is decided by an end of input)."""
+    from spatec.events.timefmt import parse_time
+
+    runners = call(serve, "GET", "/status")[1]["engine"]["runners"].values()
+    wm = min(r["watermark"] for r in runners)
+    return {k: [a for a in v if k not in ("Stuck", "StuckOnRoad") or parse_time(a["hi"]) <= wm]
+            for k, v in want.items()}
+
+
+def ids(events):
+    return [e[1] for e in events if e[0] == "alert"]
+
+
+def test_three_subscriptions_resume_and_lease(tmp_path, recording):
+    polls = minutes(recording, 8)
+    prog = program_of(tmp_path, "bunching", "stuck")
+    compiled = compile_program(prog)
+    port = free_port()
+    srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], tmp_path / "state").start()
+    feed = None
+    try:
+        # a bad filter: 400 with the message and the column in the filter text
+        code, body = call(srv, "POST", "/subscriptions", {"phrase": "Bunching", "where": 'line == "1" and metre < 50'})
+        assert code == 400 and body["column"] == 17 and "metre" in body["error"] and "metres" in body["error"]
+        code, body = call(srv, "POST", "/subscriptions", {"phrase": "Bunching", "where": "metres < 50 m"})
+        assert code == 400 and body["column"] == 1 and "unit mismatch" in body["error"]
+        code, body = call(srv, "POST", "/subscriptions",
+                          {"phrase": "Bunching", "where": "metres < 10 and metres > 20"})
+        assert code == 400 and body["column"] == 17 and "never match" in body["error"]
+        code, body = call(srv, "POST", "/subscriptions", {"phrase": "Bunching", "area": "nowhere"})
+        assert code == 400 and body["field"] == "area"
+        code, doc = call(srv, "GET", "/openapi.json")
+        assert code == 200 and "/subscriptions/{id}/events" in doc["paths"]
+
+        subs = {}
+        for name, req in {
+            "near": {"phrase": "Bunching", "where": "metres < 60"},
+            "centre": {"phrase": "Stuck", "area": {"circle": CIRCLE}},
+            "box": {"phrase": "Stuck", "where": "since >= 2019-10-01T09:02", "area": BOX, "certainly": True},
+            "short": {"phrase": "Stuck", "lease": "2 s"},
+        }.items():
+            code, body = call(srv, "POST", "/subscriptions", req)
+            assert code == 201, body
+            subs[name] = body["id"]
+        # the short lease lapses: its stream ends, it is gone, and stops costing (not listed)
+        code, got = sse(srv, f"/subscriptions/{subs['short']}/events", timeout=20)
+        assert code == 200 and got and got[-1][0] == "end"
+        assert call(srv, "GET", f"/subscriptions/{subs['short']}")[0] == 404
+        assert subs["short"] not in {s["id"] for s in call(srv, "GET", "/subscriptions")[1]}
+        # renewing keeps one alive
+        code, body = call(srv, "PUT", f"/subscriptions/{subs['near']}", {"lease": "10 min"})
+        assert code == 200
+
+        feed = FeedServer(polls, speed=0, port=port).start()
+        # a subscriber that reads a few alerts, goes away mid-feed and comes back
+        code, first = sse(srv, f"/subscriptions/{subs['near']}/events", max_events=3, timeout=120, idle=60)
+        assert code == 200 and len(first) == 3
+        settled(srv, len(polls))
+
+        want = decided(srv, batch_alerts(compiled, feed_events(compiled, polls), exclude=late_ids(tmp_path / "state")))
+        circle = circle_metric()
+        box = metric(shapely.to_wkt(shapely.from_geojson(json.dumps(BOX))))
+        expect = {
+            "near": {a["id"] for a in want["Bunching"] if a["metres"] < 60},
+            "centre": {a["id"] for a in want["Stuck"] if metric(a["hull"]).intersects(circle)},
+            "box": {a["id"] for a in want["Stuck"] if a["since"] >= "2019-10-01T08:02:00Z"
+                    and box.contains(metric(a["hull"]))},
+        }
+        assert all(len(v) >= 3 for v in expect.values()), {k: len(v) for k, v in expect.items()}
+        assert expect["centre"] != {a["id"] for a in want["Stuck"]} != expect["box"]
+
+        rest_code, rest = sse(srv, f"/subscriptions/{subs['near']}/events", last_id=first[-1][1], timeout=60)
+        got_near = ids(first) + ids(rest)
+        assert len(got_near) == len(set(got_near))
+        assert set(got_near) == expect["near"], (len(set(got_near) - expect["near"]),
+                                                 sorted((a["lo"], a["hi"]) for a in want["Bunching"]
+                                                        if a["id"] in expect["near"] - set(got_near))[:5],
+                                                 max(a["hi"] for a in want["Bunching"]))
+        for name in ("centre", "box"):
+            code, got = sse(srv, f"/subscriptions/{subs[name]}/events", timeout=60)
+            got = ids(got)
+            assert len(got) == len(set(got))
+            stuck = {a["id"]: a for a in want["Stuck"]}
+            assert set(got) == expect[name], (name, {k: len(v) for k, v in expect.items()},
+                                              {k: len(set(got) & v) for k, v in expect.items()}, [
+                (stuck[i]["lo"], stuck[i]["hull"][:80]) for i in list(expect[name] - set(got))[:3]])
+        # ?mode=latest: one alert per key (Stuck's `per vehicle`), the last of each
+        by_vehicle = {}
+        for a in sorted((a for a in want["Stuck"] if a["id"] in expect["centre"]), key=lambda a: a["id"]):
+            by_vehicle.setdefault(a["vehicle"], []).append(a["id"])
+        code, latest = sse(srv, f"/subscriptions/{subs['centre']}/events?mode=latest", timeout=20)
+        vehicles = [json.loads(d)["vehicle"] for _, _, d in latest]
+        assert sorted(vehicles) == sorted(by_vehicle)
+    finally:
+        srv.stop()
+        if feed is not None:
+            feed.stop()
