@@ -85,8 +85,15 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     sinks_urls = args.sink or ["console:"]
     stop = threading.Event()
+    webhooks: list = []       # queued sinks: a signal stops them after the request in flight
+
+    def on_signal(*_):
+        stop.set()
+        for w in webhooks:
+            w.stop_now()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     webhook = {"retries": args.retries, "backoff": parse_duration(args.backoff)}
     if args.runner == "spark":
         from spatec.runners.spark.live import run_live_spark
@@ -96,13 +103,13 @@ def run(args) -> int:
                                 master=args.master, stop=stop, webhook=webhook, quiet=args.quiet,
                                 max_polls=args.max_polls or 200)
     else:
-        counts = _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook)
+        counts = _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook, webhooks)
     if not args.quiet:
         print("spatec live: " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())), file=sys.stderr)
     return 0
 
 
-def _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook):
+def _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook, webhooks):
     from spatec.runners.live_local import open_local
 
     status = _Status(args.quiet)
@@ -110,6 +117,7 @@ def _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, web
                         phrases=args.phrase, webhook=webhook, on_batch=status, max_polls=args.max_polls or 20,
                         checkpoint_every=parse_duration(args.checkpoint_every))
     status.runner = runner
+    webhooks.extend(s for s in runner.sinks.sinks if hasattr(s, "stop_now"))
     runner.run(trigger=trigger, until_idle=args.until_idle, stop=stop)
     return runner.state.counts
 

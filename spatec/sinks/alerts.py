@@ -434,6 +434,15 @@ class WebhookSink(AlertSink):
         self._busy = False
         self._f = None
         self._thread: threading.Thread | None = None
+        self.drain_on_close = True
+        self.drain_timeout = 300.0
+
+    def stop_now(self) -> None:
+        """A signal: do not drain the queue on close."""
+        self.drain_on_close = False
+        self._stop.set()
+        with self._cv:
+            self._cv.notify_all()
 
     def already(self, known):
         """Queue again what the outbox holds that was never recorded as delivered."""
@@ -525,7 +534,7 @@ class WebhookSink(AlertSink):
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait until the queue is empty (tests, end of input)."""
         end = time.monotonic() + timeout
-        while time.monotonic() < end:
+        while time.monotonic() < end and not self._stop.is_set():
             with self._cv:
                 if not self.queue and not self._busy:
                     return True
@@ -533,6 +542,11 @@ class WebhookSink(AlertSink):
         return False
 
     def close(self) -> None:
+        """Stop the worker. At the end of input (``drain_on_close``) the queue is posted first
+        (for at most ``drain_timeout`` s); on a signal (``stop_now``) only the request in flight
+        is waited for, and the rest stays in the outbox for the next start."""
+        if self.drain_on_close and self._thread is not None:
+            self.drain(self.drain_timeout)
         self._stop.set()
         with self._cv:
             self._cv.notify_all()
