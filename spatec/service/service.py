@@ -256,7 +256,7 @@ class Service:
 
     # ------------------------------------------------------------------ positions (the page)
     async def _follow_positions(self) -> None:
-        from nats.js.api import DeliverPolicy
+        from nats.js.api import ConsumerConfig, DeliverPolicy
 
         from spatec.service.broker import INPUT
 
@@ -265,8 +265,8 @@ class Service:
             start = max(1, info.state.last_seq - 50)
         except Exception:  # noqa: BLE001 - no stream yet
             start = 1
-        sub = await self.broker.js.subscribe("spatec.input.>", ordered_consumer=True,
-                                             deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
+        cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
+        sub = await self.broker.js.subscribe("spatec.input.>", ordered_consumer=True, config=cfg)
         decl_of = {}
         while not self.stop_event.is_set():
             try:

@@ -41,6 +41,7 @@ def test_operations_page(tmp_path, recording):
             sid = page.evaluate("window.spatec.sub")
             feed = FeedServer(polls, speed=0, port=port).start()
             page.wait_for_selector("li.alert", timeout=120_000)
+            page.wait_for_function("window.spatec.vehicles > 10", timeout=30_000)     # positions drawn
             page.wait_for_selector("path.hull", state="attached", timeout=30_000)
             first = page.query_selector("li.alert")
             assert "Stuck" in first.inner_text()

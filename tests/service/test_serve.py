@@ -255,3 +255,95 @@ def test_two_processes_one_killed(tmp_path, recording):
         for f in feeds:
             f.stop()
         nats.stop()
+
+
+def test_push_deliveries_webhook_nats_mqtt(tmp_path, recording):
+    """Push subscriptions get what an SSE subscription with the same filter gets, each once,
+    with the composite id (webhook: Idempotency-Key; NATS: Nats-Msg-Id; MQTT: the alert)."""
+    import asyncio
+    import shutil
+    import subprocess
+    import threading
+
+    import paho.mqtt.client as mqtt
+
+    from tests.live.test_webhook_kill import SlowHook
+
+    mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    if not Path(mosquitto).exists():
+        pytest.skip("mosquitto is not installed (scripts/setup_system.sh installs Debian's mosquitto)")
+    mport = free_port()
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text(f"listener {mport} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+    broker_proc = subprocess.Popen([mosquitto, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    got_mqtt, lock = [], threading.Lock()
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+    client.on_message = lambda c, u, m: (lock.acquire(), got_mqtt.append(json.loads(m.payload)["id"]),
+                                         lock.release())
+    wait_for(lambda: _connects(client, mport), 10, 0.2, "mosquitto")
+    client.subscribe("alerts/stuck", qos=1)
+    client.loop_start()
+    hook = SlowHook(0.0)
+    polls = minutes(recording, 4)
+    prog = program_of(tmp_path, "stuck")
+    port = free_port()
+    srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], tmp_path / "state").start()
+    feed = None
+    got_nats = []
+    stop = threading.Event()
+
+    def nats_listener(url):
+        import nats
+
+        async def run():
+            nc = await nats.connect(url)
+            sub = await nc.subscribe("ops.stuck")
+            while not stop.is_set():
+                try:
+                    m = await sub.next_msg(timeout=0.5)
+                except Exception:  # noqa: BLE001 - none yet
+                    continue
+                got_nats.append((m.headers or {}).get("Nats-Msg-Id"))
+            await nc.close()
+        asyncio.run(run())
+
+    try:
+        where = 'line == "1" or line == "4"'
+        subs = {}
+        for name, deliver in {"sse": {"sse": True}, "webhook": {"webhook": hook.url},
+                              "nats": {"nats": "ops.stuck"},
+                              "mqtt": {"mqtt": {"url": f"mqtt://127.0.0.1:{mport}", "topic": "alerts/stuck"}}}.items():
+            code, body = call(srv, "POST", "/subscriptions", {"phrase": "Stuck", "where": where, "deliver": deliver})
+            assert code == 201, body
+            subs[name] = body["id"]
+        t = threading.Thread(target=nats_listener, args=(call(srv, "GET", "/status")[1]["broker"],), daemon=True)
+        t.start()
+        time.sleep(1.0)
+        feed = FeedServer(polls, speed=0, port=port).start()
+        settled(srv, [feed])
+        code, events = sse(srv, f"/subscriptions/{subs['sse']}/events", timeout=60)
+        want = ids(events)
+        assert len(want) > 10 and len(want) == len(set(want))
+        wait_for(lambda: len(hook.posts) >= len(want) and len(got_nats) >= len(want) and len(got_mqtt) >= len(want),
+                 60, what="the pushes")
+        time.sleep(1.0)
+        assert [k for k, _ in hook.posts] == [i for _, i in hook.posts]
+        for got in ([i for _, i in hook.posts], got_nats, got_mqtt):
+            assert sorted(got) == sorted(want)
+    finally:
+        stop.set()
+        srv.stop()
+        if feed is not None:
+            feed.stop()
+        client.loop_stop()
+        broker_proc.terminate()
+        broker_proc.wait()
+        hook.srv.shutdown()
+
+
+def _connects(client, port) -> bool:
+    try:
+        client.connect("127.0.0.1", port)
+        return True
+    except OSError:
+        return False

@@ -4,7 +4,7 @@
 "use strict";
 (async function () {
   const LEASE = 120;                  // s; renewed every LEASE / 4 and on every pan
-  const state = { sub: null, area: null, alerts: new Map(), acked: new Set(), hulls: 0, source: null };
+  const state = { sub: null, area: null, alerts: new Map(), acked: new Set(), hulls: 0, vehicles: 0, source: null };
   window.spatec = state;              // for people poking around, and the page's tests
   const map = L.map("map", { zoomControl: true, attributionControl: false });
   const status = (t) => { document.getElementById("status").textContent = t; };
@@ -34,6 +34,7 @@
         markers.set(vehicle, m);
       } else m.setLatLng([lat, lon]);
     }
+    state.vehicles = markers.size;
   });
 
   // ---------------------------------------------------------------- the subscription
