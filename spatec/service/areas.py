@@ -97,7 +97,7 @@ class Areas:
 
     def box(self, loc: S.Loc) -> tuple:
         """The lon/lat box of a stamp (its geometry grown by its radius)."""
-        g = loc.geom if loc.r == 0 else shapely.buffer(loc.geom, loc.r, 8)
+        g = loc.geom if loc.r == 0 else shapely.buffer(loc.geom, loc.r, quad_segs=8)
         x0, y0, x1, y1 = shapely.bounds(g).tolist()
         xs, ys = [x0, x1, x0, x1], [y0, y0, y1, y1]
         lon, lat = self.proj.inverse(xs, ys)

@@ -320,7 +320,7 @@ def _geojson(loc, proj) -> str:
     import numpy as np
     import shapely
 
-    g = loc.geom if loc.r == 0 else shapely.buffer(loc.geom, loc.r, 16)
+    g = loc.geom if loc.r == 0 else shapely.buffer(loc.geom, loc.r, quad_segs=16)
 
     def inv(c):
         x, y = proj.inverse(c[:, 0], c[:, 1])
