@@ -262,10 +262,10 @@ def _value(v, kind: str):
     if kind == "time":
         if not isinstance(v, str):
             return None
-        from spatec.events.timefmt import parse_time
+        from spatec.service.filters import time_micros
 
         try:
-            return parse_time(v)
+            return time_micros(v)
         except (ValueError, TypeError):
             return None
     return v if isinstance(v, (int, float)) else None
