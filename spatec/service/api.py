@@ -223,10 +223,11 @@ async def _frames(svc, sid: str, cursor: int, key: str | None, annotate: bool, r
             todo = latest(todo, key)
         first = False
         for e in todo:
-            data = e.data
             if annotate:
-                data = json.dumps({"alert": e.alert, "places": svc.places_of(e)})
-            yield ServerSentEvent(data=data, id=e.id, event="alert")
+                yield ServerSentEvent(data=json.dumps({"alert": e.alert, "places": svc.places_of(e)}), id=e.id,
+                                      event="alert")
+            else:
+                yield e.frame          # encoded once, for every subscriber
             cursor = e.seq
         if todo:
             continue

@@ -37,6 +37,7 @@ class Entry:
     id: str
     data: str          # the alert's JSON text
     alert: dict
+    frame: bytes       # its SSE frame, encoded once for every subscriber
 
 
 class SubState:
@@ -102,7 +103,8 @@ class Hub:
         except ValueError:
             log.warning("log entry %d is not an alert; skipped", seq)
             return None
-        e = Entry(seq, alert.get("id", ""), data, alert)
+        cid = alert.get("id", "")
+        e = Entry(seq, cid, data, alert, sse_frame(cid, data))
         self.seq_of[e.id] = seq
         matched = self.index.match(alert, lambda: self.areas.hull(alert.get("hull")))
         subs = self.subs
@@ -154,6 +156,13 @@ class Hub:
                 await sub.unsubscribe()
             except Exception:  # noqa: BLE001 - already closed
                 pass
+
+
+def sse_frame(cid: str, data: str, event: str = "alert") -> bytes:
+    """The SSE frame of an alert (as sse-starlette encodes one)."""
+    from sse_starlette.sse import ServerSentEvent
+
+    return ServerSentEvent(data=data, id=cid, event=event).encode()
 
 
 def latest(entries: list[Entry], key: str) -> list[Entry]:

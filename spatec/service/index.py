@@ -9,9 +9,11 @@ content-based routing (Gryphon's information flow graphs, Antipov's covering):
   too — C's filter is a conjunction of simple comparisons each implied by G's own
   (``line == "1"`` covers ``line == "1" and metres < 50``; ``metres < 80`` covers
   ``metres < 50``), and C has no area or G's area lies inside C's. A covered group is
-  evaluated only on its coverer's matches. Covering is found when a group is added
-  (against the groups of its equality bucket and the unindexed ones); a group whose
-  coverer goes away is indexed on its own again.
+  evaluated only on its coverer's matches, through an index of the coverer's own (the
+  same kind as below). Covering is found when a group is added, against the groups of
+  its equality bucket, the ranges and the unindexed ones; of those that cover it, the one
+  with most conditions (a group without any covers everything and would save nothing). A
+  group whose coverer goes away is indexed on its own again.
 - **Indexing** the uncovered groups: a group with an equality comparison is hashed by
   (field, value); else one with a range comparison (``<``, ``<=``, ``>``, ``>=`` on a
   number or time field) is kept in a list sorted by its bound (an alert's value finds all
@@ -45,7 +47,7 @@ class Group:
     filter: object            # filters.Filter or None
     area: object              # areas.Area or None
     members: set = field(default_factory=set)
-    covered: list = field(default_factory=list)    # groups evaluated only where this one matches
+    covered: "_PhraseIndex | None" = None          # groups evaluated only where this one matches, indexed
     parent: "Group | None" = None
     slot: tuple | None = None                      # where it is indexed (roots only)
 
@@ -89,7 +91,9 @@ class CoveringIndex:
             cover = px.coverer(g)
             if cover is not None:
                 g.parent = cover
-                cover.covered.append(g)
+                if cover.covered is None:
+                    cover.covered = _PhraseIndex()
+                cover.covered.put(g)
             else:
                 px.put(g)
         g.members.add(sub_id)
@@ -105,13 +109,14 @@ class CoveringIndex:
         del self.groups[g.key]
         px = self.phrases[g.phrase]
         if g.parent is not None:
-            g.parent.covered.remove(g)
+            g.parent.covered.drop(g)
         else:
             px.drop(g)
-        for child in g.covered:    # on their own again
-            child.parent = None
-            px.put(child)
-        g.covered = []
+        if g.covered is not None:
+            for child in g.covered.all():    # on their own again
+                child.parent = None
+                px.put(child)
+            g.covered = None
 
     def match(self, alert: dict, hull) -> set:
         out: set = set()
@@ -132,7 +137,8 @@ class CoveringIndex:
                 self.tests += 1
                 if g.test(alert, hull_once):
                     out |= g.members
-                    stack.extend(g.covered)
+                    if g.covered is not None:
+                        stack.extend(g.covered.candidates(alert, hull_once))
         return out
 
 
@@ -181,6 +187,13 @@ class _PhraseIndex:
             self.rest.discard(g)
         g.slot = None
 
+    def all(self) -> list:
+        """Every group indexed here."""
+        out = [g for gs in self.eq.values() for g in gs]
+        for srt in self.ranges.values():
+            out.extend(srt.groups)
+        return out + list(self.areas) + list(self.rest)
+
     def coverer(self, g: Group) -> Group | None:
         """An indexed group that covers ``g`` (see the module docstring), or None."""
         pool = []
@@ -191,10 +204,12 @@ class _PhraseIndex:
         if g.area is None or len(pool) < COVER_CHECKS:
             for s in self.ranges.values():
                 pool.extend(s.groups[:COVER_CHECKS])
+        best, best_n = None, 0
         for c in pool[:COVER_CHECKS]:
-            if covers(c, g):
-                return c
-        return None
+            n = len(c.atoms()) + (c.area is not None)
+            if n > best_n and covers(c, g):     # a group without conditions covers all and saves nothing
+                best, best_n = c, n
+        return best
 
     # -- what an alert may match
     def candidates(self, alert: dict, hull):
