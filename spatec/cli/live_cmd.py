@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import signal
 import sys
 import tempfile
@@ -11,6 +10,7 @@ import time
 from pathlib import Path
 
 from spatec.errors import SpatecError
+from spatec.events.timefmt import parse_duration  # noqa: F401 - the CLI's durations
 
 NAME = "live"
 HELP = "Run a program's phrases on live positions (HTTP feeds, a directory) and send alerts to sinks."
@@ -20,18 +20,6 @@ SOURCE_HELP = ("TYPE=URL, repeatable: dir:///path (new complete CSV/JSONL/SIRI-V
                "(a GTFS-realtime VehiclePositions feed); HTTP feeds are polled every --trigger")
 SINK_HELP = ("repeatable: console:, jsonl:///dir (DIR/PHRASE.jsonl, appended), http://host:port/path "
              "(webhook: one POST per alert, retried; dead letters in CHECKPOINT/dead_letter.jsonl)")
-
-_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0,
-          "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> float:
-    """``"10 min"``, ``"30s"``, ``"1.5h"``, ``"500ms"``, ``"20"`` (seconds) → seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
-    if not m or (m.group(2) and m.group(2) not in _UNITS):
-        raise SpatecError(f"{text!r} is not a duration; write e.g. 30s, 10 min, 1h")
-    return float(m.group(1)) * _UNITS.get(m.group(2) or "s")
-
 
 def add_arguments(p) -> None:
     p.add_argument("program", help="the .spatec program")

@@ -38,7 +38,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import uvicorn
 
-    from spatec.cli.live_cmd import parse_duration
+    from spatec.events.timefmt import parse_duration
     from spatec.plan.program import compile_program
     from spatec.service.app import make_app
 

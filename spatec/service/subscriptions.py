@@ -75,7 +75,7 @@ def _iso(t: float) -> str:
 
 
 def parse_lease(value) -> float:
-    from spatec.cli.live_cmd import parse_duration
+    from spatec.events.timefmt import parse_duration
 
     if value is None:
         return DEFAULT_LEASE
