@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from spatec.errors import ProgramError
+from spatec.errors import ProgramError, SpatecError
 
 NAME = "check"
 HELP = "check programs (with their includes) and report every error, without running anything"
@@ -75,9 +75,8 @@ def run(args) -> int:
                 out.diagnostic(d)
             errors += len(e.diagnostics)
             continue
-        except (OSError, UnicodeDecodeError) as e:
-            why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e))
-            out.error(f"{path}: cannot read: {why}")
+        except SpatecError as e:     # the file cannot be read at all
+            out.error(str(e))
             errors += 1
             continue
         if not args.quiet:

@@ -204,6 +204,15 @@ SEQ_OPS = (";", ";=", ";<>")
 CONC_OPS = ("||", "||=", "||<>")
 
 
+def op_parts(op: str) -> tuple[str, str]:
+    """A join operator as (time relation: ``;``, ``||`` or ``""``, space relation: ``=``,
+    ``<>`` or ``""``): ``";="`` → ``(";", "=")``, ``"and"`` → ``("", "")``."""
+    if op == "and":
+        return "", ""
+    time_rel = op.rstrip("=<>")
+    return time_rel, op[len(time_rel):]
+
+
 # --------------------------------------------------------------------------- predicates
 
 @dataclass(frozen=True)

@@ -156,8 +156,11 @@ class _Checker:
             import pyproj
 
             crs = pyproj.CRS.from_user_input(d.name)
-            if not crs.is_projected:
-                self.err(d.span, f"crs \"{d.name}\" is not a projected (metric) CRS",
+            units = sorted({axis.unit_name for axis in crs.axis_info})
+            if not crs.is_projected or units != ["metre"]:
+                why = "is not a projected (metric) CRS" if not crs.is_projected else \
+                    f"measures in {', '.join(units)}, not metres"
+                self.err(d.span, f"crs \"{d.name}\" {why}",
                          "use a projected CRS such as \"EPSG:27700\" or a UTM zone \"EPSG:32631\"")
                 return
         except Exception:  # noqa: BLE001 - pyproj raises several kinds

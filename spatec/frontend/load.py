@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spatec.errors import Diagnostic, ParseError, Span
+from spatec.errors import DataError, Diagnostic, ParseError, Span
 from spatec.frontend import ast as A
 from spatec.frontend.parse import parse_text
+from spatec.frontend.source import BOM, read_program
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,18 @@ class Loaded:
         self.diagnostics.append(Diagnostic(span, message, hint, self.line(span)))
 
 
+_DECLARATION = re.compile(r"(phrase|event|place|places|include|timezone|crs)\b")
+
+
+def looks_like_program(text: str) -> bool:
+    """Whether the first line that is not blank or a comment starts with a declaration."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return _DECLARATION.match(stripped) is not None
+    return True     # nothing but comments: an empty program
+
+
 def load_program(path: str | Path, text: str | None = None) -> Loaded:
     """Parse ``path`` (or ``text`` as if it were that file) with everything it includes."""
     path = Path(path)
@@ -64,17 +78,34 @@ def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: se
     seen.add(key)
     if text is None:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_program(path)
+        except OSError as e:
+            why = e.strerror or str(e)
             if via is None:
-                raise  # the root file: the caller says it cannot be read
-            why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e))
+                raise DataError(f"{path}: cannot read: {why}") from None
             out.diag(via.span, f"cannot include \"{via.path}\": {why}")
             return
+        except ParseError as e:
+            if via is None:
+                raise
+            d = e.first      # (the content of a file that is not a program is never shown)
+            out.diag(via.span, f"cannot include \"{via.path}\": {d.message} at line {d.span.line}, "
+                               f"column {d.span.col}")
+            return
+    else:
+        text = text.removeprefix(BOM)
     out.texts[str(path)] = text
     try:
         module = parse_text(text, str(path))
     except ParseError as e:
+        if via is not None and not looks_like_program(text):
+            # an included file that is not a program (a secret, /proc/self/environ): say
+            # where it stops parsing, never what it holds
+            d = e.first
+            out.diag(via.span, f"cannot include \"{via.path}\": not a SpaTeC program (it does not start "
+                               f"with a declaration; syntax error at line {d.span.line}, column {d.span.col})",
+                     "include names a .spatec file of declarations")
+            return
         out.diagnostics.extend(e.diagnostics)
         return
     for decl in module.decls:
@@ -107,8 +138,11 @@ def _load_places(target: Path, decl: A.PlacesFile, out: Loaded) -> None:
         return
     try:
         data = json.loads(target.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError) as e:      # (UnicodeDecodeError is a ValueError)
         out.diag(decl.span, f"cannot read places \"{decl.path}\": not GeoJSON ({e})")
+        return
+    except RecursionError:
+        out.diag(decl.span, f"cannot read places \"{decl.path}\": not GeoJSON (nested too deeply)")
         return
     feats = data.get("features", []) if isinstance(data, dict) else []
     if not isinstance(feats, list):
@@ -122,8 +156,13 @@ def _load_places(target: Path, decl: A.PlacesFile, out: Loaded) -> None:
         named += 1
         try:
             g = to_shape(f["geometry"])
-        except Exception as e:  # noqa: BLE001 - any bad geometry is a user error here
-            out.diag(decl.span, f"places \"{decl.path}\": feature {i} ({name}) has a bad geometry: {e}")
+        except Exception as e:  # noqa: BLE001 - any bad geometry is a user error here (RecursionError too)
+            why = "nested too deeply" if isinstance(e, RecursionError) else e
+            out.diag(decl.span, f"places \"{decl.path}\": feature {i} ({name}) has a bad geometry: {why}")
+            continue
+        problem = geometry_problem(g)
+        if problem:
+            out.diag(decl.span, f"places \"{decl.path}\": feature {i} ({name}) {problem[0]}", problem[1])
             continue
         try:
             radius = float(props.get("radius_m") or 0.0)
@@ -147,3 +186,24 @@ def _load_places(target: Path, decl: A.PlacesFile, out: Loaded) -> None:
         out.places[name] = pd
     if named == 0:
         out.diag(decl.span, f"places \"{decl.path}\" has no feature with a `name` property")
+
+
+def geometry_problem(g) -> tuple[str, str] | None:
+    """What makes a place's geometry unusable, with a hint: none at all, coordinates that are
+    not WGS84 longitude/latitude, a polygon that crosses itself. None when it is usable."""
+    import math
+
+    import shapely
+
+    if g.is_empty:
+        return "has an empty geometry", "give the place a point or a polygon"
+    x0, y0, x1, y1 = g.bounds
+    if not all(map(math.isfinite, (x0, y0, x1, y1))) or x0 < -180 or x1 > 180 or y0 < -90 or y1 > 90:
+        bad = next((c for c in shapely.get_coordinates(g).tolist()
+                    if not (-180 <= c[0] <= 180 and -90 <= c[1] <= 90)), (x0, y0))
+        return (f"has coordinates out of range: ({bad[0]:g}, {bad[1]:g}) is not a longitude, latitude pair",
+                "coordinates are WGS84 longitude first, then latitude")
+    if not g.is_valid:
+        return (f"is not a valid {g.geom_type}: {shapely.is_valid_reason(g)}",
+                "corners go round the boundary once, without crossing")
+    return None

@@ -572,6 +572,7 @@ def parse_text(text: str, file: str = "<string>") -> A.Module:
     parsing resumes at the next line that starts a declaration (`phrase`,
     `event`, `place`, ...), with the text before it blanked so positions hold.
     """
+    text = text.removeprefix("\ufeff")     # a byte-order mark is no character of the program
     p = parser()
     diags: list[Diagnostic] = []
     tree = None
@@ -631,5 +632,7 @@ def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def parse_file(path: str | Path) -> A.Module:
+    from spatec.frontend.source import read_program
+
     path = Path(path)
-    return parse_text(path.read_text(encoding="utf-8"), str(path))
+    return parse_text(read_program(path), str(path))

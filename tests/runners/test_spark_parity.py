@@ -4,12 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.runners.conftest import REPO, SHARED
 
 from spatec.errors import SpatecError
 from spatec.plan.program import compile_program
 from spatec.runners.replay import replay_local
 from spatec.runners.spark.batch import replay_spark
+from tests.runners.conftest import REPO, SHARED
 
 RAIN = REPO / "examples" / "wet_weather" / "rain_2019-10-01.csv"
 ROADWORKS = REPO / "examples" / "roadworks" / "roadworks_2019-10-01.csv"

@@ -38,17 +38,17 @@ from spatec.storage.atomic import safe_name
 
 
 def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
-               root: str, collect: bool | str, drop: dict | None = None) -> dict:
+               root: str, collect: bool | str, drop: dict | None = None, tz: str | None = None) -> dict:
     """Every phrase over its staged groups (``staged``: phrase → :func:`merge_stages`):
     per phrase, a lazy DataFrame of :data:`RAW_SCHEMA`, or with ``collect`` its rows,
     run now and read back from the files the tasks pickled them to under ``root``;
     with ``collect="jsonl"``, the tasks' parts of the JSON lines output instead
-    (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`)."""
+    (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`; times in ``tz``, default UTC)."""
     out = {}
     for plan in plans:
         rows_dir = os.path.join(root, "rows-" + safe_name(plan.name)) if collect else None
         out[plan.name] = staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
-                                       rows_dir, drop, jsonl=collect == "jsonl")
+                                       rows_dir, drop, jsonl=collect == "jsonl", tz=tz)
     if not collect:
         return out
     if collect == "jsonl":
@@ -62,7 +62,8 @@ ROWS_SCHEMA = "g long, path string, n long"
 
 
 def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
-                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, jsonl: bool = False):
+                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, jsonl: bool = False,
+                  tz: str | None = None):
     """The phrase's composites (:data:`RAW_SCHEMA`; with ``rows_dir``, :data:`ROWS_SCHEMA`:
     where each group pickled its rows): one Spark task per group of :func:`merge_stages`.
     ``drop``: chunk → ids of its events found again in an earlier chunk (dropped)."""
@@ -74,7 +75,7 @@ def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, fina
     regions = prefilter_regions(plan, program, crs) if engine else {}
     seeds, tasks = dealt(spark, [spec["rows"] for spec in specs])
     fn = staged_fn(plan, program, crs, final_w, dtypes, dict(enumerate(specs)), regions,
-                   engine, tasks, rows_dir, drop or {}, jsonl, log=task_log(spark))
+                   engine, tasks, rows_dir, drop or {}, jsonl, log=task_log(spark), tz=tz)
     return seeds.mapInPandas(fn, schema)
 
 
@@ -91,7 +92,7 @@ def read_rows(df) -> list:
 
 def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, regions: dict,
               engine: str | None, tasks: list, rows_dir: str | None = None, drop: dict | None = None,
-              jsonl: bool = False, log: str | None = None):
+              jsonl: bool = False, log: str | None = None, tz: str | None = None):
     """The function each task runs: its group's Arrow files → (leaf pre-filter) →
     :func:`~spatec.runtime.batch.phrase_rows` → raw output rows (or, with
     ``rows_dir``, the rows pickled to a file there, and where; with ``jsonl``
@@ -143,7 +144,7 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                 path = os.path.join(rows_dir, f"g{int(g)}.{'jsonl' if jsonl else 'pickle'}")
                 tmp = f"{path}.{os.getpid()}.tmp"     # (two attempts of one task may both write it)
                 if jsonl:     # the output file's lines, and the keys the driver merges them by
-                    keys = write_jsonl_part(rows_frame(plan, rows), tmp, time_fields(plan))   # deduplicated
+                    keys = write_jsonl_part(rows_frame(plan, rows), tmp, time_fields(plan), tz)   # deduplicated
                     write_arrow(keys, tmp + ".keys")
                     os.replace(tmp + ".keys", path + ".keys")
                 else:
