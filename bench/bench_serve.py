@@ -3,9 +3,9 @@
 The Cambridge polls are served by a :class:`~spatec.feeds.server.FeedServer` sped up so
 that positions arrive at ``--rate`` per second (the recording has about 23 a second), to
 a `spatec serve` process (embedded NATS, one source) that runs a phrase deciding at once
-(a standing bus: each fix paired with the one before it, as in ``bench_live.py``)::
+(a bus standing still: each fix paired with the ones up to 30 s before it at the same place)::
 
-    phrase Standing per vehicle = BusGPS -> A ;= BusGPS -> B within 33 s
+    phrase Standing per vehicle = BusGPS -> A ;= BusGPS -> B within 1 min
 
 An SSE client subscribed to it timestamps each alert as it arrives. An alert's latency is
 from the moment the poll holding its newer fix was first served to the moment its SSE frame
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PROGRAM = '''include "{bus}"
-phrase Standing per vehicle = BusGPS -> A ;= BusGPS -> B within 33 s
+phrase Standing per vehicle = BusGPS -> A ;= BusGPS -> B within 1 min
   emit vehicle = A.vehicle
 '''
 
