@@ -51,7 +51,7 @@ class SlowHook:
 
 
 def test_kill_9_three_times_during_webhook_delivery(tmp_path, recording):
-    polls = minutes(recording, 4)
+    polls = minutes(recording, 3)
     prog = program_of(tmp_path, "stuck")
     hook = SlowHook(0.01)
     ck, out = tmp_path / "ck", tmp_path / "alerts"
@@ -65,7 +65,7 @@ def test_kill_9_three_times_during_webhook_delivery(tmp_path, recording):
             p = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             start = hook.count()
             deadline = time.monotonic() + 120
-            while hook.count() < start + 40 and time.monotonic() < deadline and p.poll() is None:
+            while hook.count() < start + 30 and time.monotonic() < deadline and p.poll() is None:
                 time.sleep(0.05)
             assert p.poll() is None, (tmp_path / "live.log").read_text()[-2000:]
             os.killpg(p.pid, signal.SIGKILL)        # mid-delivery
@@ -78,7 +78,7 @@ def test_kill_9_three_times_during_webhook_delivery(tmp_path, recording):
         decided |= {json.loads(x)["id"] for x in f.read_text().splitlines() if x.strip()}
     keys = [k for k, _ in hook.posts]
     assert all(k == i for k, i in hook.posts), "a POST without its composite id as Idempotency-Key"
-    assert len(decided) > 200
+    assert len(decided) > 150
     assert set(keys) == decided, "an alert not delivered (or one never decided)"
     assert len(keys) - len(set(keys)) <= 3, "more duplicates than requests in flight at the kills"
     hook.srv.shutdown()
