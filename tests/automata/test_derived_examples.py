@@ -75,3 +75,22 @@ def test_headway_absence_between_calls():
     got = runner_equals_oracle(path, rows + call("e", 1250))
     assert len(got["StationCall"]) == 4
     assert len(got["Headway"]) == 1
+
+
+def test_corpus_convoy_three_levels_with_an_absence_between():
+    """lang/corpus derived_events: Stop (runs) → StoppedTogether → Convoy (an absence between
+    derived events) and LongStop."""
+    path = Path(__file__).resolve().parents[2] / "lang" / "corpus" / "valid" / "derived_events.spatec"
+
+    def both_stop(t0, dx):
+        # a and b stopped side by side for 3 min 20 s, then driving on (a fix 400 m further)
+        return (stay("a", t0, 11, dx) + stay("b", t0 + 5, 11, dx + 5)
+                + [fix("a", t0 + 240, dx + 400), fix("b", t0 + 245, dx - 400)])
+
+    rows = both_stop(0, 3000) + both_stop(600, 6000) + both_stop(1200, 9000)
+    got = runner_equals_oracle(path, rows)
+    assert len(got["Stop"]) == 6
+    assert len(got["StoppedTogether"]) == 3
+    # first then second, second then third; not first then third (the second lies between)
+    assert len(got["Convoy"]) == 2
+    assert got["LongStop"] == []            # none at the centre
