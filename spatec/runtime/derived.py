@@ -8,25 +8,18 @@ composite's own stamp, never a polygon read back from text), attributes = the em
 values as conditions compute them (:func:`~spatec.runtime.rows.emit_values`).
 
 The frontier of a producer P is the least ``lo`` that a composite still undecided in P
-could have:
-
-- while input arrives (:func:`live_frontier`): the least of the ``lo`` of every partial
-  match and pending composite P holds (:func:`state_low`; broadcast events kept for keys
-  to come count too), P's input watermark less the longest stamp of the input types P
-  reads (an event still to come), and the frontiers of the phrases P reads;
-- at the end of the input (:func:`end_frontier`): the least ``lo`` of the composites left
-  undecided (absences whose window reaches past the data;
-  :func:`~spatec.automata.step.undecided_low`), and at most P's own final watermark.
-
-A phrase decides by the least watermark of the streams it reads (:func:`input_watermark`).
-Every value the live frontier takes is at most the end value, so that live detection and
-a batch replay (which lets no watermark of such a phrase pass its end value) decide the
-same composites; see ``lang/REFERENCE.md`` ("A phrase's composites as events").
+could have. In a batch replay the producers run first, so only its value at the end of
+the input is needed (:func:`end_frontier`): the least ``lo`` of the composites P leaves
+undecided (absences whose window reaches past the data, runs not complete;
+:func:`~spatec.automata.step.undecided_low`), and at most P's own final watermark, which
+is its input's, at most the frontiers of the phrases P reads (:func:`input_watermark`).
+A phrase decides by that watermark at the end of the input too (REFERENCE decision 32),
+which is what a live runner could know: live runners do not run phrases over phrases yet
+(:func:`~spatec.plan.support.require_flow` refuses them).
 """
 from __future__ import annotations
 
 from spatec.automata.machine import NEG_INF, Composite, Ev, RunState
-from spatec.plan.types import type_length
 from spatec.runtime.rows import emit_values
 
 
@@ -49,17 +42,6 @@ def derived_from_rows(am, rows, evs_by_id: dict) -> list:
     return out
 
 
-def state_low(st: RunState) -> int | None:
-    """The least ``lo`` of everything a key holds that could still be part of a composite:
-    its partial matches and its pending composites; None if nothing."""
-    low = min((pm.lo for pm in st.pending), default=None)
-    for buf in st.buffers.values():
-        for pm in buf:
-            if low is None or pm.lo < low:
-                low = pm.lo
-    return low
-
-
 def input_watermark(plan, watermark: int, frontiers: dict) -> int:
     """The watermark a phrase decides by: the input's, and at most the frontier of each
     phrase whose composites it reads (``frontiers``: phrase → its frontier)."""
@@ -73,34 +55,6 @@ def end_frontier(final: int, lows) -> int:
     """A producer's frontier at the end of the input: its final watermark ``final``, or the
     least ``lo`` of a composite it leaves undecided (``lows``: per key, or None)."""
     return min([final] + [x for x in lows if x is not None])
-
-
-def input_slack(plan, program) -> int | None:
-    """The longest stamp of an input event type the phrase reads (µs; None: unbounded): an
-    event still to come, with ``hi`` at least the watermark, may have ``lo`` this much lower."""
-    longest = 0
-    for t in plan.physical.types:
-        if t in plan.physical.derived:
-            continue
-        n = type_length(program, t)
-        if n is None:
-            return None
-        longest = max(longest, n)
-    return longest
-
-
-def live_frontier(plan, program, watermark: int, frontiers: dict, lows) -> int:
-    """A producer's frontier while input arrives: the least ``lo`` that a composite it has not
-    decided could have (``watermark``: the input's; ``frontiers``: of the phrases it reads;
-    ``lows``: what it holds, per key and in broadcast buffers)."""
-    out = []
-    if any(t not in plan.physical.derived for t in plan.physical.types):
-        slack = input_slack(plan, program)
-        out.append(NEG_INF if slack is None or watermark == NEG_INF else watermark - slack)
-    for t in plan.physical.derived:
-        out.append(frontiers.get(t, NEG_INF))
-    out += [x for x in lows if x is not None]
-    return min(out) if out else watermark
 
 
 class Produced:
