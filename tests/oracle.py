@@ -214,6 +214,8 @@ class Patterns:
         self.sets = getattr(program, "place_sets", {})
         self.tz = zoneinfo.ZoneInfo(program.timezone)
         self.proj = projector
+        self._locs: dict = {}       # (place, grow) → its region, projected once
+        self._bindings: dict = {}   # pattern → its bindings, listed once
 
     # place sets ----------------------------------------------------------------------
     @staticmethod
@@ -252,6 +254,12 @@ class Patterns:
 
     def bindings(self, p) -> list:
         """[(((var, OPlace), ...), pattern with those places substituted)] for a pattern that may bind places."""
+        got = self._bindings.get(p)
+        if got is None:
+            got = self._bindings[p] = self._list_bindings(p)
+        return got
+
+    def _list_bindings(self, p) -> list:
         bound = [x for x in A.walk(p) if isinstance(x, A.AtPlace) and x.var is not None]
         if not bound:
             return [((), p)]
@@ -285,6 +293,12 @@ class Patterns:
 
     # regions -------------------------------------------------------------------------
     def place_loc(self, name: str, grow: float = 0.0):
+        got = self._locs.get((name, grow))
+        if got is None:
+            got = self._locs[(name, grow)] = self._place_loc(name, grow)
+        return got
+
+    def _place_loc(self, name: str, grow: float):
         if name.startswith("\x00"):
             _, set_name, i = name.split("\x00")
             pd_ = self.sets[set_name].places[int(i)]
@@ -729,8 +743,9 @@ class Oracle:
         """Matches ``xs`` restricted by pattern ``p`` (``E and P``), one per place ``p`` binds."""
         out = []
         for x in xs:
+            loc = hull_loc(x.evs)
             for places, q in self.pat.bindings(p):
-                if self.pat.test(q, x.lo, x.hi, hull_loc(x.evs))[0]:
+                if self.pat.test(q, x.lo, x.hi, loc)[0]:
                     out.append(M(x.binds + places, x.evs, x.checks))
         return out
 
