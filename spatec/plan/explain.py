@@ -45,6 +45,8 @@ def node_dict(n) -> dict:
              "stamp": "the event's",
              "transitions": [{"on": n.type or "any event", "action": "TAKE",
                               "guard": [_text(f) for f in n.filters] + [_text(p) for p in n.preds]}]}
+        if n.run is not None:
+            d.update(run_dict(n.run))
     elif isinstance(n, Join):
         d = {"node": n.id, "kind": "absence-between" if n.absence else "join", "op": n.op,
              "meaning": "sequence with nothing like X between" if n.absence else _OP_NAMES.get(n.op, n.op),
@@ -65,6 +67,17 @@ def node_dict(n) -> dict:
         d["filters"] = [_text(f) for f in n.filters]
         d["predicates"] = [_text(p) for p in n.preds]
     return d
+
+
+def run_dict(r) -> dict:
+    """A run leaf (SPEC §7): how its events are cut and what its running summary holds."""
+    return {"kind": "run", "stamp": "the run's: [first lo, last hi] and the hull of its events",
+            "run": {"cut_per": r.source, "filter": _text(r.filter) if r.filter is not None else None,
+                    "while": _text(r.cond) if r.cond is not None else None, "gap_s": _us(r.gap),
+                    "summary": ["first", "last", "count", "lo", "hi", "hull"]
+                    + [f"{f}({r.var}.{a})" for f, a in r.aggregates],
+                    "complete": "when the source's next event does not join"
+                    + (f", or the watermark passes last.hi + {_us(r.gap):g} s" if r.gap is not None else "")}}
 
 
 def neg_dict(neg: Negation) -> dict:
@@ -134,7 +147,11 @@ def plan_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
         "variables": dict(sorted(plan.vars.items())), "negated": dict(sorted(plan.negated.items())),
         "decided_at_end": [_text(c) for c in plan.deferred],
         "output": [["phrase", "str"], ["id", "str"], ["lo", "time"], ["hi", "time"], ["hull", "geometry"],
-                   ["events", "map"]] + [list(x) for x in plan.schema],
+                   ["events", "map"]] + ([["places", "map"]] if plan.places else [])
+        + [list(x) for x in plan.schema],
+        **({"places": {v: {"set": b.place, "test": "certainly at" if b.certainly else "at",
+                       "matched": "one match per place, candidates from a spatial index (STRtree)"}
+                   for v, b in sorted(plan.places.items())}} if plan.places else {}),
         "tree": node_dict(plan.root),
         "physical": physical_dict(plan, program),
     }
@@ -188,12 +205,18 @@ def _text_tree(d: dict) -> str:
     if flow.get("consumers"):
         lines.append(f"  read by: {', '.join(flow['consumers'])}; its frontier waits for "
                      + "; ".join(flow["frontier"]))
+    for v, b in d.get("places", {}).items():
+        lines.append(f"  place {v}: {b['test']} {b['set']}, {b['matched']}")
 
     def rec(n, depth):
         pad = "  " * depth
-        if n["kind"] == "event":
+        if n["kind"] in ("event", "run"):
             g = n["transitions"][0]["guard"]
-            lines.append(f"{pad}[{n['node']}] {n['type']} -> {n['var']}" + (f"  where {' and '.join(g)}" if g else ""))
+            lines.append(f"{pad}[{n['node']}] {_leaf_label(n)}" + (f"  where {' and '.join(g)}" if g else ""))
+            if "run" in n:
+                r = n["run"]
+                lines.append(f"{pad}    cut per {r['cut_per']}; summary: {', '.join(r['summary'])}; "
+                             f"complete {r['complete']}")
             return
         head = {"join": f"{n.get('op')}  ({n.get('meaning')})", "absence-between": "; not X ;  (absence between)",
                 "or": "or", "absence-after": "; not X within D  (absence after)"}[n["kind"]]
@@ -212,6 +235,15 @@ def _text_tree(d: dict) -> str:
     rec(d["tree"], 2)
     lines += _physical_lines(d["physical"])
     return "\n".join(lines) + "\n"
+
+
+def _leaf_label(n: dict) -> str:
+    if "run" not in n:
+        return f"{n['type']} -> {n['var']}"
+    r = n["run"]
+    src = n["type"] + (f" and {r['filter']}" if r["filter"] else "")
+    return (f"run {src if not r['filter'] else '(' + src + ')'} -> {n['var']}"
+            + (f" while {r['while']}" if r["while"] else "") + (f" gap {r['gap_s']:g} s" if r["gap_s"] else ""))
 
 
 def _physical_lines(ph: dict) -> list:
@@ -243,8 +275,8 @@ def _dot(dicts) -> str:
 
     def rec(n, prefix):
         me = f"{prefix}_{n['node']}"
-        if n["kind"] == "event":
-            label = f"{n['type']} -> {n['var']}"
+        if n["kind"] in ("event", "run"):
+            label = _leaf_label(n)
             conds = n["transitions"][0]["guard"]
         else:
             label = {"join": f"{n.get('op', '')}  ({n.get('meaning', '')})", "absence-between": "; not X ;",
