@@ -25,7 +25,7 @@ Complete runs reach the tree late (a run ends when its source's next event is se
 so a key's buffers are pruned by :func:`floor`: nothing a future run may still match is
 dropped. Hulls of equal discs (GPS fixes) are kept as the extreme points of their centres,
 and made with GEOS from those points sorted, which gives the same geometry as the hull of
-all the run's points (what the fast path computes, :mod:`spatec.vector.runs`).
+all the run's points.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ the input is needed (:func:`end_frontier`): the least ``lo`` of the composites P
 undecided (absences whose window reaches past the data, runs not complete;
 :func:`~spatec.automata.step.undecided_low`), and at most P's own final watermark, which
 is its input's, at most the frontiers of the phrases P reads (:func:`input_watermark`).
-A phrase decides by that watermark at the end of the input too (REFERENCE decision 32),
+A phrase decides by that watermark at the end of the input too (REFERENCE decision 33),
 which is what a live runner could know: live runners do not run phrases over phrases yet
 (:func:`~spatec.plan.support.require_flow` refuses them).
 """

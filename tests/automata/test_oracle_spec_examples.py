@@ -207,7 +207,7 @@ phrase NoMore =
 """, encoding="utf-8")
     o = evaluate(path, stay("a", 0, 2, 0) + stay("b", 0, 2, 5))
     assert len(o.phrase("Near")) == 4
-    # REFERENCE decision 32: every window reaches past the data, so nothing is decided, and
+    # REFERENCE decision 33: every window reaches past the data, so nothing is decided, and
     # NoMore's own frontier is the least lo of its undecided composites (Near's earliest)
     assert o.phrase("NoMore") == []
     assert o.frontier("NoMore") == min(c[1] for c in o.phrase("Near"))
