@@ -61,6 +61,9 @@ PROGRAMS = {  # program → (file, phrase with a baseline or None)
     "silent": (ROOT / "examples" / "silent" / "silent.spatec", "Silent"),
     "tuesday_to_hospital": (EXAMPLES / "tuesday_to_hospital.spatec", None),
     "bunching": (ROOT / "examples" / "bunching" / "bunching.spatec", None),
+    # runs (SPEC §7) and a place set of 1,388 stops (§9): compare with `stuck` (windows of 4 fixes)
+    "stuck_episodes": (EXAMPLES / "stuck_episodes.spatec", None),
+    "dwell_at_stops": (EXAMPLES / "dwell_at_stops.spatec", None),
 }
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spatec" / "bench"
 

@@ -13,9 +13,15 @@ of distinct events to its leaves), then filtered by ``per``, ``within``,
 - Phrases as event types (§8): a phrase's composites become events of the
   type named after it (attributes: its emit values; no source; stamps: the
   composite's; id: the composite's id; local time ``t``: ``hi``), computed
-  when a consumer first needs them. An absence in a phrase that consumes
-  such events is decided by the producer's frontier, which the oracle does
-  not model: it refuses such phrases (NotImplementedError).
+  when a consumer first needs them. A phrase that reads such events decides
+  by the least watermark of the streams it reads; at the end of the input a
+  derived stream's watermark is its producer's frontier: the least ``lo`` of
+  a composite the producer leaves undecided (one that satisfies everything
+  but an absence whose decision has not come, or a run not complete), and at
+  most the producer's own watermark (REFERENCE, "A phrase's composites as
+  events"). Such a phrase decides its absences as that watermark says, at
+  the end too: after, once it has passed the window's end; between, once it
+  has reached ``B.hi`` (plus the slack of ``time ts ± d`` types).
 - Place sets (§9): ``at SET`` is the union of the set's places as a pattern
   set, ``certainly at SET`` lies inside one of them, ``at SET -> S`` gives
   one match per place the pattern holds for (S is then one place).
@@ -208,6 +214,8 @@ class Patterns:
         self.sets = getattr(program, "place_sets", {})
         self.tz = zoneinfo.ZoneInfo(program.timezone)
         self.proj = projector
+        self._locs: dict = {}       # (place, grow) → its region, projected once
+        self._bindings: dict = {}   # pattern → its bindings, listed once
 
     # place sets ----------------------------------------------------------------------
     @staticmethod
@@ -246,6 +254,12 @@ class Patterns:
 
     def bindings(self, p) -> list:
         """[(((var, OPlace), ...), pattern with those places substituted)] for a pattern that may bind places."""
+        got = self._bindings.get(p)
+        if got is None:
+            got = self._bindings[p] = self._list_bindings(p)
+        return got
+
+    def _list_bindings(self, p) -> list:
         bound = [x for x in A.walk(p) if isinstance(x, A.AtPlace) and x.var is not None]
         if not bound:
             return [((), p)]
@@ -279,6 +293,12 @@ class Patterns:
 
     # regions -------------------------------------------------------------------------
     def place_loc(self, name: str, grow: float = 0.0):
+        got = self._locs.get((name, grow))
+        if got is None:
+            got = self._locs[(name, grow)] = self._place_loc(name, grow)
+        return got
+
+    def _place_loc(self, name: str, grow: float):
         if name.startswith("\x00"):
             _, set_name, i = name.split("\x00")
             pd_ = self.sets[set_name].places[int(i)]
@@ -624,6 +644,11 @@ def _space(op: str) -> str:
     return "=" if op.endswith("=") else "<>" if op.endswith("<>") else ""
 
 
+def _known(v):
+    """A value, or None for a number that is not one (NaN): missing, as the runners keep it."""
+    return None if isinstance(v, float) and v != v else v
+
+
 class Oracle:
     def __init__(self, program, projector, events):
         self.program = program
@@ -632,6 +657,13 @@ class Oracle:
         self.where = Where(program, self.events)
         self.final_w = max((e.hi for e in self.events), default=0)
         self._derived: dict = {}
+        self._composites: dict = {}     # phrase → its composites
+        self._frontier: dict = {}       # phrase → its frontier at the end
+        self._w = self.final_w          # the watermark of the phrase being evaluated
+        self._open: list = []           # lo of the runs it leaves open
+        # the slack of same-source order: the largest hi - t of a declared type (`time ts ± d`)
+        self.slack = max([d.time.widen.micros() if d.time is not None and d.time.high is None
+                          and d.time.widen is not None else 0 for d in program.events.values()], default=0)
 
     # events by type: declared types from the input, phrases from their composites (§8) -------
     def is_derived(self, type_name: str) -> bool:
@@ -650,7 +682,7 @@ class Oracle:
             out = []
             for x, binds, cid in self.composites(name):
                 env = dict(x.binds)
-                attrs = {f.name: self.where.val(f.expr, env) for f in info.phrase.emit}
+                attrs = {f.name: _known(self.where.val(f.expr, env)) for f in info.phrase.emit}
                 out.append(OEv(name, cid, None, x.hi, x.lo, x.hi, hull_loc(x.evs), attrs))
             self._derived[name] = out
         return self._derived[name]
@@ -678,18 +710,42 @@ class Oracle:
                     cur = []
                 if passes:
                     cur = [e]
-            if cur and gap is not None and self.final_w > cur[-1].hi + gap:
+            if cur and gap is not None and self._w > cur[-1].hi + gap:
                 out.append(ORun(tuple(cur)))      # silent for longer than the gap: complete
-            # else: the last run is not complete, like an absence whose window reaches past the data
+            elif cur:
+                # not complete, like an absence whose window reaches past the data
+                self._open.append(min(e.lo for e in cur))
         return out
+
+    # the watermark each phrase decides by, at the end (§8) -------------------------------
+    def watermark(self, name: str) -> int:
+        """The input's final watermark, at most the frontier of each phrase ``name`` reads."""
+        w = self.final_w
+        for q in self.program.phrase(name).inputs:
+            w = min(w, self.frontier(q))
+        return w
+
+    def frontier(self, name: str) -> int:
+        """The least lo of a composite phrase ``name`` leaves undecided, at most its watermark."""
+        if name not in self._frontier:
+            self.composites(name)
+        return self._frontier[name]
+
+    def _decided(self, c: "Check", w: int, reads_derived: bool) -> bool:
+        """Whether the watermark ``w`` decides absence ``c`` at the end of the input."""
+        if c.kind == "after":
+            end = max(e.hi for e in c.a) + c.window
+            return w > end if reads_derived else end <= w
+        return not reads_derived or w >= max(e.hi for e in c.b) + self.slack
 
     # the match expression --------------------------------------------------------------
     def _with_pattern(self, xs, p) -> list[M]:
         """Matches ``xs`` restricted by pattern ``p`` (``E and P``), one per place ``p`` binds."""
         out = []
         for x in xs:
+            loc = hull_loc(x.evs)
             for places, q in self.pat.bindings(p):
-                if self.pat.test(q, x.lo, x.hi, hull_loc(x.evs))[0]:
+                if self.pat.test(q, x.lo, x.hi, loc)[0]:
                     out.append(M(x.binds + places, x.evs, x.checks))
         return out
 
@@ -752,6 +808,8 @@ class Oracle:
     # phrases -------------------------------------------------------------------------
     def composites(self, name: str) -> list[tuple]:
         """(match, sorted (var, id) pairs, composite id) of every composite of the phrase, by id."""
+        if name in self._composites:
+            return self._composites[name]
         from spatec.automata.machine import composite_id
 
         info = self.program.phrase(name)
@@ -760,13 +818,20 @@ class Oracle:
         conj = split_and(p.where)
         pos_conj = [c for c in conj if not mentions(c, negvars)]
         within = p.within.micros() if p.within else None
-        consumes = any(isinstance(n, (A.EventRef, A.Run)) and self.is_derived(n.type) for n in A.walk(p.match))
+        w = self.watermark(name)            # (the producers' frontiers first)
+        reads_derived = bool(info.inputs)
+        for q in info.inputs:
+            self.derived(q)
+        saved = self._w, self._open
+        self._w, self._open = w, []
+        try:
+            found = self.matches(p.match)
+            opened = self._open
+        finally:
+            self._w, self._open = saved
+        undecided = list(opened)
         seen = {}
-        for x in self.matches(p.match):
-            if x.checks and consumes:
-                raise NotImplementedError(
-                    f"phrase {name}: an absence in a phrase over a phrase's composites is decided by the "
-                    "producer's frontier (SPEC §8), which the oracle does not model")
+        for x in found:
             ids = [e.id for e in x.evs]
             if len(set(map(id, x.evs))) != len(x.evs):
                 continue
@@ -777,6 +842,9 @@ class Oracle:
             env = dict(x.binds)
             if not all(self.where.holds(c, env) for c in pos_conj):
                 continue
+            if not all(self._decided(c, w, reads_derived) for c in x.checks):
+                undecided.append(x.lo)      # not reported; it holds back the phrase's frontier
+                continue
             if not all(self._absent(c, x, env, conj, negvars, p.per) for c in x.checks):
                 continue
             binds = tuple(sorted((v, e.id) for v, e in x.binds))
@@ -784,7 +852,9 @@ class Oracle:
             if key in seen:
                 continue  # `or`: the same composite found by both branches
             seen[key] = (x, binds, composite_id(name, list(binds)))
-        return sorted(seen.values(), key=lambda c: (c[2], c[0].lo))
+        out = self._composites[name] = sorted(seen.values(), key=lambda c: (c[2], c[0].lo))
+        self._frontier[name] = min([w] + undecided)
+        return out
 
     def phrase(self, name: str) -> list[tuple]:
         """Sorted (id, lo, hi, ((var, id), ...), (constituent ids)) of every composite: a bound
@@ -800,8 +870,6 @@ class Oracle:
 
     def _absent(self, c: Check, x: M, env, conj, negvars, per) -> bool:
         a_hi = max(e.hi for e in c.a)
-        if c.kind == "after" and not a_hi + c.window <= self.final_w:
-            return False  # the window reaches past the data: not decided, not reported
         nvars = {n.var for n in A.walk(c.neg) if isinstance(n, A.EventRef) and n.var}
         xconj = [k for k in conj if nvars and mentions(k, nvars)]
         members = set(map(id, x.evs))

@@ -9,6 +9,11 @@ cannot execute anything, unlike a pickle). Events are written once per state
 event share it again after decoding, as the automaton needs (distinct variables
 bind distinct events, compared by identity). A GPS fix's disc is three floats;
 another location stamp is its geometry as WKB and its radius.
+
+Version 2 (runs and place sets, SPEC §7 and §9): a key's open runs (per run leaf and
+source, the unsettled events and the open run's summary, never its events), complete
+runs in partial matches (a run refers to its first and last events), and the places a
+partial match binds (id, attributes, region).
 """
 from __future__ import annotations
 
@@ -16,12 +21,16 @@ import msgpack
 import shapely
 
 from spatec.automata.machine import PM, Ev, HistoryEv, RunState
+from spatec.automata.places import Place
+from spatec.automata.runs import Cut, Open, RunEv
 from spatec.spatial import stamps as S
 
 STATE_MAGIC = b"SPST"
-STATE_VERSION = 1
+STATE_VERSION = 2
 EVENTS_MAGIC = b"SPEV"
-EVENTS_VERSION = 1
+EVENTS_VERSION = 2
+
+_EV, _HISTORY, _RUN = 0, 1, 2
 
 
 class CodecError(ValueError):
@@ -40,6 +49,7 @@ def encode_state(rs: RunState) -> bytes:
         list(rs.emitted.items()),
         rs.since_prune,
         [[nid, side] for nid, side in rs.lo_sorted],
+        [[lid, src, [t.ref(e) for e in cut.pending], _open(cut.open, t)] for (lid, src), cut in rs.runs.items()],
         t.rows,
     ]
     return STATE_MAGIC + bytes([STATE_VERSION]) + msgpack.packb(body, use_bin_type=True, default=_plain)
@@ -47,8 +57,8 @@ def encode_state(rs: RunState) -> bytes:
 
 def decode_state(data: bytes) -> RunState:
     body = _unpack(data, STATE_MAGIC, STATE_VERSION, "run state")
-    wm, buffers, pending, xbuf, history, emitted, since_prune, lo_sorted, rows = body
-    evs = [_ev(r) for r in rows]
+    wm, buffers, pending, xbuf, history, emitted, since_prune, lo_sorted, runs, rows = body
+    evs = _evs(rows)
     rs = RunState()
     rs.watermark = wm
     rs.buffers = {(nid, side): [_pm_back(p, evs) for p in pms] for nid, side, pms in buffers}
@@ -58,6 +68,10 @@ def decode_state(data: bytes) -> RunState:
     rs.emitted = {cid: hi for cid, hi in emitted}
     rs.since_prune = since_prune
     rs.lo_sorted = {(nid, side) for nid, side in lo_sorted}
+    for lid, src, pend, o in runs:
+        cut = rs.runs[(lid, src)] = Cut()
+        cut.pending = [evs[i] for i in pend]
+        cut.open = _open_back(o, evs)
     return rs
 
 
@@ -71,7 +85,7 @@ def encode_events(evs) -> bytes:
 
 def decode_events(data: bytes) -> list:
     refs, rows = _unpack(data, EVENTS_MAGIC, EVENTS_VERSION, "events")
-    evs = [_ev(r) for r in rows]
+    evs = _evs(rows)
     return [evs[i] for i in refs]
 
 
@@ -88,20 +102,53 @@ class _Table:
     def ref(self, ev) -> int:
         i = self.index.get(id(ev))
         if i is None:
+            if ev.is_run:   # its first and last events are rows before it
+                row = [self.ref(ev.first), self.ref(ev.last), ev.count, ev.lo, ev.hi, _loc(ev.loc),
+                       [[f, a, v] for (f, a), v in ev.aggs.items()], _RUN]
+            else:
+                row = [ev.type, ev.id, ev.source, ev.t, ev.lo, ev.hi, _loc(ev.loc), ev.attrs,
+                       _HISTORY if ev.__class__ is HistoryEv else _EV]
             i = self.index[id(ev)] = len(self.rows)
-            self.rows.append(_ev_row(ev))
+            self.rows.append(row)
             self._alive.append(ev)
         return i
 
 
-def _ev_row(ev) -> list:
-    return [ev.type, ev.id, ev.source, ev.t, ev.lo, ev.hi, _loc(ev.loc), ev.attrs,
-            ev.__class__ is HistoryEv]
+def _evs(rows) -> list:
+    """The events of a table's rows, in order (a run's row refers to rows before it)."""
+    out = []
+    for row in rows:
+        if row[-1] == _RUN:
+            first, last, count, lo, hi, loc, aggs, _ = row
+            out.append(RunEv(out[first], out[last], count, lo, hi, _loc_back(loc),
+                             {(f, a): v for f, a, v in aggs}))
+        else:
+            typ, id_, src, t, lo, hi, loc, attrs, kind = row
+            out.append((HistoryEv if kind == _HISTORY else Ev)(typ, id_, src, t, lo, hi, _loc_back(loc), attrs))
+    return out
 
 
-def _ev(row) -> Ev:
-    typ, id_, src, t, lo, hi, loc, attrs, hist = row
-    return (HistoryEv if hist else Ev)(typ, id_, src, t, lo, hi, _loc_back(loc), attrs)
+def _open(o, t: _Table):
+    """An open run's summary (:class:`~spatec.automata.runs.Open`) as data."""
+    if o is None:
+        return None
+    return [t.ref(o.first), t.ref(o.last), o.count, o.lo, o.hi,
+            None if o.pts is None else [list(p) for p in o.pts], o.r, None if o.loc is None else _loc(o.loc),
+            [[f, a, acc] for (f, a), acc in o.aggs.items()], o.same]
+
+
+def _open_back(v, evs: list):
+    if v is None:
+        return None
+    first, last, count, lo, hi, pts, r, loc, aggs, same = v
+    o = Open.__new__(Open)
+    o.first, o.last, o.count, o.lo, o.hi = evs[first], evs[last], count, lo, hi
+    o.pts = None if pts is None else [tuple(p) for p in pts]
+    o.r = r
+    o.loc = None if loc is None else _loc_back(loc)
+    o.aggs = {(f, a): acc for f, a, acc in aggs}
+    o.same = same
+    return o
 
 
 def _loc(loc):
@@ -121,12 +168,14 @@ def _loc_back(v):
 
 
 def _pm(pm: PM, t: _Table) -> list:
-    return [[-1 if e is None else t.ref(e) for e in pm.ev], pm.lo, pm.hi, list(pm.checks)]
+    return [[-1 if e is None else t.ref(e) for e in pm.ev], pm.lo, pm.hi, list(pm.checks),
+            [[v, p.id, p.attrs, _loc(p.loc)] for v, p in pm.places]]
 
 
 def _pm_back(v, evs: list) -> PM:
-    refs, lo, hi, checks = v
-    return PM(tuple(None if i < 0 else evs[i] for i in refs), lo, hi, tuple(checks))
+    refs, lo, hi, checks, places = v
+    return PM(tuple(None if i < 0 else evs[i] for i in refs), lo, hi, tuple(checks),
+              tuple((var, Place(pid, attrs, _loc_back(loc))) for var, pid, attrs, loc in places))
 
 
 def _plain(v):

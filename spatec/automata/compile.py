@@ -19,6 +19,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.bounds import stamp_length
 from spatec.plan import data
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
+from spatec.plan.types import type_length
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class AutomatonSpec:
     span: Optional[int]      # largest stamp length of a match (µs); None: unbounded
     max_window: int          # longest absence window (µs)
     rules: tuple             # (((join id, side), ((rule, value), ...)), ...): how a buffered match dies
+    place_sets: tuple = ()   # ((name, PlaceSet), ...): the place sets its patterns name (SPEC §9)
 
     @property
     def name(self) -> str:
@@ -56,24 +58,37 @@ def compile_automaton(plan: PhrasePlan, program) -> AutomatonSpec:
         elif isinstance(n, After):
             parent.append((n.left.id, n.id, "L"))
     negs = [n.absence for n in nodes if isinstance(n, (Join, After)) and n.absence is not None]
-    succ_chains = tuple(tuple(a.name for a in c.args) for c in plan.deferred
+    succ_chains = tuple(tuple(chain_name(a) for a in c.args) for c in plan.deferred
                         if isinstance(c, A.Call) and c.func == "successive")
     needs_history = plan.physical.successive
     lens = {t: stamp_length(d) for t, d in program.events.items()}
     values = list(lens.values())
+    # a leaf of any type matches input events only (never another phrase's composites)
     lens[None] = None if any(x is None for x in values) else max(values, default=0)
+    for t in plan.physical.derived:
+        lens[t] = type_length(program, t)
     span = plan.span_bound if plan.span_bound is not None else plan.within
     max_window = max([neg.window or 0 for neg in negs], default=0)
-    names = sorted(_place_names(nodes, negs))
+    names = sorted(_place_names(nodes, negs, plan))
+    sets = getattr(program, "place_sets", {})
     spec = AutomatonSpec(plan, program.timezone, tuple((p, program.places[p]) for p in names if p in program.places),
                          tuple(parent), succ_chains, needs_history, any(isinstance(n, Or) for n in nodes),
-                         tuple(lens.items()), span, max_window, ())
+                         tuple(lens.items()), span, max_window, (),
+                         tuple((p, sets[p]) for p in names if p in sets))
     return AutomatonSpec(**{**spec.__dict__, "rules": _prune_rules(spec, nodes, dict(lens))})
 
 
-def _place_names(nodes, negs) -> set:
+def chain_name(a) -> str:
+    """A ``successive`` argument as a chain entry: a variable's name, or ``R.first``/``R.last``."""
+    if isinstance(a, A.Attr):
+        return f"{a.var}.{a.name if a.member is None else a.member}"
+    return a.name
+
+
+def _place_names(nodes, negs, plan) -> set:
     out = set()
     filters = [f for n in nodes for f in n.filters] + [f for neg in negs for l in neg.leaves for f in l.filters]
+    filters += [n.run.filter for n in nodes if getattr(n, "run", None) is not None and n.run.filter is not None]
     for f in filters:
         for x in _walk_pattern(f):
             if isinstance(x, (A.AtPlace, A.NearPlace)):
@@ -114,6 +129,8 @@ def _prune_rules(spec: AutomatonSpec, nodes: list, type_len: dict) -> tuple:
             succ = []
             for chain in spec.succ_chains:
                 for a, b in zip(chain, chain[1:]):
+                    if a not in var_slots or b not in var_slots:
+                        continue   # a run's member: no early pruning by it
                     if a in mv and b in ov:
                         succ.append(("next", var_slots[a]))
                     elif b in mv and a in ov:
@@ -129,7 +146,7 @@ def _prune_rules(spec: AutomatonSpec, nodes: list, type_len: dict) -> tuple:
 def node_len(n, within: int | None, type_len: dict) -> int | None:
     """Largest stamp length of a match of node ``n`` (µs), None if unbounded."""
     if isinstance(n, Leaf):
-        x = type_len.get(n.type)
+        x = None if n.run is not None else type_len.get(n.type)   # a run's stamp has no bound
     elif isinstance(n, Or):
         a, b = node_len(n.left, within, type_len), node_len(n.right, within, type_len)
         x = None if a is None or b is None else max(a, b)

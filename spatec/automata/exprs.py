@@ -1,7 +1,10 @@
 """`where` and `emit` expressions compiled to Python closures ``f(env, ctx)``.
 
-``env`` maps a variable to its event; ``ctx`` gives what some functions need
-beyond the events (the successive history). Values: times and durations are
+``env`` maps a variable to its event (a run variable to its run, a
+:class:`~spatec.automata.runs.RunEv`, or in ``while`` to the growing run; a place
+variable to its :class:`~spatec.automata.places.Place`); ``ctx`` gives what some
+functions need beyond the events (the successive history). ``runs``: the phrase's
+run variables, whose expressions :func:`~spatec.frontend.runs.run_ref` resolves. Values: times and durations are
 integer microseconds, distances metres, speeds m/s, areas m². A missing value
 is None and propagates: a comparison with None is unknown (None), and a
 condition holds only when it is True (SQL's three-valued logic).
@@ -14,14 +17,19 @@ import operator
 from spatec.automata import relations as R
 from spatec.frontend import ast as A
 from spatec.frontend.check import time_literal_micros
+from spatec.frontend.runs import run_ref
 from spatec.spatial import stamps as S
 
 _CMP = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
         ">": operator.gt, ">=": operator.ge}
 
 
-def compile_expr(e, tz: str):
+def compile_expr(e, tz: str, runs=frozenset()):
     """A closure computing ``e``."""
+    if runs:
+        ref = run_ref(e, runs)
+        if ref is not None:
+            return _run_expr(ref)
     if isinstance(e, A.Num):
         v = e.value
         return lambda env, ctx: v
@@ -52,7 +60,7 @@ def compile_expr(e, tz: str):
             return None if ev is None else ev.attrs.get(name)
         return attr
     if isinstance(e, A.UnaryOp):
-        f = compile_expr(e.operand, tz)
+        f = compile_expr(e.operand, tz, runs)
         if e.op == "not":
             def not_(env, ctx):
                 v = f(env, ctx)
@@ -64,7 +72,7 @@ def compile_expr(e, tz: str):
             return None if v is None else -v
         return neg
     if isinstance(e, A.BoolOp):
-        lf, rf = compile_expr(e.left, tz), compile_expr(e.right, tz)
+        lf, rf = compile_expr(e.left, tz, runs), compile_expr(e.right, tz, runs)
         if e.op == "and":
             def and_(env, ctx):
                 a = lf(env, ctx)
@@ -86,7 +94,7 @@ def compile_expr(e, tz: str):
             return None if a is None or b is None else False
         return or_
     if isinstance(e, A.BinOp):
-        lf, rf = compile_expr(e.left, tz), compile_expr(e.right, tz)
+        lf, rf = compile_expr(e.left, tz, runs), compile_expr(e.right, tz, runs)
         if e.op in _CMP:
             op = _CMP[e.op]
 
@@ -98,7 +106,7 @@ def compile_expr(e, tz: str):
             return cmp
         return _arith(e.op, lf, rf)
     if isinstance(e, A.Call):
-        return _call(e, tz)
+        return _call(e, tz, runs)
     raise TypeError(f"cannot compile {type(e).__name__}")
 
 
@@ -127,10 +135,49 @@ def _arith(op: str, lf, rf):
     return div
 
 
-def _call(e: A.Call, tz: str):
+def _run_expr(ref):
+    """A closure for an expression about a run (:class:`~spatec.frontend.runs.RunRef`)."""
+    var, kind, member, attr = ref.var, ref.kind, ref.member, ref.attr
+    if kind == "run":
+        return lambda env, ctx: env.get(var)
+    if kind == "member":
+        def member_ev(env, ctx):
+            r = env.get(var)
+            return None if r is None else getattr(r, member)
+        return member_ev
+    if kind == "stamp":
+        def stamp(env, ctx):
+            r = env.get(var)
+            return None if r is None else getattr(r, attr)
+        return stamp
+    if kind == "count":
+        def count(env, ctx):
+            r = env.get(var)
+            return None if r is None else r.count
+        return count
+    if kind == "aggregate":
+        key = (member, attr)
+
+        def aggregate(env, ctx):
+            r = env.get(var)
+            return None if r is None else r.aggs.get(key)
+        return aggregate
+    stamped = attr in ("t", "lo", "hi")
+
+    def member_attr(env, ctx):
+        r = env.get(var)
+        if r is None:
+            return None
+        ev = getattr(r, member)
+        return getattr(ev, attr) if stamped else ev.attrs.get(attr)
+    return member_attr
+
+
+def _call_vars(e: A.Call):
+    """The common functions of plain variables, read from ``env`` directly (a hot path)."""
     names = tuple(a.name for a in e.args)
     f = e.func
-    if f == "duration":
+    if f == "duration" and len(names) == 2:
         a, b = names
 
         def duration(env, ctx):
@@ -139,11 +186,59 @@ def _call(e: A.Call, tz: str):
     if f == "distance":
         a, b = names
         return lambda env, ctx: S.distance(env[a].loc, env[b].loc)
-    if f == "speed":
+    if f in ("overlap", "disjoint"):
         a, b = names
+        if f == "overlap":
+            return lambda env, ctx: S.overlap(env[a].loc, env[b].loc)
+        return lambda env, ctx: not S.overlap(env[a].loc, env[b].loc)
+    return None
+
+
+def _value(a, runs):
+    """A closure giving the event (or run, or place) a function's argument stands for."""
+    if runs:
+        ref = run_ref(a, runs)
+        if ref is not None:
+            return _run_expr(ref)
+    name = a.name
+    return lambda env, ctx: env.get(name)
+
+
+def _call(e: A.Call, tz: str, runs=frozenset()):
+    if all(isinstance(a, A.Var) for a in e.args):
+        got = _call_vars(e)
+        if got is not None:
+            return got
+    f = e.func
+    args = [_value(a, runs) for a in e.args]
+    if f == "duration":
+        if len(args) == 1:
+            (a,) = args
+
+            def duration1(env, ctx):
+                x = a(env, ctx)
+                return None if x is None else x.hi - x.lo
+            return duration1
+        a, b = args
+
+        def duration(env, ctx):
+            x, y = a(env, ctx), b(env, ctx)
+            return None if x is None or y is None else y.hi - x.lo
+        return duration
+    if f == "distance":
+        a, b = args
+
+        def distance(env, ctx):
+            x, y = a(env, ctx), b(env, ctx)
+            return None if x is None or y is None else S.distance(x.loc, y.loc)
+        return distance
+    if f == "speed":
+        a, b = args
 
         def speed(env, ctx):
-            ea, eb = env[a], env[b]
+            ea, eb = a(env, ctx), b(env, ctx)
+            if ea is None or eb is None:
+                return None
             gap = abs(eb.t - ea.t)
             if gap == 0:
                 return None
@@ -153,23 +248,31 @@ def _call(e: A.Call, tz: str):
             return math.hypot(xb - xa, yb - ya) / (gap / 1e6)
         return speed
     if f in ("before", "concurrent", "overlap", "disjoint"):
-        a, b = names
+        a, b = args
         rel = {"before": R.ev_before, "concurrent": R.ev_concurrent,
                "overlap": lambda x, y: S.overlap(x.loc, y.loc),
                "disjoint": lambda x, y: not S.overlap(x.loc, y.loc)}[f]
-        return lambda env, ctx: rel(env[a], env[b])
+
+        def relation(env, ctx):
+            x, y = a(env, ctx), b(env, ctx)
+            return None if x is None or y is None else rel(x, y)
+        return relation
     if f == "hull_area":
-        return lambda env, ctx: S.area(S.hull([env[n].loc for n in names]))
+        def hull_area(env, ctx):
+            xs = [a(env, ctx) for a in args]
+            return None if any(x is None for x in xs) else S.area(S.hull([x.loc for x in xs]))
+        return hull_area
     if f == "successive":
         def successive(env, ctx):
-            return ctx.successive([env[n] for n in names])
+            xs = [a(env, ctx) for a in args]
+            return None if any(x is None for x in xs) else ctx.successive(xs)
         return successive
     raise TypeError(f"unknown function {f}")
 
 
-def compile_condition(exprs, tz: str):
+def compile_condition(exprs, tz: str, runs=frozenset()):
     """A closure that is True when every expression in ``exprs`` is True (None: no condition)."""
-    fs = [compile_expr(e, tz) for e in exprs]
+    fs = [compile_expr(e, tz, runs) for e in exprs]
     if not fs:
         return None
     if len(fs) == 1:

@@ -28,6 +28,8 @@ from json.encoder import encode_basestring as _encode_str
 from spatec.automata.compile import AutomatonSpec, compile_automaton
 from spatec.automata.exprs import compile_condition, compile_expr
 from spatec.automata.patterns import PatternCompiler
+from spatec.automata.places import PlaceSets, split_filters
+from spatec.automata.runs import RunLeaf
 from spatec.plan.nodes import After, Join, PhrasePlan, walk_nodes
 from spatec.spatial import stamps as S
 
@@ -38,6 +40,8 @@ class Ev:
     """A primitive event at run time."""
 
     __slots__ = ("type", "id", "source", "t", "lo", "hi", "loc", "attrs")
+    #: a whole run (:class:`spatec.automata.runs.RunEv`) rather than one event
+    is_run = False
 
     def __init__(self, type, id, source, t, lo, hi, loc, attrs):
         self.type, self.id, self.source, self.t, self.lo, self.hi, self.loc, self.attrs = \
@@ -62,12 +66,13 @@ class HistoryEv(Ev):
 
 
 class PM:
-    """A partial match: events by slot (None where this sub-tree has no slot), and its stamp."""
+    """A partial match: events by slot (None where this sub-tree has no slot), and its stamp;
+    ``places``: the places it binds (``((var, Place), ...)``, SPEC §9), not constituents."""
 
-    __slots__ = ("ev", "lo", "hi", "_loc", "checks")
+    __slots__ = ("ev", "lo", "hi", "_loc", "checks", "places")
 
-    def __init__(self, ev, lo, hi, checks=()):
-        self.ev, self.lo, self.hi, self._loc, self.checks = ev, lo, hi, None, checks
+    def __init__(self, ev, lo, hi, checks=(), places=()):
+        self.ev, self.lo, self.hi, self._loc, self.checks, self.places = ev, lo, hi, None, checks, places
 
     @property
     def loc(self):
@@ -80,10 +85,10 @@ class PM:
         return [e for e in self.ev if e is not None]
 
     def __getstate__(self):
-        return (self.ev, self.lo, self.hi, self.checks)
+        return (self.ev, self.lo, self.hi, self.checks, self.places)
 
     def __setstate__(self, s):
-        self.ev, self.lo, self.hi, self.checks = s
+        self.ev, self.lo, self.hi, self.checks, self.places = s
         self._loc = None
 
 
@@ -105,16 +110,17 @@ class RunState:
     emitted: dict = field(default_factory=dict)     # composite id → hi (for `or` duplicates)
     since_prune: int = 0
     lo_sorted: set = field(default_factory=set)     # buffer keys whose partial matches are in order of lo
+    runs: dict = field(default_factory=dict)        # (run leaf id, source) → Cut (spatec.automata.runs)
 
     def size(self) -> int:
         return (sum(len(v) for v in self.buffers.values()) + len(self.pending)
                 + sum(len(v) for v in self.xbuf.values()) + sum(len(v) for v in self.history.values())
-                + len(self.emitted))
+                + len(self.emitted) + sum(c.size() for c in self.runs.values()))
 
     def empty(self) -> bool:
         """``size() == 0``, stopping at the first thing held."""
-        return not (self.pending or self.emitted or any(self.buffers.values()) or any(self.xbuf.values())
-                    or any(self.history.values()))
+        return not (self.pending or self.emitted or self.runs or any(self.buffers.values())
+                    or any(self.xbuf.values()) or any(self.history.values()))
 
 
 class Composite:
@@ -125,12 +131,18 @@ class Composite:
     read (a runner that writes hulls for many composites at once need not make
     them one by one)."""
 
-    __slots__ = ("phrase", "id", "lo", "hi", "_loc", "bindings", "events")
+    __slots__ = ("phrase", "id", "lo", "hi", "_loc", "bindings", "events", "places")
 
-    def __init__(self, phrase: str, id: str, lo: int, hi: int, loc, bindings: dict, events: list):
+    def __init__(self, phrase: str, id: str, lo: int, hi: int, loc, bindings: dict, events: list,
+                 places: dict | None = None):
         self.phrase, self.id, self.lo, self.hi, self._loc = phrase, id, lo, hi, loc
-        self.bindings = bindings    # variable → Ev (bound, positive variables)
-        self.events = events        # every constituent Ev
+        self.bindings = bindings    # variable → Ev (bound, positive variables; a run: its RunEv)
+        self.events = events        # every constituent Ev (a run: its RunEv)
+        self.places = places or {}  # variable → Place (bound places, SPEC §9)
+
+    def env(self) -> dict:
+        """What ``emit`` reads: the bound events and places."""
+        return {**self.bindings, **self.places} if self.places else self.bindings
 
     @property
     def loc(self):
@@ -146,8 +158,9 @@ class Composite:
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return ((self.phrase, self.id, self.lo, self.hi, self.loc, self.bindings, self.events)
-                == (other.phrase, other.id, other.lo, other.hi, other.loc, other.bindings, other.events))
+        return ((self.phrase, self.id, self.lo, self.hi, self.loc, self.bindings, self.events, self.places)
+                == (other.phrase, other.id, other.lo, other.hi, other.loc, other.bindings, other.events,
+                    other.places))
 
     __hash__ = None
 
@@ -156,10 +169,10 @@ class Composite:
                 f"loc={self.loc!r}, bindings={self.bindings!r}, events={self.events!r})")
 
     def __getstate__(self):
-        return (self.phrase, self.id, self.lo, self.hi, self._loc, self.bindings, self.events)
+        return (self.phrase, self.id, self.lo, self.hi, self._loc, self.bindings, self.events, self.places)
 
     def __setstate__(self, s):
-        self.phrase, self.id, self.lo, self.hi, self._loc, self.bindings, self.events = s
+        self.phrase, self.id, self.lo, self.hi, self._loc, self.bindings, self.events, self.places = s
 
 
 def composite_id(phrase: str, pairs) -> str:
@@ -215,14 +228,26 @@ class Automaton:
         self.plan = plan
         self.name = plan.name
         tz = self.tz = spec.timezone
-        pc = PatternCompiler(dict(spec.places), tz, projector)
+        self.place_sets = PlaceSets(dict(spec.place_sets), projector)
+        pc = PatternCompiler(dict(spec.places), tz, projector, self.place_sets)
         self.nleaves = len(plan.leaves)
         self.nodes = list(walk_nodes(plan.root))
         by_id = {n.id: n for n in self.nodes}
         self.parent = {c: by_id[p] for c, p, _ in spec.parent}
         self.side = {c: s for c, _, s in spec.parent}
-        self.filters = {n.id: pc.filter(n.filters) for n in self.nodes}
-        self.preds = {n.id: compile_condition(n.preds, tz) for n in self.nodes}
+        runs = self.run_vars = frozenset(l.var for l in plan.leaves if l.run is not None)
+        #: node id → its patterns' test and, where it binds places, its binder (SPEC §9)
+        self.filters, self.binders = {}, {}
+        for n in self.nodes:
+            self.filters[n.id], binder = split_filters(pc, self.place_sets, n.filters)
+            if binder is not None:
+                self.binders[n.id] = binder
+        self.preds = {n.id: compile_condition(n.preds, tz, runs) for n in self.nodes}
+        #: run leaf id → RunLeaf (SPEC §7)
+        self.run_leaves = {l.id: RunLeaf(l, pc.filter([l.run.filter] if l.run.filter is not None else []),
+                                         compile_condition([l.run.cond] if l.run.cond is not None else [], tz, runs),
+                                         l.run.gap, l.run.aggregates, plan.run_keys)
+                           for l in plan.leaves if l.run is not None}
         self.slots = {n.id: frozenset(n.slots) for n in self.nodes}
         # leaves by event type (None: any type)
         self.leaves_by_type: dict = {}
@@ -234,11 +259,11 @@ class Automaton:
         for n in self.nodes:
             if isinstance(n, (Join, After)) and n.absence is not None:
                 neg = n.absence
-                self.negs[neg.id] = (n, neg, compile_condition(neg.conds, tz),
+                self.negs[neg.id] = (n, neg, compile_condition(neg.conds, tz, runs),
                                      {l.id: pc.filter(l.filters) for l in neg.leaves})
                 for l in neg.leaves:
                     self.neg_leaves_by_type.setdefault(l.type, []).append((neg.id, l))
-        self.deferred = compile_condition(plan.deferred, tz)
+        self.deferred = compile_condition(plan.deferred, tz, runs)
         self.succ_chains = list(spec.succ_chains)
         self.needs_history = spec.needs_history
         self.has_or = spec.has_or
@@ -246,12 +271,15 @@ class Automaton:
         for l in plan.leaves:
             if l.bound:
                 self.var_slots.setdefault(l.var, []).append(l.slot)
-        self.emit = [(f.name, compile_expr(f.expr, tz)) for f in plan.emit]
+        self.emit = [(f.name, compile_expr(f.expr, tz, runs)) for f in plan.emit]
         self.type_len = dict(spec.type_len)
         self.G = plan.max_gap
         self.S = spec.span
         self.max_window = spec.max_window
         self.rules = {key: dict(r) for key, r in spec.rules}
+        #: the types it reads that are other phrases' composites (SPEC §8): the end of the input
+        #: decides no more than the watermark does (see :mod:`spatec.automata.step`)
+        self.derived = frozenset(plan.physical.derived)
 
 
 def bind(spec: AutomatonSpec, projector) -> Automaton:

@@ -154,11 +154,23 @@ class TimeSet:
         return TimeSet(self.fn, not self.neg)
 
     def combine(self, other: "TimeSet", op: str) -> "TimeSet":
-        f1, f2 = self._resolved(), other._resolved()
+        return TimeSet.combine_all([self, other], op)
+
+    @staticmethod
+    def combine_all(sets: list, op: str) -> "TimeSet":
+        """The intersection (``and``) or union (``or``) of ``sets``, evaluated in one loop."""
+        fs = [x._resolved() for x in sets]
 
         def fn(a, b):
-            x, y = f1(a, b), f2(a, b)
-            return _intersect(x, y) if op == "and" else _merge(x + y)
+            if op == "or":
+                out = []
+                for f in fs:
+                    out += f(a, b)
+                return _merge(out)
+            acc = fs[0](a, b)
+            for f in fs[1:]:
+                acc = _intersect(acc, f(a, b))
+            return acc
         return TimeSet(fn)
 
     def _resolved(self):
@@ -265,25 +277,49 @@ TIME_ATOMS = (A.DayPattern, A.MonthPattern, A.ClockPattern, A.DatePattern)
 SPACE_ATOMS = (A.AtPlace, A.InShape, A.NearPlace)
 
 
+def operands(p, op: str) -> list:
+    """The operands of a chain of ``op`` (``and``/``or``) in pattern ``p``, left to right,
+    without recursion (a 10,000-term chain is one n-ary operation)."""
+    out, todo = [], [p]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, A.Binary) and x.op == op:
+            todo += (x.right, x.left)
+        else:
+            out.append(x)
+    return out
+
+
 def domain(p) -> str | None:
     """"space" / "time" when every atom of ``p`` is of that domain (and no `certainly`)."""
+    return A.trampoline(_domain(p))
+
+
+def _domain(p):
     if isinstance(p, TIME_ATOMS):
         return "time"
     if isinstance(p, SPACE_ATOMS):
         return "space"
     if isinstance(p, A.Not):
-        return domain(p.operand)
+        return (yield _domain(p.operand))
     if isinstance(p, A.Binary):
-        a, b = domain(p.left), domain(p.right)
-        return a if a == b else None
+        got = None
+        for i, x in enumerate(operands(p, p.op)):
+            d = yield _domain(x)
+            if d is None or (i and d != got):
+                return None
+            got = d
+        return got
     return None
 
 
 class PatternCompiler:
-    """Compiles pattern ASTs for one program and one projection."""
+    """Compiles pattern ASTs for one program and one projection. ``sets``: the place sets
+    (:class:`spatec.automata.places.PlaceSets`), each one pattern over a spatial index."""
 
-    def __init__(self, places: dict, tz: str, projector):
+    def __init__(self, places: dict, tz: str, projector, sets=None):
         self.places, self.tz, self.proj = places, tz, projector
+        self.sets = sets if sets is not None else {}
         self._regions: dict = {}
 
     def region(self, name: str, widen: float = 0.0):
@@ -310,25 +346,51 @@ class PatternCompiler:
         return S.Loc.of(shapely.transform(g, lambda c: _fwd(self.proj, c)), 0.0)
 
     def space_set(self, p) -> SpaceSet:
+        return A.trampoline(self._space_set(p))
+
+    def _space_set(self, p):
         if isinstance(p, A.AtPlace):
+            if p.place in self.sets:
+                return self.sets.space(p.place)
             return SpaceSet(atom=self.region(p.place))
         if isinstance(p, A.NearPlace):
+            if p.place in self.sets:
+                return self.sets.space(p.place, p.distance.metres())
             return SpaceSet(atom=self.region(p.place, p.distance.metres()))
         if isinstance(p, A.InShape):
             return SpaceSet(atom=self.shape_region(p.shape))
         if isinstance(p, A.Not):
-            return self.space_set(p.operand).complement()
-        return self.space_set(p.left).combine(self.space_set(p.right), p.op)
+            return (yield self._space_set(p.operand)).complement()
+        sets = []
+        for x in operands(p, p.op):
+            sets.append((yield self._space_set(x)))
+        if p.op == "or" and not any(x.neg for x in sets):
+            # one union of every distinct region (a chain names few places many times)
+            geoms = {id(x.atom) if x.atom is not None else id(x): x for x in sets}
+            return SpaceSet(shapely.union_all([x.region_geom() for x in geoms.values()]))
+        acc = sets[0]
+        for x in sets[1:]:
+            acc = acc.combine(x, p.op)
+        return acc
 
     def time_set(self, p) -> TimeSet:
+        return A.trampoline(self._time_set(p))
+
+    def _time_set(self, p):
         if isinstance(p, A.Not):
-            return self.time_set(p.operand).complement()
+            return (yield self._time_set(p.operand)).complement()
         if isinstance(p, A.Binary):
-            return self.time_set(p.left).combine(self.time_set(p.right), p.op)
+            sets = []
+            for x in operands(p, p.op):
+                sets.append((yield self._time_set(x)))
+            return TimeSet.combine_all(sets, p.op)
         return time_set(p, self.tz)
 
     def compile(self, p):
         """(possibly, certainly) functions of (lo, hi, loc)."""
+        return A.trampoline(self._compile(p))
+
+    def _compile(self, p):
         d = domain(p)
         if d == "space":
             ss = self.space_set(p)
@@ -337,20 +399,35 @@ class PatternCompiler:
             ts = self.time_set(p)
             return (lambda lo, hi, loc: ts.possibly(lo, hi)), (lambda lo, hi, loc: ts.certainly(lo, hi))
         if isinstance(p, A.Certainly):
-            _, cert = self.compile(p.pattern)
+            q = p.pattern
+            if isinstance(q, A.AtPlace) and q.place in self.sets:
+                # `certainly at SET`: inside one of its places (not merely inside their union)
+                ix = self.sets.index(q.place)
+                return (lambda lo, hi, loc: ix.inside_one(loc)), (lambda lo, hi, loc: ix.inside_one(loc))
+            _, cert = yield self._compile(q)
             return cert, cert
         if isinstance(p, A.Not):
-            pos, cert = self.compile(p.operand)
+            pos, cert = yield self._compile(p.operand)
             # complement of the set: meets it unless inside the original, and vice versa
             return (lambda lo, hi, loc: not cert(lo, hi, loc)), (lambda lo, hi, loc: not pos(lo, hi, loc))
         if isinstance(p, A.Binary):
-            lp, lc = self.compile(p.left)
-            rp, rc = self.compile(p.right)
-            if p.op == "and":
-                return (lambda lo, hi, loc: lp(lo, hi, loc) and rp(lo, hi, loc)), \
-                       (lambda lo, hi, loc: lc(lo, hi, loc) and rc(lo, hi, loc))
-            return (lambda lo, hi, loc: lp(lo, hi, loc) or rp(lo, hi, loc)), \
-                   (lambda lo, hi, loc: lc(lo, hi, loc) or rc(lo, hi, loc))
+            ps, cs = [], []
+            for x in operands(p, p.op):
+                f, c = yield self._compile(x)
+                ps.append(f)
+                cs.append(c)
+            if len(ps) == 2:
+                (lp, rp), (lc, rc) = ps, cs
+                if p.op == "and":
+                    return (lambda lo, hi, loc: lp(lo, hi, loc) and rp(lo, hi, loc)), \
+                           (lambda lo, hi, loc: lc(lo, hi, loc) and rc(lo, hi, loc))
+                return (lambda lo, hi, loc: lp(lo, hi, loc) or rp(lo, hi, loc)), \
+                       (lambda lo, hi, loc: lc(lo, hi, loc) or rc(lo, hi, loc))
+            if p.op == "and":      # n-ary: a chain is evaluated in one loop
+                return (lambda lo, hi, loc: all(f(lo, hi, loc) for f in ps)), \
+                       (lambda lo, hi, loc: all(f(lo, hi, loc) for f in cs))
+            return (lambda lo, hi, loc: any(f(lo, hi, loc) for f in ps)), \
+                   (lambda lo, hi, loc: any(f(lo, hi, loc) for f in cs))
         raise TypeError(type(p).__name__)
 
     def filter(self, patterns):

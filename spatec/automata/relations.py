@@ -3,13 +3,18 @@
 ``before(a, b)``: same source → local order ``a.t < b.t``; otherwise
 ``a.hi < b.lo``. For composites, ``before(A, B)`` holds when it holds for every
 pair; ``concurrent`` when neither order holds.
+
+A run (SPEC §7, :class:`~spatec.automata.runs.RunEv`) stands for all its events, of one
+source, from local time ``t`` (its first) to ``t_last`` (its last), stamped
+``[min lo, max hi]``: every event of it is before ``b`` when its last is (same source),
+or when the run's ``hi`` is before ``b.lo``.
 """
 from __future__ import annotations
 
 
 def ev_before(a, b) -> bool:
     if a.source is not None and a.source == b.source:
-        return a.t < b.t
+        return (a.t_last if a.is_run else a.t) < b.t
     return a.hi < b.lo
 
 
@@ -27,7 +32,7 @@ def before(left, right) -> bool:
     for a in left:
         for b in right:
             if a.source is not None and a.source == b.source:
-                if not a.t < b.t:
+                if not (a.t_last if a.is_run else a.t) < b.t:
                     return False
             elif not a.hi < b.lo:
                 return False

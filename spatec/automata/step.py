@@ -14,12 +14,21 @@ when it reaches the last event's local time (plus the same slack); every other
 composite as soon as it is complete. At the end of a batch replay
 (``final=True``) everything is decided except absences whose window reaches
 past the last event.
+
+A phrase that reads another phrase's composites (SPEC §8) decides by the least
+watermark of the streams it reads, a derived stream's being its producer's
+frontier (:mod:`spatec.runtime.derived`). Such a watermark may stop short of the
+last event: at the end of the input such a phrase decides its absences only as
+far as the watermark it is given says (``successive``, over input events, is
+still decided at the end), and a batch replay never lets its watermark pass that
+(``limit``).
 """
 from __future__ import annotations
 
 import bisect
 
 from spatec.automata import relations as R
+from spatec.automata import runs as RUNS
 from spatec.automata.machine import (
     NEG_INF,
     PM,
@@ -36,12 +45,13 @@ from spatec.spatial import stamps as S
 
 
 def step(am: Automaton, st: RunState, events, watermark: int | None = None, final: bool = False,
-         ordered: bool = False):
+         ordered: bool = False, limit: int | None = None):
     """Insert ``events``; return (decided composites, late events).
 
     ``ordered``: the events come sorted by event time (a batch replay), so the
     watermark may follow them event by event, and decisions and pruning happen
-    as the batch goes rather than only at its end.
+    as the batch goes rather than only at its end. ``limit``: the watermark never
+    goes past it (a batch replay of a phrase over derived events: its final watermark).
     """
     out: list[Composite] = []
     late = []
@@ -54,7 +64,7 @@ def step(am: Automaton, st: RunState, events, watermark: int | None = None, fina
             late.append(ev)
             continue
         if ev.hi > hi_max:
-            if ordered and n >= 4:
+            if ordered and n >= 4 and (limit is None or hi_max <= limit):
                 # every event before this one has a smaller event time: decide and prune up to it
                 st.watermark = hi_max
                 _decide(am, st, ctx, hi_max, False, out)
@@ -62,9 +72,13 @@ def step(am: Automaton, st: RunState, events, watermark: int | None = None, fina
                 n = 0
             hi_max = ev.hi
         n += 1
-        _insert(am, st, ctx, ev, out)
+        _insert(am, st, ctx, ev, out, ordered)
     w = hi_max if watermark is None else max(w0, watermark)
+    if limit is not None and w > limit:
+        w = max(w0, limit)
     st.watermark = w
+    if am.run_leaves:
+        _settle_runs(am, st, ctx, w, final, out)
     _decide(am, st, ctx, w, final, out)
     st.since_prune += len(events)
     if final or st.since_prune >= 64 or len(events) >= 64:
@@ -75,7 +89,7 @@ def step(am: Automaton, st: RunState, events, watermark: int | None = None, fina
 
 # ------------------------------------------------------------------------------------ insert
 
-def _insert(am: Automaton, st: RunState, ctx, ev, out) -> None:
+def _insert(am: Automaton, st: RunState, ctx, ev, out, ordered: bool = False) -> None:
     if am.needs_history and ev.source is not None:
         h = st.history.setdefault((ev.type, ev.source), [])
         if not h or ev.t > h[-1]:
@@ -86,12 +100,15 @@ def _insert(am: Automaton, st: RunState, ctx, ev, out) -> None:
                 h.insert(i, ev.t)
     if ev.__class__ is HistoryEv:
         return
-    for negs, leaves in _routes(am, ev.type):
+    for negs, leaves, runs in _routes(am, ev.type):
         for neg_id, f in negs:
             if f is None or f(ev.lo, ev.hi, ev.loc):
                 st.xbuf.setdefault(neg_id, []).append(ev)
         for leaf, f, p, slot, join, side in leaves:
             if f is not None and not f(ev.lo, ev.hi, ev.loc):
+                continue
+            if leaf.id in am.binders:
+                _leaf_places(am, st, ctx, leaf, ev, out)
                 continue
             if p is not None and not p({leaf.var: ev}, ctx):
                 continue
@@ -101,13 +118,67 @@ def _insert(am: Automaton, st: RunState, ctx, ev, out) -> None:
                 _join(am, st, ctx, join, side, PM(tuple(slots), ev.lo, ev.hi), out)
             else:
                 _up(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi), out)
+        for rl in runs:
+            done = []
+            RUNS.feed(rl, st, ev, ordered, ctx, done)
+            for rl_, run in done:
+                _leaf_match(am, st, ctx, rl_.leaf, run, out)
+
+
+def _settle_runs(am: Automaton, st: RunState, ctx, w: int, final: bool, out) -> None:
+    """Cut the runs the watermark settles (SPEC §7); complete ones enter the tree at their leaf."""
+    done = []
+    RUNS.settle(am, st, w, final, ctx, done)
+    for rl, run in done:
+        _leaf_match(am, st, ctx, rl.leaf, run, out)
+
+
+def _leaf_match(am: Automaton, st: RunState, ctx, leaf, ev, out) -> None:
+    """``ev`` (an event, or a complete run) at ``leaf``: its patterns, its places, its conditions."""
+    f = am.filters[leaf.id]
+    if f is not None and not f(ev.lo, ev.hi, ev.loc):
+        return
+    if leaf.id in am.binders:
+        _leaf_places(am, st, ctx, leaf, ev, out)
+        return
+    p = am.preds[leaf.id]
+    if p is not None and not p({leaf.var: ev}, ctx):
+        return
+    slots = [None] * am.nleaves
+    slots[leaf.slot] = ev
+    _up_from_leaf(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi), out)
+
+
+def _leaf_places(am: Automaton, st: RunState, ctx, leaf, ev, out) -> None:
+    """``ev`` at a leaf that binds places: one partial match per matching place (SPEC §9)."""
+    p = am.preds[leaf.id]
+    for places in am.binders[leaf.id](ev.lo, ev.hi, ev.loc):
+        if p is not None:
+            env = {leaf.var: ev}
+            env.update(places)
+            if not p(env, ctx):
+                continue
+        slots = [None] * am.nleaves
+        slots[leaf.slot] = ev
+        _up_from_leaf(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi, (), tuple(places)), out)
+
+
+def _up_from_leaf(am: Automaton, st: RunState, ctx, leaf, pm: PM, out) -> None:
+    parent = am.parent.get(leaf.id)
+    if isinstance(parent, Join):
+        _join(am, st, ctx, parent, am.side[leaf.id], pm, out)
+    else:
+        _up(am, st, ctx, leaf, pm, out)
 
 
 def _routes(am: Automaton, type_name) -> tuple:
     """Where an event of ``type_name`` goes, in the order :func:`_insert` visits it: for its
-    type, then for leaves of any type (None), the negated leaves ``(neg id, filter)`` and
-    the leaves ``(leaf, filter, predicate, slot, join, side)`` (``join``: the parent when it
-    is a join, which :func:`_up` would go to). Derived from the automaton once per type."""
+    type, then for leaves of any type (None), the negated leaves ``(neg id, filter)``, the
+    leaves ``(leaf, filter, predicate, slot, join, side)`` (``join``: the parent when it
+    is a join, which :func:`_up` would go to) and the run leaves (:class:`RunLeaf`, which
+    take the events of their type to cut them into runs). Derived from the automaton once
+    per type. A phrase's composites go to the leaves of their type only: a pattern alone (a
+    leaf of any type) matches input events."""
     cache = am.__dict__.get("_routes")
     if cache is None:
         cache = am._routes = {}
@@ -120,8 +191,9 @@ def _routes(am: Automaton, type_name) -> tuple:
         r = cache[type_name] = tuple(
             (tuple((neg_id, am.negs[neg_id][3][leaf.id]) for neg_id, leaf in am.neg_leaves_by_type.get(key, ())),
              tuple((leaf, am.filters[leaf.id], am.preds[leaf.id], leaf.slot, *to_join(leaf))
-                   for leaf in am.leaves_by_type.get(key, ())))
-            for key in (type_name, None))
+                   for leaf in am.leaves_by_type.get(key, ()) if leaf.run is None),
+             tuple(am.run_leaves[leaf.id] for leaf in am.leaves_by_type.get(key, ()) if leaf.run is not None))
+            for key in ((type_name,) if type_name in am.derived else (type_name, None)))
     return r
 
 
@@ -150,6 +222,8 @@ def _env(am: Automaton, pm: PM, extra=None) -> dict:
             if e is not None:
                 env[var] = e
                 break
+    if pm.places:
+        env.update(pm.places)
     if extra:
         env.update(extra)
     return env
@@ -165,9 +239,27 @@ def _up(am: Automaton, st: RunState, ctx, node, pm: PM, out) -> None:
         _join(am, st, ctx, parent, side, pm, out)
         return
     if isinstance(parent, After):
-        pm = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,))
-    if _accept(am, parent, pm, ctx):
+        pm = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,), pm.places)
+    if parent.id in am.binders:
+        for q in _bind_places(am, parent, pm, ctx):
+            _up(am, st, ctx, parent, q, out)
+    elif _accept(am, parent, pm, ctx):
         _up(am, st, ctx, parent, pm, out)
+
+
+def _bind_places(am: Automaton, node, pm: PM, ctx) -> list:
+    """``pm`` at a node that binds places: one partial match per matching place, each passing
+    the node's patterns and conditions."""
+    f = am.filters[node.id]
+    if f is not None and not f(pm.lo, pm.hi, pm.loc):
+        return []
+    out = []
+    p = am.preds[node.id]
+    for places in am.binders[node.id](pm.lo, pm.hi, pm.loc):
+        q = PM(pm.ev, pm.lo, pm.hi, pm.checks, pm.places + tuple(places))
+        if p is None or p(_env(am, q), ctx):
+            out.append(q)
+    return out
 
 
 def _accept(am: Automaton, node, pm: PM, ctx) -> bool:
@@ -205,6 +297,8 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
                 mine_ids = set(map(id, mine))
             if not mine_ids.isdisjoint(map(id, q.ev)):   # (None is not among mine)
                 continue  # distinct variables, distinct events
+            if am.run_leaves and RUNS.shares_events(mine, q.events()):
+                continue  # ... and a run holds every event of its stretch
             if side == "L":
                 left, right = pm, q
             else:
@@ -230,7 +324,15 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
             if absence is not None:
                 checks = checks + (absence,)
             c = PM(tuple(ev), left.lo if left.lo < right.lo else right.lo,
-                   left.hi if left.hi > right.hi else right.hi, checks)
+                   left.hi if left.hi > right.hi else right.hi, checks,
+                   left.places + right.places if left.places or right.places else ())
+            if nid in am.binders:
+                for c2 in _bind_places(am, node, c, ctx):
+                    if parent is None:
+                        _root(am, st, ctx, c2, out)
+                    else:
+                        _up(am, st, ctx, node, c2, out)
+                continue
             if check and not _accept(am, node, c, ctx):
                 continue
             if parent is None:
@@ -238,7 +340,8 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
             else:
                 _up(am, st, ctx, node, c, out)
     key = (nid, side)
-    if side == "R" and seq_right and _seq_right_dead(pm, st.watermark, am.G):
+    if side == "R" and seq_right and _seq_right_dead(
+            pm, RUNS.floor(st, st.watermark) if st.runs else st.watermark, am.G):
         return
     buf = st.buffers.get(key)
     if not buf:
@@ -267,13 +370,18 @@ def _root(am: Automaton, st: RunState, ctx, pm: PM, out) -> None:
 def _emit(am: Automaton, st: RunState, pm: PM, out) -> None:
     env = _env(am, pm)
     cid = composite_id(am.name, [(v, e.id) for v, e in env.items()])
+    places = None
+    if pm.places:
+        places = dict(pm.places)
+        for v in places:
+            del env[v]
     if am.has_or:
         if cid in st.emitted:
             return
         st.emitted[cid] = pm.hi
     # the stamp (the hull of the events) is made when first asked for: pm._loc if a pattern
     # already needed it, else by the runner that outputs the composite
-    out.append(Composite(am.name, cid, pm.lo, pm.hi, pm._loc, env, pm.events()))
+    out.append(Composite(am.name, cid, pm.lo, pm.hi, pm._loc, env, pm.events(), places))
 
 
 def _part(pm: PM, slots) -> list:
@@ -294,6 +402,9 @@ def _decide(am: Automaton, st: RunState, ctx, w: int, final: bool, out) -> None:
 
 
 def _ready(am: Automaton, pm: PM, w: int, final: bool) -> bool:
+    if am.derived:
+        # the watermark decides, at the end of the input too (it may stop short of the last event)
+        return _ready_by(am, pm, w, final)
     for neg_id in pm.checks:
         node = am.negs[neg_id][0]
         if isinstance(node, Join):
@@ -308,9 +419,37 @@ def _ready(am: Automaton, pm: PM, w: int, final: bool) -> bool:
     if am.succ_chains and not final:
         env = _env(am, pm)
         for chain in am.succ_chains:
-            if w < max(env[v].t for v in chain) + am.G:
+            if w < max(_chain_t(env, v) for v in chain) + am.G:
                 return False
     return True
+
+
+def _ready_by(am: Automaton, pm: PM, w: int, final: bool) -> bool:
+    """:func:`_ready` for a phrase over derived events: as before the end of the input, except
+    that ``successive`` (over input events, all seen at the end) is decided at the end."""
+    if final and am.succ_chains:
+        return w >= _absence_time(am, pm)
+    return w >= decision_time(am, pm)
+
+
+def _absence_time(am: Automaton, pm: PM) -> int:
+    t = NEG_INF
+    for neg_id in pm.checks:
+        node = am.negs[neg_id][0]
+        if isinstance(node, Join):
+            t = max(t, max(e.hi for e in _part(pm, am.slots[node.right.id])) + am.G)
+        else:
+            t = max(t, max(e.hi for e in _part(pm, am.slots[node.left.id])) + node.absence.window + 1)
+    return t
+
+
+def _chain_t(env: dict, name: str) -> int:
+    """The local time of a ``successive`` chain's entry: a variable's event, or a run's member."""
+    e = env.get(name)
+    if e is not None:
+        return e.t
+    var, member = name.split(".")
+    return getattr(env[var], member).t
 
 
 def decision_time(am: Automaton, pm: PM) -> int:
@@ -318,28 +457,47 @@ def decision_time(am: Automaton, pm: PM) -> int:
     input): ``_ready(am, pm, w, False)`` holds exactly for ``w >= decision_time(am, pm)``.
     NEG_INF when nothing holds it back. Lets a live runner step a waiting key only once the
     watermark reaches its first decision, rather than at every move of the watermark."""
-    t = NEG_INF
-    for neg_id in pm.checks:
-        node = am.negs[neg_id][0]
-        if isinstance(node, Join):
-            b = _part(pm, am.slots[node.right.id])
-            t = max(t, max(e.hi for e in b) + am.G)
-        else:
-            a = _part(pm, am.slots[node.left.id])
-            t = max(t, max(e.hi for e in a) + node.absence.window + 1)    # ready when w > end
+    t = _absence_time(am, pm)     # an absence after is ready when w > its end
     if am.succ_chains:
         env = _env(am, pm)
         for chain in am.succ_chains:
-            t = max(t, max(env[v].t for v in chain) + am.G)
+            t = max(t, max(_chain_t(env, v) for v in chain) + am.G)
     return t
 
 
 def next_decision(am: Automaton, st: RunState) -> int | None:
-    """The smallest watermark at which some pending composite of ``st`` can be decided; None
-    when nothing is pending. Stepping the key with a lower watermark and no events decides nothing."""
-    if not st.pending:
-        return None
-    return min(decision_time(am, pm) for pm in st.pending)
+    """The smallest watermark at which some pending composite of ``st`` can be decided, or a
+    run cut or completed (SPEC §7: a run waits for the watermark to settle its source's next
+    event, or to pass its gap); None when nothing waits. Stepping the key with a lower
+    watermark and no events decides nothing."""
+    t = min((decision_time(am, pm) for pm in st.pending), default=None)
+    if st.runs:
+        r = RUNS.next_due(am, st)
+        if r is not None and (t is None or r < t):
+            t = r
+    return t
+
+
+def undecided_low(am: Automaton, st: RunState) -> int | None:
+    """At the end of the input: the least ``lo`` of the composites ``st`` leaves undecided (each
+    satisfies everything but an absence whose decision has not come; ``successive``, decided
+    at the end, is checked here), and of the runs not complete (their own ``lo``); None if
+    none. It holds back the phrase's frontier."""
+    low = None
+    ctx = None
+    for pm in st.pending:
+        if low is not None and pm.lo >= low:
+            continue
+        if am.deferred is not None:
+            ctx = ctx or Context(st)
+            if not am.deferred(_env(am, pm), ctx):
+                continue
+        low = pm.lo
+    for cut in st.runs.values():          # a run not complete (SPEC §7): its lo, as the oracle's
+        for x in ([cut.open] if cut.open is not None else []) + cut.pending:
+            if low is None or x.lo < low:
+                low = x.lo
+    return low
 
 
 def _holds(am: Automaton, st: RunState, ctx, pm: PM) -> bool:
@@ -357,6 +515,8 @@ def _holds(am: Automaton, st: RunState, ctx, pm: PM) -> bool:
         for x in st.xbuf.get(neg_id, ()):
             if any(x is m for m in members):
                 continue
+            if am.run_leaves and RUNS.contains(members, x):
+                continue   # an event of a run of the composite is one of its events
             if not R.composite_before(a, a_hi, [x], x.lo):
                 continue
             if isinstance(node, Join):
@@ -402,6 +562,8 @@ def _seq_right_dead(pm: PM, w: int, G: int) -> bool:
 def _prune(am: Automaton, st: RunState, w: int) -> None:
     if w == NEG_INF:
         return
+    if st.runs:
+        w = RUNS.floor(st, w)   # a run still to complete may hold events from before w
     S_ = am.S
     G = am.G
     min_lo = None

@@ -9,6 +9,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.check import Program
 from spatec.plan.nodes import PhrasePlan, walk_nodes
 from spatec.plan.physical import PhysicalPlan
+from spatec.plan.types import attr_names, source_attr
 
 
 def attributes_read(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
@@ -17,12 +18,16 @@ def attributes_read(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> P
         exprs += list(n.preds)
         if getattr(n, "absence", None) is not None:
             exprs += list(n.absence.conds)
-    named = {x.name for e in exprs for x in A.walk(e) if isinstance(x, A.Attr)} | set(plan.key)
+        run = getattr(n, "run", None)
+        if run is not None and run.cond is not None:
+            exprs.append(run.cond)
+    named = {x.name for e in exprs for x in A.walk(e) if isinstance(x, A.Attr)} | set(plan.key) \
+        | set(plan.run_keys)
     out = []
     for t in phys.types:
-        decl = program.events[t]
         want = set(named)
-        if decl.source is not None:
-            want.add(decl.source.attr)
-        out.append((t, tuple(a.name for a in decl.attrs if a.name in want)))
+        src = source_attr(program, t)
+        if src is not None:
+            want.add(src)
+        out.append((t, tuple(a for a in attr_names(program, t) if a in want)))
     return dataclasses.replace(phys, attributes=tuple(out))

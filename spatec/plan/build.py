@@ -32,6 +32,8 @@ from spatec.plan.physical import PhysicalPlan
 from spatec.plan.predicates import place_predicates, split_conjuncts
 from spatec.plan.prefilter import prefilter_regions
 from spatec.plan.routing import route_keys, source_history
+from spatec.plan.runs import runs_share, runs_split
+from spatec.errors import UnsupportedError
 from spatec.plan.support import require_backend
 from spatec.plan.windows import time_windows
 
@@ -53,22 +55,27 @@ def plan_phrase(program: Program, info: PhraseInfo) -> PhrasePlan:
 
 def logical_plan(program: Program, info: PhraseInfo) -> PhrasePlan:
     p = info.phrase
-    root = normalise(program, p.match)
+    root = normalise(program, p.match, info.runs)
     conjuncts = split_conjuncts(p.where)
     one_partition = p.per is not None and needs_one_partition(program, p.per, root)
-    if one_partition:
+    run_keys = runs_share(program, info, p.per)
+    if one_partition or run_keys:
         conjuncts = conjuncts + per_equalities(program, info, p.per)
     root, deferred = place_predicates(root, conjuncts, info)
     key, key_source = partition_key(program, info, root, conjuncts)
     if one_partition:
         key, key_source = (), "per, as conditions (a match may hold no keyed event)"
+    elif run_keys:
+        key, key_source = (), "per, as conditions (runs are cut per source, and the key is not the source)"
+    elif key and runs_split(program, info, key):
+        key, key_source = (), "none (the inferred key is not the source that runs are cut by)"
     leaves = tuple(sorted((n for n in walk_nodes(root) if isinstance(n, Leaf)), key=lambda l: l.slot))
     gaps = [_gap(d) for d in program.events.values()]
     return PhrasePlan(
         name=p.name, root=root, leaves=leaves, vars=dict(info.vars), negated=dict(info.negated),
         key=key, key_source=key_source, within=p.within.micros() if p.within else None,
         span_bound=info.span_bound, deferred=tuple(deferred), emit=p.emit, schema=tuple(info.schema),
-        max_gap=max(gaps, default=0), types=info.types)
+        max_gap=max(gaps, default=0), types=info.types, places=dict(info.places), run_keys=run_keys)
 
 
 def physical_plan(program: Program, plan: PhrasePlan) -> PhysicalPlan:
@@ -80,7 +87,19 @@ def physical_plan(program: Program, plan: PhrasePlan) -> PhysicalPlan:
 
 def plan_program(program: Program, mode: str = "batch") -> list[PhrasePlan]:
     require_backend(program, mode)
-    return [plan_phrase(program, info) for info in program.phrases]
+    out = []
+    for info in program.phrases:
+        try:
+            out.append(plan_phrase(program, info))
+        except RecursionError:
+            # the operator tree's passes are not all iterative yet: long `or` and `where` chains
+            # plan at any length, but a match expression of thousands of joined events does not
+            raise UnsupportedError(
+                "match expressions nested this deep", mode,
+                f"phrase {info.name}: its match expression joins too many events for the planner "
+                "(chains of `or` and `where` of any length are planned; chains of `;`, `||` and "
+                "the other joins of thousands of events are not yet)") from None
+    return out
 
 
 def _gap(decl: A.EventDecl) -> int:

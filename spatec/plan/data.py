@@ -3,7 +3,7 @@ JSON-ready values, and back; and a fingerprint of what a plan means.
 
 :func:`to_data` writes a dataclass as ``{"@": class name, field: value, ...}``,
 a tuple as ``{"@t": [...]}``, a dict as ``{"@d": [[key, value], ...]}`` (keys may
-be nodes), a set as ``{"@s": [...]}``; :func:`from_data` reads that back into
+be nodes), a set as ``{"@s": [...]}``, a syntax node met before as ``{"@r": n}``; :func:`from_data` reads that back into
 equal objects (only the classes of :data:`MODULES` are ever made: reading data
 cannot run code). ``meaning=True`` leaves out what does not change the meaning
 (source spans, fields that take no part in equality): :func:`fingerprint` hashes
@@ -16,6 +16,9 @@ import hashlib
 import importlib
 import json
 import math
+from json.encoder import encode_basestring
+
+from spatec.frontend.ast import Node, trampoline
 
 #: Modules whose dataclasses may appear in plan data.
 MODULES = ("spatec.errors", "spatec.frontend.ast", "spatec.frontend.load", "spatec.frontend.check",
@@ -35,55 +38,143 @@ def _classes() -> dict:
     return _CLASSES
 
 
+def _scalar(obj) -> bool:
+    return obj is None or isinstance(obj, (bool, int, str))
+
+
 def to_data(obj, meaning: bool = False):
-    """``obj`` as JSON-ready values (see the module's docstring)."""
-    if obj is None or isinstance(obj, (bool, int, str)):
+    """``obj`` as JSON-ready values (see the module's docstring). Without recursion: trees of
+    any depth (a 10,000-term ``or`` chain)."""
+    if _scalar(obj):
         return obj
+    return trampoline(_to_data(obj, meaning, {}))
+
+
+def _to_data(obj, meaning: bool, seen: dict):
+    # a generator for trampoline: yields the walk of each child that is not a plain value.
+    # ``seen``: syntax nodes written so far, by identity (by value for ``meaning``), each
+    # numbered when complete: a node met again is written as ``{"@r": its number}`` (the
+    # checker's types map is keyed by every subexpression: without this a 10,000-term
+    # chain would be written 10,000 times over)
+    def sub(x):
+        return x if _scalar(x) else (yield _to_data(x, meaning, seen))
+
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else {"@f": repr(obj)}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        node = isinstance(obj, Node)
+        if node:
+            key = obj if meaning else id(obj)
+            if key in seen:
+                return {"@r": seen[key]}
         out = {"@": type(obj).__name__}
         for f in dataclasses.fields(obj):
             if meaning and (not f.compare or f.name == "span"):
                 continue
-            out[f.name] = to_data(getattr(obj, f.name), meaning)
+            out[f.name] = yield from sub(getattr(obj, f.name))
+        if node:
+            seen[key] = len(seen)
         return out
-    if isinstance(obj, tuple):
-        return {"@t": [to_data(x, meaning) for x in obj]}
-    if isinstance(obj, list):
-        return [to_data(x, meaning) for x in obj]
+    if isinstance(obj, (tuple, list)):
+        items = []
+        for x in obj:
+            items.append((yield from sub(x)))
+        return {"@t": items} if isinstance(obj, tuple) else items
     if isinstance(obj, dict):
-        return {"@d": [[to_data(k, meaning), to_data(v, meaning)] for k, v in obj.items()]}
+        pairs = []
+        for k, v in obj.items():
+            pairs.append([(yield from sub(k)), (yield from sub(v))])
+        return {"@d": pairs}
     if isinstance(obj, (set, frozenset)):
-        items = [to_data(x, meaning) for x in obj]
-        return {"@s": sorted(items, key=lambda x: json.dumps(x, sort_keys=True))}
+        items = []      # (sorted below: each item numbers its own nodes, apart from the rest)
+        for x in obj:
+            items.append(x if _scalar(x) else (yield _to_data(x, meaning, {})))
+        return {"@s": sorted(items, key=_json)}
     raise TypeError(f"{type(obj).__name__} is not plan data")
 
 
 def from_data(data):
-    """The objects :func:`to_data` wrote."""
-    if isinstance(data, list):
-        return [from_data(x) for x in data]
-    if not isinstance(data, dict):
+    """The objects :func:`to_data` wrote (without recursion, as :func:`to_data`)."""
+    if not isinstance(data, (list, dict)):
         return data
+    return trampoline(_from_data(data, []))
+
+
+def _from_data(data, nodes: list):
+    # ``nodes``: the syntax nodes made so far, in the order :func:`_to_data` numbered them
+    def sub(x):
+        return x if not isinstance(x, (list, dict)) else (yield _from_data(x, nodes))
+
+    if isinstance(data, list):
+        out = []
+        for x in data:
+            out.append((yield from sub(x)))
+        return out
     if "@t" in data:
-        return tuple(from_data(x) for x in data["@t"])
+        out = []
+        for x in data["@t"]:
+            out.append((yield from sub(x)))
+        return tuple(out)
     if "@d" in data:
-        return {_hashable(from_data(k)): from_data(v) for k, v in data["@d"]}
+        out = {}
+        for k, v in data["@d"]:
+            key = _hashable((yield from sub(k)))
+            out[key] = yield from sub(v)
+        return out
     if "@s" in data:
-        return frozenset(_hashable(from_data(x)) for x in data["@s"])
+        out = []
+        for x in data["@s"]:
+            out.append(_hashable(x if not isinstance(x, (list, dict)) else (yield _from_data(x, []))))
+        return frozenset(out)
     if "@f" in data:
         return float(data["@f"])
+    if "@r" in data:
+        return nodes[data["@r"]]
     cls = _classes().get(data.get("@"))
     if cls is None:
         raise ValueError(f"not plan data: unknown class {data.get('@')!r}")
-    kw = {k: from_data(v) for k, v in data.items() if k != "@"}
+    kw = {}
+    for k, v in data.items():
+        if k != "@":
+            kw[k] = yield from sub(v)
     names = {f.name for f in dataclasses.fields(cls) if f.init}
     obj = cls(**{k: v for k, v in kw.items() if k in names})
     for k, v in kw.items():       # fields not taken by __init__
         if k not in names:
             object.__setattr__(obj, k, v)
+    if isinstance(obj, Node):
+        nodes.append(obj)
     return obj
+
+
+def _json(v) -> str:
+    """``json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` of
+    JSON-ready values, the same text, without recursion (and in linear time)."""
+    out: list = []
+    stack = [(False, v)]        # (literal text?, value)
+    while stack:
+        lit, x = stack.pop()
+        if lit:
+            out.append(x)
+        elif isinstance(x, str):
+            out.append(encode_basestring(x))
+        elif isinstance(x, list):
+            stack.append((True, "]"))
+            for i in range(len(x) - 1, -1, -1):
+                stack.append((False, x[i]))
+                if i:
+                    stack.append((True, ","))
+            stack.append((True, "["))
+        elif isinstance(x, dict):
+            stack.append((True, "}"))
+            keys = sorted(x)
+            for i in range(len(keys) - 1, -1, -1):
+                stack.append((False, x[keys[i]]))
+                stack.append((True, ("," if i else "") + encode_basestring(keys[i]) + ":"))
+            stack.append((True, "{"))
+        else:
+            out.append(json.dumps(x))
+    return "".join(out)
 
 
 def _hashable(v):
@@ -91,15 +182,67 @@ def _hashable(v):
 
 
 def dumps(obj) -> str:
-    """``obj`` as JSON text (:func:`to_data`)."""
-    return json.dumps(to_data(obj), separators=(",", ":"), ensure_ascii=False)
+    """``obj`` as JSON text (:func:`to_data`). Containers are written as a flat table (``{"@g":
+    [...]}``: each list or object once, children by index ``{"@n": i}``), so that text of any
+    depth reads back with the standard JSON reader."""
+    table: list = []
+
+    def flat(v):
+        # v's containers into the table, iteratively; its own entry's index
+        top = len(table)
+        table.append(None)
+        todo = [(v, top)]
+        while todo:
+            x, at = todo.pop()
+            if isinstance(x, list):
+                items = []
+                for y in x:
+                    if isinstance(y, (list, dict)):
+                        table.append(None)
+                        todo.append((y, len(table) - 1))
+                        items.append({"@n": len(table) - 1})
+                    else:
+                        items.append(y)
+                table[at] = items
+            else:
+                obj = {}
+                for k, y in x.items():
+                    if isinstance(y, (list, dict)):
+                        table.append(None)
+                        todo.append((y, len(table) - 1))
+                        obj[k] = {"@n": len(table) - 1}
+                    else:
+                        obj[k] = y
+                table[at] = obj
+        return top
+
+    d = to_data(obj)
+    if not isinstance(d, (list, dict)):
+        return json.dumps(d, ensure_ascii=False)
+    flat(d)
+    return json.dumps({"@g": table}, separators=(",", ":"), ensure_ascii=False)
 
 
 def loads(text: str):
-    return from_data(json.loads(text))
+    d = json.loads(text)
+    if isinstance(d, dict) and "@g" in d:
+        table = d["@g"]
+
+        def ref(x):
+            return table[x["@n"]] if isinstance(x, dict) and len(x) == 1 and "@n" in x else x
+
+        # children come after their parents in the table: resolve every reference in place
+        for entry in table:
+            if isinstance(entry, list):
+                entry[:] = [ref(x) for x in entry]
+            else:
+                for k, x in entry.items():
+                    entry[k] = ref(x)
+        d = table[0]
+    return from_data(d)
 
 
 def fingerprint(obj) -> str:
     """A hash of what ``obj`` means (:func:`to_data` with ``meaning``): 16 hex digits."""
-    text = json.dumps(to_data(obj, meaning=True), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = _json(to_data(obj, meaning=True))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -32,6 +32,8 @@ def fast_path_shape(plan: PhrasePlan, program: Program) -> str | None:
     leaves = plan.leaves
     if not leaves or any(l.type is None or not l.bound for l in leaves):
         return None
+    if any(l.run is not None for l in leaves) or plan.places:
+        return None
     t = leaves[0].type
     if any(l.type != t for l in leaves) or len({l.var for l in leaves}) != len(leaves):
         return None

@@ -45,6 +45,8 @@ def node_dict(n) -> dict:
              "stamp": "the event's",
              "transitions": [{"on": n.type or "any event", "action": "TAKE",
                               "guard": [_text(f) for f in n.filters] + [_text(p) for p in n.preds]}]}
+        if n.run is not None:
+            d.update(run_dict(n.run))
     elif isinstance(n, Join):
         d = {"node": n.id, "kind": "absence-between" if n.absence else "join", "op": n.op,
              "meaning": "sequence with nothing like X between" if n.absence else _OP_NAMES.get(n.op, n.op),
@@ -65,6 +67,17 @@ def node_dict(n) -> dict:
         d["filters"] = [_text(f) for f in n.filters]
         d["predicates"] = [_text(p) for p in n.preds]
     return d
+
+
+def run_dict(r) -> dict:
+    """A run leaf (SPEC §7): how its events are cut and what its running summary holds."""
+    return {"kind": "run", "stamp": "the run's: [first lo, last hi] and the hull of its events",
+            "run": {"cut_per": r.source, "filter": _text(r.filter) if r.filter is not None else None,
+                    "while": _text(r.cond) if r.cond is not None else None, "gap_s": _us(r.gap),
+                    "summary": ["first", "last", "count", "lo", "hi", "hull"]
+                    + [f"{f}({r.var}.{a})" for f, a in r.aggregates],
+                    "complete": "when the source's next event does not join"
+                    + (f", or the watermark passes last.hi + {_us(r.gap):g} s" if r.gap is not None else "")}}
 
 
 def neg_dict(neg: Negation) -> dict:
@@ -106,9 +119,27 @@ def _rules_text(r: dict) -> list:
     return out or ["by the span bound only"]
 
 
+def flow_dict(plan: PhrasePlan, program: Program | None) -> dict:
+    """The phrase's place in the program's flow graph (SPEC §8): the phrases it reads, those
+    that read it, and what its derived stream's watermark (its frontier) waits for."""
+    if program is None:
+        return {"inputs": list(plan.physical.derived), "consumers": []}
+    out = {"inputs": list(program.flow.inputs.get(plan.name, ())),
+           "consumers": list(program.flow.consumers(plan.name))}
+    if out["consumers"]:
+        info = program.phrase(plan.name)
+        waits = ["the least lo of its undecided composites"]
+        if info.waits_for_sources:
+            waits.append("each source with an open run reporting again (a run without gap)")
+        waits += [f"{q}'s frontier" for q in out["inputs"]]
+        out["frontier"] = waits
+    return out
+
+
 def plan_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
     return {
         "phrase": plan.name,
+        "flow": flow_dict(plan, program),
         "partition_key": list(plan.key), "key_from": plan.key_source,
         "within_s": _us(plan.within),
         "bound": ("span <= %g s" % _us(plan.span_bound)) if plan.span_bound is not None
@@ -116,7 +147,11 @@ def plan_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
         "variables": dict(sorted(plan.vars.items())), "negated": dict(sorted(plan.negated.items())),
         "decided_at_end": [_text(c) for c in plan.deferred],
         "output": [["phrase", "str"], ["id", "str"], ["lo", "time"], ["hi", "time"], ["hull", "geometry"],
-                   ["events", "map"]] + [list(x) for x in plan.schema],
+                   ["events", "map"]] + ([["places", "map"]] if plan.places else [])
+        + [list(x) for x in plan.schema],
+        **({"places": {v: {"set": b.place, "test": "certainly at" if b.certainly else "at",
+                       "matched": "one match per place, candidates from a spatial index (STRtree)"}
+                   for v, b in sorted(plan.places.items())}} if plan.places else {}),
         "tree": node_dict(plan.root),
         "physical": physical_dict(plan, program),
     }
@@ -164,12 +199,24 @@ def _text_tree(d: dict) -> str:
              f"  bound: {d['bound']}" + (f", within {d['within_s']:g} s" if d['within_s'] else "")]
     if d["decided_at_end"]:
         lines.append("  decided with history: " + "; ".join(d["decided_at_end"]))
+    flow = d.get("flow", {})
+    if flow.get("inputs"):
+        lines.append(f"  reads the composites of: {', '.join(flow['inputs'])} (decides by their frontiers)")
+    if flow.get("consumers"):
+        lines.append(f"  read by: {', '.join(flow['consumers'])}; its frontier waits for "
+                     + "; ".join(flow["frontier"]))
+    for v, b in d.get("places", {}).items():
+        lines.append(f"  place {v}: {b['test']} {b['set']}, {b['matched']}")
 
     def rec(n, depth):
         pad = "  " * depth
-        if n["kind"] == "event":
+        if n["kind"] in ("event", "run"):
             g = n["transitions"][0]["guard"]
-            lines.append(f"{pad}[{n['node']}] {n['type']} -> {n['var']}" + (f"  where {' and '.join(g)}" if g else ""))
+            lines.append(f"{pad}[{n['node']}] {_leaf_label(n)}" + (f"  where {' and '.join(g)}" if g else ""))
+            if "run" in n:
+                r = n["run"]
+                lines.append(f"{pad}    cut per {r['cut_per']}; summary: {', '.join(r['summary'])}; "
+                             f"complete {r['complete']}")
             return
         head = {"join": f"{n.get('op')}  ({n.get('meaning')})", "absence-between": "; not X ;  (absence between)",
                 "or": "or", "absence-after": "; not X within D  (absence after)"}[n["kind"]]
@@ -188,6 +235,15 @@ def _text_tree(d: dict) -> str:
     rec(d["tree"], 2)
     lines += _physical_lines(d["physical"])
     return "\n".join(lines) + "\n"
+
+
+def _leaf_label(n: dict) -> str:
+    if "run" not in n:
+        return f"{n['type']} -> {n['var']}"
+    r = n["run"]
+    src = n["type"] + (f" and {r['filter']}" if r["filter"] else "")
+    return (f"run {src if not r['filter'] else '(' + src + ')'} -> {n['var']}"
+            + (f" while {r['while']}" if r["while"] else "") + (f" gap {r['gap_s']:g} s" if r["gap_s"] else ""))
 
 
 def _physical_lines(ph: dict) -> list:
@@ -219,8 +275,8 @@ def _dot(dicts) -> str:
 
     def rec(n, prefix):
         me = f"{prefix}_{n['node']}"
-        if n["kind"] == "event":
-            label = f"{n['type']} -> {n['var']}"
+        if n["kind"] in ("event", "run"):
+            label = _leaf_label(n)
             conds = n["transitions"][0]["guard"]
         else:
             label = {"join": f"{n.get('op', '')}  ({n.get('meaning', '')})", "absence-between": "; not X ;",
@@ -247,6 +303,15 @@ def _dot(dicts) -> str:
         info += [line.strip() for line in _physical_lines(d["physical"])[1:]]
         text = "\\l".join(esc(x) for x in info) + "\\l"
         out.append(f'  "{esc(name)}_physical" [shape=note, label="{text}"];')
+        out.append("  }")
+    edges = [(q, d["phrase"]) for d in dicts for q in d.get("flow", {}).get("inputs", ())]
+    if edges:
+        # the flow graph: a phrase's composites flow to the phrases that read them
+        out.append('  subgraph "cluster_flow" { label="flow graph"; node [shape=ellipse];')
+        for name in dict.fromkeys(n for e in edges for n in e):
+            out.append(f'  "flow:{esc(name)}" [label="{esc(name)}"];')
+        for q, p in edges:
+            out.append(f'  "flow:{esc(q)}" -> "flow:{esc(p)}";')
         out.append("  }")
     out.append("}")
     return "\n".join(out) + "\n"

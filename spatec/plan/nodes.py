@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from spatec.frontend import ast as A
+
 
 @dataclass(frozen=True)
 class Leaf:
@@ -17,9 +19,11 @@ class Leaf:
     type: Optional[str]
     var: str                 # the bound variable, or an implicit name `_<slot>`
     bound: bool              # bound by the user (`T -> V`)
-    filters: tuple = ()      # pattern ASTs on the event's own stamp
+    filters: tuple = ()      # pattern ASTs on the event's own stamp (a run's: on the run's stamps)
     preds: tuple = ()        # where-conjuncts over this variable only
     span: object = field(default=None, compare=False)
+    #: a run leaf (SPEC §7): the RunInfo of ``run E -> var ...``; its slot holds a whole run
+    run: Optional[object] = None
 
     @property
     def slots(self) -> tuple:
@@ -111,27 +115,49 @@ class PhrasePlan:
     max_gap: int             # µs: largest hi - t over declared types (same-source order slack)
     types: dict = field(default_factory=dict, compare=False, repr=False)  # expr → type word
     physical: object = None  # PhysicalPlan (spatec.plan.physical): how the phrase is evaluated
+    #: bound places (SPEC §9): variable → PlaceBinding; each is bound by a filter of some node
+    places: dict = field(default_factory=dict)
+    #: attributes every event of a run must share (``per KEY`` when KEY is not the run's source)
+    run_keys: tuple = ()
 
 
 def walk_nodes(n):
-    """Every node of the operator tree, parents after children."""
-    if isinstance(n, (Join, Or)):
-        yield from walk_nodes(n.left)
-        yield from walk_nodes(n.right)
-    elif isinstance(n, After):
-        yield from walk_nodes(n.left)
-    yield n
+    """Every node of the operator tree, parents after children (left subtree, right subtree,
+    node), without recursion."""
+    stack = [(n, False)]
+    while stack:
+        x, expanded = stack.pop()
+        if expanded:
+            yield x
+            continue
+        stack.append((x, True))
+        if isinstance(x, (Join, Or)):
+            stack.append((x.right, False))
+            stack.append((x.left, False))
+        elif isinstance(x, After):
+            stack.append((x.left, False))
 
 
 def definite_vars(n) -> frozenset:
-    """Variables every match of ``n`` binds."""
+    """Variables every match of ``n`` binds (bound places of its filters included)."""
+    own = place_vars(n.filters)
     if isinstance(n, Leaf):
-        return frozenset((n.var,))
+        return frozenset((n.var,)) | own
     if isinstance(n, Join):
-        return definite_vars(n.left) | definite_vars(n.right)
+        return definite_vars(n.left) | definite_vars(n.right) | own
     if isinstance(n, Or):
-        return definite_vars(n.left) & definite_vars(n.right)
-    return definite_vars(n.left)
+        return (definite_vars(n.left) & definite_vars(n.right)) | own
+    return definite_vars(n.left) | own
+
+
+def place_vars(filters) -> frozenset:
+    """The place variables that patterns ``filters`` bind (``at SET -> S``)."""
+    out = set()
+    for f in filters:
+        for x in A.walk(f):
+            if isinstance(x, A.AtPlace) and x.var is not None:
+                out.add(x.var)
+    return frozenset(out)
 
 
 def negations(n):

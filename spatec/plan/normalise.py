@@ -13,41 +13,55 @@ from spatec.frontend.check import Program
 from spatec.plan.nodes import After, Join, Leaf, Negation, Or
 
 
-def normalise(program: Program, match):
-    """The operator tree of ``match`` (slots and node ids numbered in a fixed order)."""
-    return _Builder(program).normalise(match)
+def normalise(program: Program, match, runs: dict | None = None):
+    """The operator tree of ``match`` (slots and node ids numbered in a fixed order);
+    ``runs``: the phrase's run variables (``PhraseInfo.runs``), each a run leaf."""
+    return _Builder(program, runs or {}).normalise(match)
 
 
 class _Builder:
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, runs: dict):
         self.program = program
+        self.runs = runs
         self.ids = count(1)
         self.slots = count(0)
         self.neg_slots = count(0)
 
     def normalise(self, m):
+        return A.trampoline(self._norm(m))
+
+    def _norm(self, m):
+        # a generator for A.trampoline (chains of any length); ids and slots are taken in the
+        # order the recursive walk took them
         if A.is_pattern(m):
             return self._leaf(None, None, (m,), m.span)
         if isinstance(m, A.EventRef):
             return self._leaf(m.type, m.var, (), m.span)
+        if isinstance(m, A.Run):
+            leaf = self._leaf(m.type, m.var, (), m.span)
+            return dataclasses.replace(leaf, run=self.runs[m.var])
         if isinstance(m, A.Binary):
             if m.op == "and" and A.is_pattern(m.right):
-                return _add_filter(self.normalise(m.left), m.right)
+                return _add_filter((yield self._norm(m.left)), m.right)
             if m.op == "and" and A.is_pattern(m.left):
-                return _add_filter(self.normalise(m.right), m.left)
+                return _add_filter((yield self._norm(m.right)), m.left)
             if m.op == "or":
-                return Or(next(self.ids), self.normalise(m.left), self.normalise(m.right), span=m.span)
+                nid = next(self.ids)
+                left = yield self._norm(m.left)
+                return Or(nid, left, (yield self._norm(m.right)), span=m.span)
             if isinstance(m.right, A.Not) and not A.is_pattern(m.right.operand):
-                left = self.normalise(m.left)
+                left = yield self._norm(m.left)
                 neg = self._negation(m.right.operand, _space(m.op), "", m.right.within.micros())
                 return After(next(self.ids), left, neg, span=m.span)
             if isinstance(m.left, A.Binary) and isinstance(m.left.right, A.Not) \
                     and not A.is_pattern(m.left.right.operand) and m.left.right.within is None:
-                left = self.normalise(m.left.left)
+                left = yield self._norm(m.left.left)
                 neg = self._negation(m.left.right.operand, _space(m.left.op), _space(m.op), None)
-                right = self.normalise(m.right)
+                right = yield self._norm(m.right)
                 return Join(next(self.ids), ";", left, right, absence=neg, span=m.span)
-            return Join(next(self.ids), m.op, self.normalise(m.left), self.normalise(m.right), span=m.span)
+            nid = next(self.ids)
+            left = yield self._norm(m.left)
+            return Join(nid, m.op, left, (yield self._norm(m.right)), span=m.span)
         raise PlanError(f"cannot plan {type(m).__name__}")  # the checker rejects the rest
 
     def _leaf(self, type_, var, filters, span) -> Leaf:

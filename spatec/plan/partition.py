@@ -6,22 +6,27 @@ from __future__ import annotations
 from spatec.frontend import ast as A
 from spatec.frontend.check import PhraseInfo, Program
 from spatec.plan.nodes import After, Join, Leaf, Or, walk_nodes
+from spatec.plan.types import attr_names, has_attr
 
 
 def _has_attr(program: Program, type_name, attr: str) -> bool:
-    decl = program.events.get(type_name)
-    return decl is not None and any(a.name == attr for a in decl.attrs)
+    return type_name is not None and has_attr(program, type_name, attr)
 
 
 def _keyless(n, program: Program, key: str) -> bool:
     """Can a match of ``n`` hold no event of a type with attribute ``key``?"""
+    return A.trampoline(_keyless_walk(n, program, key))
+
+
+def _keyless_walk(n, program: Program, key: str):
+    # a generator for A.trampoline: trees of any depth
     if isinstance(n, Leaf):
         return n.type is None or not _has_attr(program, n.type, key)
     if isinstance(n, Join):
-        return _keyless(n.left, program, key) and _keyless(n.right, program, key)
+        return (yield _keyless_walk(n.left, program, key)) and (yield _keyless_walk(n.right, program, key))
     if isinstance(n, Or):
-        return _keyless(n.left, program, key) or _keyless(n.right, program, key)
-    return _keyless(n.left, program, key)
+        return (yield _keyless_walk(n.left, program, key)) or (yield _keyless_walk(n.right, program, key))
+    return (yield _keyless_walk(n.left, program, key))
 
 
 def needs_one_partition(program: Program, key: str, root) -> bool:
@@ -57,7 +62,7 @@ def partition_key(program: Program, info: PhraseInfo, root, conjuncts) -> tuple[
     if not allv or any(l.type is None or not l.bound for l in allv):
         return (), "none"
     var_types = {l.var: l.type for l in allv}
-    attrs_of = {t: {a.name for a in program.events[t].attrs} for t in set(var_types.values())}
+    attrs_of = {t: set(attr_names(program, t)) for t in set(var_types.values())}
     common = set.intersection(*attrs_of.values()) if attrs_of else set()
     key = []
     for k in sorted(common):

@@ -45,6 +45,9 @@ class PhysicalPlan:
     keyed: tuple = ()
     #: types without every key attribute: given to every key (and buffered for keys to come)
     broadcast: tuple = ()
+    #: the types read that are other phrases' composites (SPEC §8): their events come from
+    #: the producers, with the producers' watermarks
+    derived: tuple = ()
     #: some condition relates events by ``successive`` (kept per source, with history)
     successive: bool = False
     #: keyed types whose source is not the key: a partition also needs, as history for

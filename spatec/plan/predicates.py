@@ -14,11 +14,15 @@ from spatec.plan.physical import is_successive
 
 
 def split_conjuncts(e) -> list:
-    if e is None:
-        return []
-    if isinstance(e, A.BoolOp) and e.op == "and":
-        return split_conjuncts(e.left) + split_conjuncts(e.right)
-    return [e]
+    """The conjuncts of ``e``, left to right (without recursion: chains of any length)."""
+    out, todo = [], [] if e is None else [e]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, A.BoolOp) and x.op == "and":
+            todo += (x.right, x.left)
+        else:
+            out.append(x)
+    return out
 
 
 def expr_vars(e) -> set[str]:

@@ -3,9 +3,11 @@ possibly meet to be of any use to the phrase, so that a runner may drop the othe
 before matching (a spatial join of the events against the regions).
 
 Only types whose every use is a positive leaf restricted by a space pattern are
-filtered: a type that is negated, bound in ``successive`` or read by an unfiltered
-leaf is not (absences and ``successive`` need the events that match no positive
-leaf). Results are the same with and without the pre-filter.
+filtered: a type that is negated, bound in ``successive``, read by an unfiltered
+leaf or cut into runs is not (absences, ``successive`` and runs need the events that
+match no positive leaf: a run's patterns restrict the run, and an event that fails
+them ends it). A place set is no pre-filter region (the automaton matches it with
+a spatial index). Results are the same with and without the pre-filter.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from spatec.frontend.check import Program
 from spatec.frontend.printer import print_match
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
 from spatec.plan.physical import PhysicalPlan, Region, is_successive
+from spatec.plan.types import is_derived
 
 
 def prefilter_regions(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
@@ -30,34 +33,49 @@ def prefilter_regions(program: Program, plan: PhrasePlan, phys: PhysicalPlan) ->
             continue
         if n.type is None:
             return dataclasses.replace(phys, prefilter=())
-        if any(is_successive(c) for c in n.preds):
+        if any(is_successive(c) for c in n.preds) or n.run is not None:
             blocked.add(n.type)
         need = None
         for f in n.filters:
-            need = necessary(f)
+            need = necessary(f, program.place_sets)
             if need is not None:
                 break
         if need is None:
             blocked.add(n.type)
         else:
             regions.setdefault(n.type, {}).update((r.name, r) for r in need)
-    out = tuple((t, tuple(r[k] for k in sorted(r))) for t, r in sorted(regions.items()) if t not in blocked)
+    # a phrase's composites are made by the runner, not read: nothing to filter before matching
+    out = tuple((t, tuple(r[k] for k in sorted(r))) for t, r in sorted(regions.items())
+                if t not in blocked and not is_derived(program, t))
     return dataclasses.replace(phys, prefilter=out)
 
 
-def necessary(p) -> tuple | None:
-    """Regions an event must possibly meet to satisfy pattern ``p`` (one of them); None: no such set."""
+def necessary(p, sets=()) -> tuple | None:
+    """Regions an event must possibly meet to satisfy pattern ``p`` (one of them); None: no such
+    set (``sets``: the names of place sets, which are not regions here). Without recursion."""
+    got = A.trampoline(_necessary(p, sets))
+    return None if got is None else tuple(got)
+
+
+def _necessary(p, sets):
+    # a list of regions or None, as a generator for A.trampoline (chains of any length)
+    if isinstance(p, (A.AtPlace, A.NearPlace)) and p.place in sets:
+        return None
     if isinstance(p, A.AtPlace):
-        return (Region(p.place, p),)
+        return [Region(p.place, A.AtPlace(p.place, span=p.span))]
     if isinstance(p, A.NearPlace):
-        return (Region(f"{p.place}_{p.distance.metres():g}m", p),)
+        return [Region(f"{p.place}_{p.distance.metres():g}m", p)]
     if isinstance(p, A.InShape):
-        return (Region(print_match(p), p),)
+        return [Region(print_match(p), p)]
     if isinstance(p, A.Certainly):
-        return necessary(p.pattern)   # certainly inside implies possibly
+        return (yield _necessary(p.pattern, sets))   # certainly inside implies possibly
     if isinstance(p, A.Binary) and p.op in ("and", "or"):
-        a, b = necessary(p.left), necessary(p.right)
+        a = yield _necessary(p.left, sets)
+        b = yield _necessary(p.right, sets)
         if p.op == "and":
             return a if a is not None else b
-        return a + b if a is not None and b is not None else None
+        if a is None or b is None:
+            return None
+        a.extend(b)
+        return a
     return None

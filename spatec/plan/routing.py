@@ -8,10 +8,12 @@ import dataclasses
 from spatec.frontend.check import Program
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
 from spatec.plan.physical import PhysicalPlan, is_successive
+from spatec.plan.types import attr_names, derived_types, source_attr
 
 
 def route_keys(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
-    """Types read (a leaf of any type reads them all); keyed: those with every key
+    """Types read (a leaf of any type reads every declared type: a pattern alone matches
+    input events, never another phrase's composites); keyed: those with every key
     attribute (all of them without a key); the rest broadcast. With no keyed type the
     phrase has no key: its events form one partition."""
     types = set()
@@ -21,13 +23,14 @@ def route_keys(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> Physic
         if getattr(n, "absence", None) is not None:
             types |= {l.type for l in n.absence.leaves}
     if None in types:
-        types = set(program.events)
+        types = (types - {None}) | set(program.events)
     if not plan.key:
         keyed = set(types)
     else:
-        keyed = {t for t in types if all(k in {a.name for a in program.events[t].attrs} for k in plan.key)}
+        keyed = {t for t in types if all(k in attr_names(program, t) for k in plan.key)}
     return dataclasses.replace(phys, types=tuple(sorted(types)), key=tuple(plan.key) if keyed else (),
-                               keyed=tuple(sorted(keyed)), broadcast=tuple(sorted(types - keyed)))
+                               keyed=tuple(sorted(keyed)), broadcast=tuple(sorted(types - keyed)),
+                               derived=derived_types(program, types))
 
 
 def source_history(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
@@ -42,6 +45,6 @@ def source_history(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> Ph
     successive = any(is_successive(e) for e in exprs)
     history = ()
     if phys.key and successive:
-        history = tuple(t for t in phys.keyed if (program.events[t].source is not None
-                                                 and tuple(phys.key) != (program.events[t].source.attr,)))
+        history = tuple(t for t in phys.keyed if (source_attr(program, t) is not None
+                                                 and tuple(phys.key) != (source_attr(program, t),)))
     return dataclasses.replace(phys, successive=successive, source_history=history)

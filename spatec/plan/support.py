@@ -1,8 +1,8 @@
 """What the planner can lower today, refused by name where it cannot.
 
 The front end accepts runs, phrases over phrases and place sets (SPEC §7-9)
-and says in ``PhraseInfo.constructs`` which a phrase uses; their plans,
-automata and runners are not built yet. Every path to a plan goes through
+and says in ``PhraseInfo.constructs`` which a phrase uses; those in
+:data:`NOT_YET` have no plans, automata and runners yet. Every path to a plan goes through
 :func:`require_backend`, so a program that uses one stops with an error that
 names the construct, the phrase and the mode, instead of failing somewhere
 inside.
@@ -10,17 +10,21 @@ inside.
 from __future__ import annotations
 
 from spatec.errors import UnsupportedError
-from spatec.frontend.program import DERIVED, PLACE_BINDINGS, PLACE_SETS, RUNS, Program
+from spatec.frontend.program import DERIVED, Program
 
-#: constructs with no back end yet, in the order they are reported
-NOT_YET = (RUNS, DERIVED, PLACE_SETS, PLACE_BINDINGS)
+#: constructs with no back end yet, in the order they are reported (runs, place sets and bound
+#: places have one: spatec.automata.runs, spatec.automata.places; phrases as event types:
+#: spatec.runtime.derived)
+NOT_YET = ()
+#: and per mode: live runners have no derived streams yet (the local batch runner has them)
+NOT_YET_IN = {"live": (DERIVED,)}
 
 
-def unsupported(program: Program) -> list[tuple[str, str]]:
-    """(construct, phrase) for each phrase's first construct that has no back end."""
+def unsupported(program: Program, mode: str = "batch") -> list[tuple[str, str]]:
+    """(construct, phrase) for each phrase's first construct that has no back end in ``mode``."""
     out = []
     for info in program.phrases:
-        for construct in NOT_YET:
+        for construct in NOT_YET + NOT_YET_IN.get(mode, ()):
             if construct in info.constructs:
                 out.append((construct, info.name))
                 break
@@ -29,8 +33,19 @@ def unsupported(program: Program) -> list[tuple[str, str]]:
 
 def require_backend(program: Program, mode: str = "batch") -> None:
     """Raise :class:`UnsupportedError` for the first construct of the program with no back end."""
-    missing = unsupported(program)
+    missing = unsupported(program, mode)
     if missing:
         construct, phrase = missing[0]
         raise UnsupportedError(construct, mode, f"phrase {phrase} uses them and their back end is not built "
                                                 "yet; `spatec check` accepts the program")
+
+
+def require_flow(plans, mode: str) -> None:
+    """Raise :class:`UnsupportedError` if one of ``plans`` reads another phrase's composites
+    (SPEC §8) in a runner that has no derived streams yet (``mode``: "Spark batch", "live",
+    "Spark live"); the local batch runner (``spatec replay``) evaluates them."""
+    for plan in plans:
+        if plan.physical.derived:
+            raise UnsupportedError(DERIVED, mode, f"phrase {plan.name} reads the composites of "
+                                   f"{', '.join(plan.physical.derived)}; the local batch runner "
+                                   "(spatec replay --runner local) evaluates phrases over phrases")

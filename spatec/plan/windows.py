@@ -2,7 +2,8 @@
 runner may cut its events into stretches of time matched apart.
 
 When every match lies within ``span_bound`` and depends on its own events only (no
-absence, no ``successive``, no negated leaf), the matches that start in ``[t0, t1)``
+absence, no ``successive``, no negated leaf, no run: a run is cut from its source's whole
+history), the matches that start in ``[t0, t1)``
 are exactly those among the events that start in ``[t0, t1 + span]``.
 """
 from __future__ import annotations
@@ -16,5 +17,6 @@ from spatec.plan.physical import PhysicalPlan
 
 def time_windows(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
     local = plan.span_bound is not None and not plan.deferred and not plan.negated and not any(
-        isinstance(n, After) or getattr(n, "absence", None) is not None for n in walk_nodes(plan.root))
+        isinstance(n, After) or getattr(n, "absence", None) is not None or getattr(n, "run", None) is not None
+        for n in walk_nodes(plan.root))
     return dataclasses.replace(phys, local_in_time=local)

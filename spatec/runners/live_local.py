@@ -74,6 +74,7 @@ from spatec.events.canonical import to_events
 from spatec.events.read import write_rejects
 from spatec.feeds.sources import DirSource, HttpFeedSource
 from spatec.plan.program import Compiled
+from spatec.plan.support import require_flow
 from spatec.runtime.checkpoint import (
     FULL_EVERY,
     Checkpoint,
@@ -141,6 +142,7 @@ class LocalLive:
                  out: Path, lateness: int = 0, crs: str | None = None, phrases=None,
                  seen_retention: int | None = None, on_batch: Callable | None = None, max_polls: int = 1,
                  checkpoint_every: float | None = None, background: bool | None = None, freeze_gc: bool = True):
+        require_flow([p for p in compiled.plans if not phrases or p.name in phrases], "live")
         self.compiled, self.program = compiled, compiled.program
         self.sources, self.sinks = list(sources), sinks
         self.ck = Checkpoint(checkpoint)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from spatec.plan.program import Compiled
 from spatec.runtime.batch import phrase_rows
+from spatec.runtime.derived import BatchFlows, needed
 from spatec.runtime.events import final_watermark, to_evs
 from spatec.runtime.rows import rows_frame
 from spatec.spatial.crs import Projector, choose_crs
@@ -69,11 +70,18 @@ def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phra
         return evs_cache
 
     result = ReplayResult({}, crs)
+    run = needed(compiled, phrases)
+    flows = BatchFlows(compiled, run, final_w)
     for plan in compiled.plans:
+        if plan.name not in run:
+            continue
+        produced = flows.produced(plan)
+        rows, size = phrase_rows(plan, program, frames, proj, flows.watermark(plan), fastpath=fastpath,
+                                 evs_by_type=evs_by_type, progress=progress, derived=flows.inputs(plan),
+                                 produced=produced)
+        flows.done(plan, produced)
         if phrases and plan.name not in phrases:
             continue
-        rows, size = phrase_rows(plan, program, frames, proj, final_w, fastpath=fastpath,
-                                 evs_by_type=evs_by_type, progress=progress)
         df = rows_frame(plan, rows)
         result.frames[plan.name] = df
         result.counts[plan.name] = len(df)

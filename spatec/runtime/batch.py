@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from spatec.automata.machine import Automaton, RunState, build
-from spatec.automata.step import step
+from spatec.automata.step import step, undecided_low
 from spatec.frontend.check import Program
-from spatec.plan.nodes import PhrasePlan
+from spatec.plan.nodes import After, PhrasePlan, walk_nodes
+from spatec.runtime.derived import Produced, derived_event, derived_from_rows
 from spatec.runtime.events import to_evs
 from spatec.runtime.routing import partitions
 from spatec.runtime.rows import ColumnRows, convert_values, dedupe, output_row
@@ -33,7 +34,8 @@ def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunStat
 
     A phrase with a fast path (:mod:`spatec.vector.fastpath`) is evaluated
     by it unless ``fastpath`` is False (or ``SPATEC_FASTPATH=0``); the run state
-    returned is then empty."""
+    returned is then empty. A phrase over other phrases' composites never lets its
+    watermark pass ``final_watermark`` (its watermark at the end, :mod:`spatec.runtime.derived`)."""
     if state is None and fastpath_enabled(fastpath):
         from spatec.vector.fastpath import run_events
 
@@ -42,17 +44,19 @@ def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunStat
             return got, RunState()
     st = state or RunState()
     out = []
+    limit = final_watermark if am.derived else None
     for i in range(0, len(evs), CHUNK):
-        got, _late = step(am, st, evs[i:i + CHUNK], ordered=True)
+        got, _late = step(am, st, evs[i:i + CHUNK], ordered=True, limit=limit)
         out.extend(got)
-    got, _ = step(am, st, [], watermark=final_watermark, final=True)
+    got, _ = step(am, st, [], watermark=final_watermark, final=True, limit=limit)
     out.extend(got)
     return out, st
 
 
 def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Projector, final_watermark: int,
                 fastpath: bool | None = None, history: dict | None = None, evs_by_type=None,
-                progress=None, arrow_hulls: bool = False) -> tuple[list, int]:
+                progress=None, arrow_hulls: bool = False, derived: dict | None = None,
+                produced: Produced | None = None) -> tuple[list, int]:
     """One phrase over canonical event frames (type → DataFrame): its output rows
     (as :func:`output_row`, each id once) and the largest per-key state size.
 
@@ -64,11 +68,24 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
     callable giving the run-time events of ``frames`` by type (a cache shared
     by phrases). ``progress(phrase, events, composites)`` per partition.
     ``arrow_hulls``: the fast path's hulls as Arrow text (:func:`fast_rows`).
+
+    Phrases as event types (:mod:`spatec.runtime.derived`): ``derived`` (type → run-time
+    events) holds the composites of the phrases this one reads, and ``final_watermark`` is
+    then this phrase's own (at most its producers' frontiers); ``produced``, when given,
+    receives this phrase's composites as events and the least ``lo`` it left undecided.
     """
     from spatec.vector.fastpath import fast_path
 
     history = {t: df for t, df in (history or {}).items() if len(df)}
     fp = fast_path(plan) if fastpath_enabled(fastpath) else None
+    if fp is not None and produced is not None and any(isinstance(n, After) for n in walk_nodes(plan.root)):
+        fp = None   # its undecided composites (absences past the data) hold back its frontier
+    if fp is not None and plan.physical.derived:
+        fp = None   # it reads other phrases' composites, which are not in the frames
+    if fp is not None and produced is not None and any(l.var is None for l in plan.leaves):
+        fp = None   # (the rows name bound events only: the composites are made again from them)
+    if fp is not None and produced is not None and arrow_hulls:
+        fp = None   # (rows to be read back as events need their hulls as plain values)
     if fp is not None:
         df = frames.get(fp.type)
         hist = history.get(fp.type)
@@ -80,18 +97,32 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
         if rows is not None:
             if progress:
                 progress(plan.name, 0 if df is None else len(df), len(rows))
-            return dedupe(rows), 0
+            rows = dedupe(rows)
+            if produced is not None and len(rows):
+                evs = evs_by_type() if evs_by_type is not None else {fp.type: to_evs(df, program, projector)}
+                produced.events.extend(derived_from_rows(build(plan, program, projector), rows,
+                                                         {e.id: e for e in evs.get(fp.type, ())}))
+            return rows, 0
     if evs_by_type is None:
         evs = {t: to_evs(df, program, projector) for t, df in frames.items()}
     else:
         evs = evs_by_type()
+    if derived:
+        evs = {**evs, **derived}
     hist_evs = {t: to_evs(df, program, projector) for t, df in history.items()}
     am = build(plan, program, projector)
     rows, size = [], 0
+    seen = set()
     for _key, part in partitions(plan, evs, hist_evs).items():
         got, st = run_partition(am, part, final_watermark, fastpath=False)
         size = max(size, st.size())
         rows.extend(output_row(am, c, projector, st) for c in got)
+        if produced is not None:
+            produced.add_low(undecided_low(am, st))
+            for c in got:
+                if c.id not in seen:        # (a composite of broadcast events only, found by each key)
+                    seen.add(c.id)
+                    produced.events.append(derived_event(am, c, st))
         if progress:
             progress(plan.name, len(part), len(got))
     return dedupe(rows), size

@@ -159,7 +159,7 @@ def advance(ph: KeyedPhrase, ks: KeyedState, by_key: dict, bnew: list, wm: int, 
             out.dropped.add(k)
             out.touched.discard(k)
             continue
-        if not final and (rs.pending or k in ks.due):
+        if not final and (rs.pending or rs.runs or k in ks.due):
             ks.schedule(am, k, rs)
     if bnew:
         buf.extend(bnew)

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from spatec.automata.machine import Automaton, Composite, Context, RunState
+from spatec.frontend.program import PLACES_FIELD
 from spatec.plan.nodes import PhrasePlan
 from spatec.spatial import stamps as S
 from spatec.spatial.crs import Projector
@@ -87,19 +88,34 @@ def output_row(am: Automaton, c, projector: Projector, state: RunState | None = 
     row = {"phrase": c.phrase, "id": c.id, "lo": int(c.lo), "hi": int(c.hi),
            "hull": S.to_lonlat_wkt(c.loc, projector) if hull else None,
            "events": {v: e.id for v, e in sorted(c.bindings.items())}}
+    if am.plan.places:
+        row[PLACES_FIELD] = {v: p.id for v, p in sorted(c.places.items())}
     if not am.emit:
         return row
-    ctx = Context(state or RunState())
     types = am.__dict__.get("_emit_types")
     if types is None:
         types = am._emit_types = dict(am.plan.schema)
-    for name, f in am.emit:
-        try:
-            v = f(c.bindings, ctx)
-        except (ZeroDivisionError, OverflowError, TypeError):
-            v = None
+    for name, v in emit_values(am, c, state).items():
         row[name] = convert_value(v, types.get(name))
     return row
+
+
+def emit_values(am: Automaton, c, state: RunState | None = None) -> dict:
+    """A composite's emit fields as the conditions compute them (times and durations in µs),
+    before :func:`convert_value`: the attributes of the composite as an event (SPEC §8).
+    A value that cannot be computed (division by zero) or is not a number (NaN) is missing."""
+    ctx = Context(state or RunState())
+    out = {}
+    env = c.env()
+    for name, f in am.emit:
+        try:
+            v = f(env, ctx)
+        except (ZeroDivisionError, OverflowError, TypeError):
+            v = None
+        if isinstance(v, float) and math.isnan(v):
+            v = None
+        out[name] = v
+    return out
 
 
 def convert_value(v, t: str | None):
@@ -135,10 +151,16 @@ def time_fields(plan: PhrasePlan) -> set:
     return {name for name, t in plan.schema if t == "time"}
 
 
+def output_columns(plan: PhrasePlan) -> list:
+    """The fields of a phrase's records: the standard ones, ``places`` for a phrase that binds
+    places (SPEC §9), then its emit fields."""
+    return list(STD_COLUMNS) + ([PLACES_FIELD] if plan.places else []) + [name for name, _ in plan.schema]
+
+
 def rows_frame(plan: PhrasePlan, rows: list) -> pd.DataFrame:
     """The output frame of a phrase's rows (dicts, or :class:`ColumnRows`), in order of
     ``lo``, ``hi``, ``id``."""
-    cols = list(STD_COLUMNS) + [name for name, _ in plan.schema]
+    cols = output_columns(plan)
     if isinstance(rows, ColumnRows) and len(rows):
         return _columns_frame(cols, rows.columns)
     df = pd.DataFrame(rows, columns=cols)

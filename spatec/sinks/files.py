@@ -43,6 +43,8 @@ from spatec.storage import directio
 from spatec.storage.atomic import atomic_write
 
 FIXED = ("phrase", "id", "lo", "hi", "hull", "events")
+#: columns of text → text: the bound events' ids, and the bound places' (SPEC §9, ``places``)
+MAPS = ("events", "places")
 PathLike = Union[str, os.PathLike]
 
 
@@ -110,7 +112,7 @@ def _columns(df: pd.DataFrame, time_fields: Collection[str], tz: str | None = No
     for c in df.columns:
         if c in ("lo", "hi") or c in time_fields:
             out[c] = list(format_times(df[c], tz))
-        elif c == "events":
+        elif c in MAPS:
             out[c] = [events_dict(v) for v in df[c]]
         else:
             out[c] = _plain_column(df[c])
@@ -202,7 +204,7 @@ def _json_column(name: str, s: pd.Series, time_fields: Collection[str], tz: str 
     of values) and the columns of values (JSON text, a list or an Arrow string array)."""
     if name in ("lo", "hi") or name in time_fields:
         return _json_values(list(format_times(s, tz)))
-    if name == "events":
+    if name in MAPS:
         return _json_events(s.tolist())
     arr = arrow_text(s)
     if arr is not None and not arr.null_count and json_plain_text(arr):
@@ -432,7 +434,9 @@ def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
                            pa.map_(pa.string(), pa.string())),
     }
     for c in _emit_fields(df):
-        if c in time_fields:
+        if c in MAPS:
+            arrays[c] = pa.array([list(events_dict(v).items()) for v in df[c]], pa.map_(pa.string(), pa.string()))
+        elif c in time_fields:
             arrays[c] = _timestamps(df[c])
         else:
             arrays[c] = to_arrow(df[c]) if len(df) else pa.array([], pa.null())
@@ -453,7 +457,7 @@ def read_parquet_composites(path: PathLike) -> pd.DataFrame:
         elif name == "hull":
             wkb = col.to_numpy()
             columns[name] = shapely.to_wkt(shapely.from_wkb(wkb), rounding_precision=-1) if len(wkb) else wkb
-        elif name == "events":
+        elif name in MAPS:
             columns[name] = [events_dict(v) for v in col.to_pylist()]
         else:
             columns[name] = col.to_pandas()

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from spatec.automata.machine import Composite, composite_id
+from spatec.automata.places import PlaceSets
 from spatec.frontend import ast as A
 from spatec.plan.evaluator import chain_preds, x_side
 from spatec.plan.nodes import After, Join, PhrasePlan, walk_nodes
@@ -967,5 +968,5 @@ def run_frame(fp: FastPath, df, program, projector, final_watermark: int, materi
     cols = frame_columns(fp, df, projector, materialise)
     if cols is None:
         return None
-    pats = Patterns(program.places, program.timezone, projector)
+    pats = Patterns(program.places, program.timezone, projector, PlaceSets(program.place_sets, projector))
     return evaluate(fp, cols, final_watermark, program.timezone, Filters(patterns=pats))

@@ -424,7 +424,7 @@ class Evaluator:
         names = [a.name for a in e.args]
         cols = b.cols
         if f == "duration":
-            ra, rb = b.rows[names[0]], b.rows[names[1]]
+            ra, rb = b.rows[names[0]], b.rows[names[-1]]     # duration(A) = A.hi - A.lo
             return Col(cols.hi[rb] - cols.lo[ra])
         if f in ("before", "concurrent"):
             ra, rb = b.rows[names[0]], b.rows[names[1]]
@@ -540,8 +540,8 @@ def _arith(op: str, x: Col, y: Col) -> Col:
 class Patterns:
     """Primitive patterns over many events at once (the sets of :class:`PatternCompiler`)."""
 
-    def __init__(self, places: dict, tz: str, projector):
-        self.pc = PatternCompiler(places, tz, projector)
+    def __init__(self, places: dict, tz: str, projector, sets=None):
+        self.pc = PatternCompiler(places, tz, projector, sets)
         self._every: dict = {}
 
     def mask(self, patterns, cols: Columns, rows) -> np.ndarray:
@@ -563,6 +563,8 @@ class Patterns:
 
     def relate(self, p, cols: Columns, rows):
         """(possibly, certainly) for ``rows``, as :meth:`PatternCompiler.compile`."""
+        if self._names_set(p):
+            return self._each(p, cols, rows)
         d = domain(p)
         if d == "space":
             return self._space(self.pc.space_set(p), cols, rows)
@@ -581,6 +583,21 @@ class Patterns:
                 return lp & rp, lc & rc
             return lp | rp, lc | rc
         raise TypeError(type(p).__name__)
+
+    def _names_set(self, p) -> bool:
+        """Whether ``p`` tests a place set (SPEC §9): those go through its spatial index, one
+        event at a time (``certainly at SET`` is inside one place, not inside the union)."""
+        sets = self.pc.sets
+        return bool(sets) and any(isinstance(x, (A.AtPlace, A.NearPlace)) and x.place in sets
+                                  for x in A.walk(p))
+
+    def _each(self, p, cols: Columns, rows):
+        pos, cert = self.pc.compile(p)
+        n = len(rows)
+        possibly, certainly = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        for i, ev in enumerate(cols.evs(rows)):
+            possibly[i], certainly[i] = pos(ev.lo, ev.hi, ev.loc), cert(ev.lo, ev.hi, ev.loc)
+        return possibly, certainly
 
     def _time(self, ts, cols: Columns, rows):
         lo, hi = cols.lo[rows], cols.hi[rows]

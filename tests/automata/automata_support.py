@@ -75,7 +75,9 @@ RADIUS = {"Bus": 15.0, "Tag": 5.0, "Trip": 50.0, "Cell": 0.0}
 ATTRS = {"Bus": ["vehicle", "line", "x", "lon", "lat", "ts"],
          "Tag": ["vehicle", "line", "x", "lon", "lat", "ts"],
          "Trip": ["vehicle", "x", "lon", "lat", "start", "stop"],
-         "Cell": ["cell", "x", "start", "stop", "area"]}
+         "Cell": ["cell", "x", "start", "stop", "area"],
+         # examples/bus.spatec (the rows of test_oracle_spec_examples.fix)
+         "BusGPS": ["vehicle", "line", "operator", "lon", "lat", "ts"]}
 
 
 def iso(t: int) -> str:
@@ -130,7 +132,7 @@ def frames(rows) -> dict:
                 "_geom": pd.Series([r["geom"] for r in rs], dtype=object)}
         for a in ATTRS[type_]:
             vals = [r["attrs"].get(a) for r in rs]
-            cols[a] = pd.Series(vals, dtype=object if a in ("x", "vehicle", "line", "cell", "area") else None)
+            cols[a] = pd.Series(vals, dtype=object if a in ("x", "vehicle", "line", "operator", "cell", "area") else None)
         out[type_] = pd.DataFrame(cols)
     return out
 
@@ -159,3 +161,16 @@ def oracle_rows(compiled, rows, name: str, full: bool = False) -> list[tuple]:
 def both(body: str, rows, name: str = "Ph"):
     c = compile_text(body)
     return oracle_rows(c, rows, name), sut_rows(c, rows, name)
+
+
+def both_all(compiled, rows) -> dict:
+    """Phrase → (oracle rows, runner rows) for every phrase of the program."""
+    result = replay_frames(compiled, frames(rows), crs=CRS)
+    proj = Projector(CRS)
+    o = oracle.Oracle(compiled.program, proj, oracle.oevents(compiled.program, rows, proj))
+    out = {}
+    for p in compiled.plans:
+        df = result.frames[p.name]
+        sut = sorted((r.id, int(r.lo), int(r.hi), tuple(sorted(r.events.items()))) for r in df.itertuples())
+        out[p.name] = (sorted(g[:4] for g in o.phrase(p.name)), sut)
+    return out

@@ -194,7 +194,7 @@ def test_certainly_at_a_set_is_inside_one_place(tmp_path):
 # ------------------------------------------------------------------------------ the oracle's limits
 
 
-def test_an_absence_over_a_phrase_is_refused(tmp_path):
+def test_an_absence_over_a_phrase_waits_for_the_producers_frontier(tmp_path):
     path = tmp_path / "p.spatec"
     path.write_text((Path(__file__).resolve().parents[2] / "examples" / "bus.spatec").read_text() + """
 phrase Near =
@@ -207,8 +207,10 @@ phrase NoMore =
 """, encoding="utf-8")
     o = evaluate(path, stay("a", 0, 2, 0) + stay("b", 0, 2, 5))
     assert len(o.phrase("Near")) == 4
-    with pytest.raises(NotImplementedError, match="producer's frontier"):
-        o.phrase("NoMore")
+    # REFERENCE decision 33: every window reaches past the data, so nothing is decided, and
+    # NoMore's own frontier is the least lo of its undecided composites (Near's earliest)
+    assert o.phrase("NoMore") == []
+    assert o.frontier("NoMore") == min(c[1] for c in o.phrase("Near"))
 
 
 def test_runs_with_patterns_and_a_gap(tmp_path):

@@ -18,6 +18,8 @@ PROGRAMS = {
     "bunching": EXAMPLES / "bunching" / "bunching.spatec",
     "stuck": EXAMPLES / "stuck" / "stuck.spatec",
     "hospital": EXAMPLES / "hospital_to_station" / "hospital_to_station.spatec",
+    "episodes": EXAMPLES / "episodes" / "episodes.spatec",
+    "dwell": EXAMPLES / "dwell_at_stops" / "dwell_at_stops.spatec",
 }
 MIN = 60_000_000
 

@@ -35,6 +35,22 @@ def test_spark_parity_all_examples(tmp_path, polls10, spark):
 
 
 @pytest.mark.slow
+def test_spark_runs_and_place_sets_equal_batch(tmp_path, polls5, spark):
+    """Runs and a bound place set through the keyed state of the Spark live runner (the
+    state codec between micro-batches): the replay's composites, each once."""
+    from spatec.runners.spark.live import run_live_spark
+
+    compiled = compile_program(program_of(tmp_path, "episodes", "dwell"))
+    ck, sink = tmp_path / "ck", tmp_path / "alerts"
+    with FeedServer(polls5, speed=0) as srv:
+        run_live_spark(compiled, [f"BusGPS={srv.source_url()}"], [f"jsonl://{sink}"], ck, ck,
+                       lateness=2 * MIN, trigger=0.5, until_idle=3, crs=CRS, spark=spark, max_polls=40)
+    want = batch_alerts(compiled, feed_events(compiled, polls5), exclude=late_ids(ck))
+    assert len(want["StuckEpisode"]) > 50 and len(want["DwellAtStop"]) > 0
+    assert_same_alerts(sink_alerts(sink, compiled), want)
+
+
+@pytest.mark.slow
 def test_spark_killed_and_restarted_delivers_each_alert_once(tmp_path, polls5):
     compiled = compile_program(program_of(tmp_path, "silent", "stuck"))
     prog = tmp_path / "silent_stuck.spatec"

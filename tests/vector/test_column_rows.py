@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from spatec.runtime.rows import ColumnRows, dedupe, rows_frame, rows_starting
 
-PLAN = SimpleNamespace(schema=[("n", "number"), ("who", "text"), ("ok", "bool"), ("never", "number")])
+PLAN = SimpleNamespace(schema=[("n", "number"), ("who", "text"), ("ok", "bool"), ("never", "number")], places=())
 value = st.one_of(st.none(), st.integers(-5, 5), st.floats(allow_nan=False, width=32), st.text(max_size=3),
                   st.booleans())
 

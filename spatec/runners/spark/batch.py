@@ -38,6 +38,7 @@ import uuid
 import numpy as np
 
 from spatec.plan.program import Compiled
+from spatec.plan.support import require_flow
 from spatec.runners.local import ReplayResult
 from spatec.runners.spark.exchange import (
     decode_rows,
@@ -68,6 +69,7 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
     the JVM's log lines, :func:`~spatec.runners.spark.session.get_or_create`)."""
     from spatec.runners.replay import ingest, write_outputs
 
+    require_flow([p for p in compiled.plans if not phrases or p.name in phrases], "Spark batch")
     if spark is None:
         spark = _start(master, conf, ui, log_dir)
     if exchange_mode(spark) == "staged":
@@ -148,6 +150,7 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
     staging directory, which the driver reads back exactly as they were made
     (no JSON round trip through the JVM: Stuck's bus-day is a gigabyte of hulls)."""
     program = compiled.program
+    require_flow([p for p in compiled.plans if not phrases or p.name in phrases], "Spark batch")
     frames = {t: df for t, df in frames.items() if t in program.events}
     crs = choose_crs(program, frames, crs)
     final_w = final_watermark(frames)

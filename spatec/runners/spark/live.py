@@ -100,6 +100,7 @@ import pyarrow as pa
 
 from spatec.errors import UnsupportedError
 from spatec.plan import data
+from spatec.plan.support import require_flow
 from spatec.runtime.checkpoint import CheckpointError
 from spatec.storage.atomic import atomic_bytes, write_synced
 
@@ -684,8 +685,11 @@ def _row(rows, kind, phrase, cid, hi, arrived, payload):
 # ------------------------------------------------------------------------------ the driver
 
 def check_streamable(compiled, phrases=None) -> list:
-    """The plans to run (every phrase can: broadcast types go to every bucket of their phrase)."""
-    return [p for p in compiled.plans if not phrases or p.name in phrases]
+    """The plans to run (every phrase can: broadcast types go to every bucket of their phrase;
+    phrases over phrases are refused, :func:`~spatec.plan.support.require_flow`)."""
+    plans = [p for p in compiled.plans if not phrases or p.name in phrases]
+    require_flow(plans, "Spark live")
+    return plans
 
 
 class SparkLive:

@@ -1,0 +1,112 @@
+"""Phrases as event types at run time (SPEC §8): a producer's decided composites become
+events of the type named after it, and each such derived stream has a watermark of its
+own, the producer's *frontier*.
+
+A derived event: type = the phrase, id = the composite's id, no source, ``t = lo..hi`` =
+the composite's time stamp (``t = hi``), location stamp = its convex hull (exact: the
+composite's own stamp, never a polygon read back from text), attributes = the emit
+values as conditions compute them (:func:`~spatec.runtime.rows.emit_values`).
+
+The frontier of a producer P is the least ``lo`` that a composite still undecided in P
+could have. In a batch replay the producers run first, so only its value at the end of
+the input is needed (:func:`end_frontier`): the least ``lo`` of the composites P leaves
+undecided (absences whose window reaches past the data, runs not complete;
+:func:`~spatec.automata.step.undecided_low`), and at most P's own final watermark, which
+is its input's, at most the frontiers of the phrases P reads (:func:`input_watermark`).
+A phrase decides by that watermark at the end of the input too (REFERENCE decision 33),
+which is what a live runner could know: live runners do not run phrases over phrases yet
+(:func:`~spatec.plan.support.require_flow` refuses them).
+"""
+from __future__ import annotations
+
+from spatec.automata.machine import NEG_INF, Composite, Ev, RunState
+from spatec.runtime.rows import emit_values
+
+
+def derived_event(am, c: Composite, state: RunState | None = None) -> Ev:
+    """Composite ``c`` of ``am``'s phrase as an event of the type named after the phrase."""
+    return Ev(am.name, c.id, None, c.hi, c.lo, c.hi, c.loc, emit_values(am, c, state))
+
+
+def derived_from_rows(am, rows, evs_by_id: dict) -> list:
+    """Derived events of a fast path's output rows (every leaf a bound variable, so that the
+    rows' ``events`` name every constituent): the composites made again from the events."""
+    slots = sorted(am.plan.leaves, key=lambda l: l.slot)
+    out = []
+    for r in rows:
+        ids = r["events"]
+        bindings = {v: evs_by_id[i] for v, i in ids.items()}
+        evs = [bindings[l.var] for l in slots]
+        c = Composite(am.name, r["id"], int(r["lo"]), int(r["hi"]), None, bindings, evs)
+        out.append(derived_event(am, c))
+    return out
+
+
+def input_watermark(plan, watermark: int, frontiers: dict) -> int:
+    """The watermark a phrase decides by: the input's, and at most the frontier of each
+    phrase whose composites it reads (``frontiers``: phrase → its frontier)."""
+    w = watermark
+    for t in plan.physical.derived:
+        w = min(w, frontiers.get(t, NEG_INF))
+    return w
+
+
+def end_frontier(final: int, lows) -> int:
+    """A producer's frontier at the end of the input: its final watermark ``final``, or the
+    least ``lo`` of a composite it leaves undecided (``lows``: per key, or None)."""
+    return min([final] + [x for x in lows if x is not None])
+
+
+class Produced:
+    """What a batch evaluation of a producer hands on: its composites as events, and the least
+    ``lo`` of a composite it left undecided (None: none)."""
+
+    def __init__(self):
+        self.events: list = []
+        self.low: int | None = None
+
+    def add_low(self, low: int | None) -> None:
+        if low is not None and (self.low is None or low < self.low):
+            self.low = low
+
+
+def needed(compiled, phrases=None) -> set:
+    """The phrases to run for ``phrases`` (None: all): those and every producer they read."""
+    names = [p.name for p in compiled.plans]
+    if not phrases:
+        return set(names)
+    inputs = compiled.program.flow.inputs
+    todo, out = [n for n in phrases if n in names], set()
+    while todo:
+        n = todo.pop()
+        if n not in out:
+            out.add(n)
+            todo.extend(inputs.get(n, ()))
+    return out
+
+
+class BatchFlows:
+    """The flow graph of a batch replay: each phrase runs after the phrases it reads, given
+    their composites as events and a final watermark at most their frontiers."""
+
+    def __init__(self, compiled, run: set, final_watermark: int):
+        self.final = final_watermark
+        self.consumed = {t for p in compiled.plans if p.name in run for t in p.physical.derived}
+        self.events: dict = {}          # producer → its composites as events
+        self.frontiers: dict = {}       # producer → its frontier at the end
+
+    def produced(self, plan) -> Produced | None:
+        """Where the phrase's composites go, if another phrase reads them."""
+        return Produced() if plan.name in self.consumed else None
+
+    def watermark(self, plan) -> int:
+        return input_watermark(plan, self.final, self.frontiers)
+
+    def inputs(self, plan) -> dict:
+        return {t: self.events.get(t, []) for t in plan.physical.derived}
+
+    def done(self, plan, produced: Produced | None) -> None:
+        if produced is None:
+            return
+        self.events[plan.name] = sorted(produced.events, key=lambda e: (e.hi, e.lo, e.id))
+        self.frontiers[plan.name] = end_frontier(self.watermark(plan), [produced.low])
