@@ -32,7 +32,7 @@ from spatec.runners.spark.staging import (
 from spatec.runtime.batch import phrase_rows
 from spatec.runtime.events import attribute_names
 from spatec.runtime.rows import rows_frame, rows_starting, time_fields
-from spatec.sinks.files import write_jsonl_part
+from spatec.sinks.files import write_jsonl_part, write_parquet_part
 from spatec.spatial.crs import Projector
 from spatec.storage.atomic import safe_name
 
@@ -42,16 +42,17 @@ def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtyp
     """Every phrase over its staged groups (``staged``: phrase → :func:`merge_stages`):
     per phrase, a lazy DataFrame of :data:`RAW_SCHEMA`, or with ``collect`` its rows,
     run now and read back from the files the tasks pickled them to under ``root``;
-    with ``collect="jsonl"``, the tasks' parts of the JSON lines output instead
-    (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`)."""
+    with ``collect="jsonl"`` or ``"parquet"``, the tasks' parts of the output file
+    instead (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`,
+    :func:`~spatec.sinks.files.merge_parquet_parts`)."""
     out = {}
     for plan in plans:
         rows_dir = os.path.join(root, "rows-" + safe_name(plan.name)) if collect else None
         out[plan.name] = staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
-                                       rows_dir, drop, jsonl=collect == "jsonl")
+                                       rows_dir, drop, part=collect if collect in PARTS else None)
     if not collect:
         return out
-    if collect == "jsonl":
+    if collect in PARTS:
         return {name: [(r.path, read_arrow(r.path + ".keys")) for r in sorted(df.collect(), key=lambda r: r.g)]
                 for name, df in out.items()}
     return {name: read_rows(df) for name, df in out.items()}
@@ -60,9 +61,13 @@ def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtyp
 #: What a staged task returns when its rows go to a file (``collect``).
 ROWS_SCHEMA = "g long, path string, n long"
 
+#: Output formats whose files the tasks write in parts that the driver merges
+#: (:func:`~spatec.sinks.files.merge_jsonl_parts`, :func:`~spatec.sinks.files.merge_parquet_parts`).
+PARTS = ("jsonl", "parquet")
+
 
 def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
-                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, jsonl: bool = False):
+                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, part: str | None = None):
     """The phrase's composites (:data:`RAW_SCHEMA`; with ``rows_dir``, :data:`ROWS_SCHEMA`:
     where each group pickled its rows): one Spark task per group of :func:`merge_stages`.
     ``drop``: chunk → ids of its events found again in an earlier chunk (dropped)."""
@@ -74,7 +79,7 @@ def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, fina
     regions = prefilter_regions(plan, program, crs) if engine else {}
     seeds, tasks = dealt(spark, [spec["rows"] for spec in specs])
     fn = staged_fn(plan, program, crs, final_w, dtypes, dict(enumerate(specs)), regions,
-                   engine, tasks, rows_dir, drop or {}, jsonl, log=task_log(spark))
+                   engine, tasks, rows_dir, drop or {}, part, log=task_log(spark))
     return seeds.mapInPandas(fn, schema)
 
 
@@ -91,12 +96,13 @@ def read_rows(df) -> list:
 
 def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, regions: dict,
               engine: str | None, tasks: list, rows_dir: str | None = None, drop: dict | None = None,
-              jsonl: bool = False, log: str | None = None):
+              part: str | None = None, log: str | None = None):
     """The function each task runs: its group's Arrow files → (leaf pre-filter) →
     :func:`~spatec.runtime.batch.phrase_rows` → raw output rows (or, with
-    ``rows_dir``, the rows pickled to a file there, and where; with ``jsonl``
-    too, the group's lines of the JSON lines output and their keys,
-    :func:`~spatec.sinks.files.write_jsonl_part`). ``tasks``: the groups each seed
+    ``rows_dir``, the rows pickled to a file there, and where; with ``part``
+    (``jsonl``, ``parquet``) too, the group's part of the output file and its keys,
+    :func:`~spatec.sinks.files.write_jsonl_part`, :func:`~spatec.sinks.files.write_parquet_part`).
+    ``tasks``: the groups each seed
     stands for (:func:`dealt`); ``log``: the task log (:data:`TASK_LOG_KEY`)."""
     drop = drop or {}
 
@@ -132,7 +138,7 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                            for t, fs in spec["history"].items()}
                 clock.step("load")
                 rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history,
-                                          arrow_hulls=jsonl and rows_dir is not None)
+                                          arrow_hulls=part == "jsonl" and rows_dir is not None)
                 if "own" in spec:
                     rows = rows_starting(rows, *spec["own"])
                 clock.step("match")
@@ -140,10 +146,11 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
                     clock.done(events=int(spec["rows"]), rows=len(rows))
                     yield raw_frame(rows)
                     continue
-                path = os.path.join(rows_dir, f"g{int(g)}.{'jsonl' if jsonl else 'pickle'}")
+                path = os.path.join(rows_dir, f"g{int(g)}.{part or 'pickle'}")
                 tmp = f"{path}.{os.getpid()}.tmp"     # (two attempts of one task may both write it)
-                if jsonl:     # the output file's lines, and the keys the driver merges them by
-                    keys = write_jsonl_part(rows_frame(plan, rows), tmp, time_fields(plan))   # deduplicated
+                if part:      # the output file's part, and the keys the driver merges them by
+                    write_part = write_jsonl_part if part == "jsonl" else write_parquet_part
+                    keys = write_part(rows_frame(plan, rows), tmp, time_fields(plan))   # deduplicated
                     write_arrow(keys, tmp + ".keys")
                     os.replace(tmp + ".keys", path + ".keys")
                 else:
