@@ -102,7 +102,9 @@ def tree_rss_mb(pid: int) -> tuple[float, float]:
         p, worker = todo.pop()
         try:
             with open(f"/proc/{p}/cmdline", "rb") as f:
-                worker = worker or any(m.encode() in f.read() for m in WORKER_MARKS)
+                argv = f.read().split(b"\0")
+            # a Python worker's command line (the JVM's names the daemon module in a setting)
+            worker = worker or (b"java" not in argv[0] and any(m.encode() in argv for m in WORKER_MARKS))
             with open(f"/proc/{p}/status") as f:
                 for line in f:
                     if line.startswith("VmRSS:"):
