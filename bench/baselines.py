@@ -15,7 +15,7 @@ Input: the canonical frame of spatec's ingest (``frames["BusGPS"]``), of which
 the baselines read ``_id`` (the event id), ``vehicle``, ``_t`` (local time),
 ``_lo``, ``_hi`` (the time stamp, int µs), ``_lon``, ``_lat`` and ``_r`` (the
 disc radius, metres). ``crs`` is the metric CRS spatec uses
-(``spatec.spatial.crs.choose_crs``: the UTM zone of the centre of the data).
+(``spatec.spatial.crs.choose_crs``: the UTM zone of the median position of the data).
 
 How the queries read SPEC (``/work/shared/SPEC.md``, ``lang/REFERENCE.md``)
 ---------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def state_sizes(compiled, name: str, df: pd.DataFrame, vehicles: list, n_hours: 
     evs = {"BusGPS": to_evs(sub, compiled.program, proj)}
     t0 = int(sub["_t"].min())
     sizes = [0] * n_hours
-    for part in partitions(plan, compiled.program, evs).values():
+    for part in partitions(plan, evs).values():
         st = RunState()
         hour_of = [(e.t - t0) // (3600 * US) for e in part]
         i = 0
@@ -139,7 +139,7 @@ def main(argv=None) -> None:
     rows = []
     for name in names:
         c = compile_program(ROOT / "examples" / PHRASES[name] / f"{PHRASES[name]}.spatec")
-        fp = fast_path(c.plan(name), c.program)
+        fp = fast_path(c.plan(name))
         row = {"phrase": name, "fast path": fp.shape if fp else "-"}
         general, t_gen = timed(lambda: replay_frames(c, {"BusGPS": small}, phrases=[name], fastpath=False))
         row.update(general_events=len(small), general_eps=len(small) / t_gen, general_s=t_gen,

@@ -1,17 +1,139 @@
-"""The Python API: compile a program once, replay it from an existing SparkSession.
+"""The Python API: compile a program once, replay it in-process or on Spark.
 
->>> import spatec
->>> prog = spatec.compile("examples/silent/silent.spatec")     # doctest: +SKIP
->>> out = prog.replay(spark, {"BusGPS": positions_df})         # doctest: +SKIP
->>> out["Silent"].show()                                        # doctest: +SKIP
+Results come as GeoPandas expects them: one :class:`geopandas.GeoDataFrame`
+per phrase, ``hull`` its geometry (EPSG:4326, lon/lat), ``lo``, ``hi`` and
+the emit fields of type ``time`` as time-zone-aware datetimes (the program's
+zone unless ``tz`` says otherwise), durations in seconds as in the files. The
+local and the Spark runner give the same frames. Inputs are, by event type,
+pandas or Spark DataFrames or paths of files the CLI reads; a row the program
+cannot use is never dropped silently: it is in ``.rejects`` with its reason,
+and ``read == used + rejected``.
+
+>>> import spatec, pandas as pd
+>>> prog = spatec.compile("examples/stuck/stuck.spatec")
+>>> prog.phrases
+['Stuck', 'StuckOnRoad']
+>>> fixes = pd.DataFrame({"vehicle": "V1", "line": "4", "operator": "SCCM",
+...                       "lon": 0.1300, "lat": 52.2000,
+...                       "ts": ["2019-10-01T09:00:00+01:00", "2019-10-01T09:00:20+01:00",
+...                              "2019-10-01T09:00:40+01:00", "2019-10-01T09:01:00+01:00",
+...                              "yesterday"]})
+>>> out = prog.replay_local({"BusGPS": fixes}, phrases=["Stuck"])
+>>> stuck = out["Stuck"]
+>>> type(stuck).__name__, stuck.geometry.name, str(stuck.crs)
+('GeoDataFrame', 'hull', 'EPSG:4326')
+>>> stuck[["vehicle", "lo", "until"]].to_dict("records")      # doctest: +NORMALIZE_WHITESPACE
+[{'vehicle': 'V1', 'lo': Timestamp('2019-10-01 08:59:30+0100', tz='Europe/London'),
+  'until': Timestamp('2019-10-01 09:01:00+0100', tz='Europe/London')}]
+>>> out.read, out.used, out.rejected
+(5, 4, 1)
+>>> out.rejects[["type", "row", "reason"]].to_dict("records")
+[{'type': 'BusGPS', 'row': 5, 'reason': 'ts: cannot parse "yesterday" as a time'}]
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
+import pandas as pd
+
 from spatec.plan.program import Compiled, compile_program
-from spatec.runtime.rows import time_fields
+from spatec.runtime.rows import STD_COLUMNS, time_fields
 
 #: Spark SQL type of each emit field's type word
 SPARK_TYPES = {"str": "string", "bool": "boolean", "time": "timestamp"}
+#: The coordinate reference system of every hull: lon/lat (OGC:CRS84 axis order).
+CRS = "EPSG:4326"
+
+
+class Results(Mapping):
+    """A replay's composites: phrase → :class:`geopandas.GeoDataFrame` (in ``(lo, hi, id)``
+    order), and what became of the input: ``read``, ``used``, ``rejected`` (counts, summed
+    over the inputs) and ``rejects`` (a frame of the rows not used: ``type``, ``file``,
+    ``row``, ``reason``, ``record``); ``crs`` is the metric CRS distances were measured in."""
+
+    def __init__(self, frames: dict, rejects: pd.DataFrame, counts: list, crs: str):
+        self._frames = frames
+        self.rejects = rejects
+        self.inputs = counts          # (type, input, read, used, rejected) per input
+        self.crs = crs
+
+    def __getitem__(self, phrase):
+        return self._frames[phrase]
+
+    def __iter__(self):
+        return iter(self._frames)
+
+    def __len__(self):
+        return len(self._frames)
+
+    @property
+    def read(self) -> int:
+        return sum(c[2] for c in self.inputs)
+
+    @property
+    def used(self) -> int:
+        return sum(c[3] for c in self.inputs)
+
+    @property
+    def rejected(self) -> int:
+        return sum(c[4] for c in self.inputs)
+
+    def __repr__(self):
+        phrases = ", ".join(f"{p}: {len(df):,}" for p, df in self._frames.items())
+        return f"<spatec Results {{{phrases}}}; {self.read:,} rows read = {self.used:,} used + {self.rejected:,} rejected>"
+
+
+class SparkResults(Mapping):
+    """:meth:`Program.replay`'s answer: phrase → lazy Spark DataFrame, with the input's
+    ``rejects`` and counts as in :class:`Results`."""
+
+    def __init__(self, frames: dict, rejects: pd.DataFrame, counts: list):
+        self._frames, self.rejects, self.inputs = frames, rejects, counts
+
+    def __getitem__(self, phrase):
+        return self._frames[phrase]
+
+    def __iter__(self):
+        return iter(self._frames)
+
+    def __len__(self):
+        return len(self._frames)
+
+    read = Results.read
+    used = Results.used
+    rejected = Results.rejected
+
+
+def geodataframe(df: pd.DataFrame, plan, tz: str = "UTC"):
+    """A runner's output rows (``lo``/``hi``/time fields as int µs, ``hull`` WKT) as a
+    GeoDataFrame: ``hull`` the geometry (:data:`CRS`), times tz-aware in ``tz``."""
+    import geopandas as gpd
+    import shapely
+
+    out = pd.DataFrame(index=pd.RangeIndex(len(df)))
+    times = {"lo", "hi"} | time_fields(plan)
+    columns = list(STD_COLUMNS) + [n for n, _ in plan.schema]
+    for c in columns:
+        s = df[c] if c in df.columns else pd.Series([None] * len(df), dtype=object)
+        s = s.reset_index(drop=True)
+        if c in times:
+            out[c] = _datetimes(s, tz)
+        elif c == "hull":
+            wkt = s.astype(object).where(s.notna(), None).to_numpy(dtype=object)
+            out[c] = gpd.GeoSeries(shapely.from_wkt(wkt), crs=CRS)
+        elif c == "events":
+            out[c] = [dict(v) if isinstance(v, dict) else {} for v in s.tolist()]
+        else:
+            out[c] = s
+    return gpd.GeoDataFrame(out, geometry="hull", crs=CRS)
+
+
+def _datetimes(s: pd.Series, tz: str) -> pd.Series:
+    us = pd.array(pd.to_numeric(s, errors="coerce"), dtype="Int64")
+    stamps = pd.to_datetime(us.to_numpy(dtype="float64", na_value=float("nan")), unit="us", utc=True) \
+        if us.isna().any() else pd.to_datetime(us.to_numpy(dtype="int64"), unit="us", utc=True)
+    return pd.Series(stamps.as_unit("us")).dt.tz_convert(tz)
 
 
 class Program:
@@ -24,6 +146,10 @@ class Program:
     def phrases(self) -> list[str]:
         return [p.name for p in self.compiled.plans]
 
+    @property
+    def timezone(self) -> str:
+        return self.compiled.program.timezone
+
     def schema(self, phrase: str) -> str:
         """The output schema of one phrase, as a Spark DDL string."""
         plan = self.compiled.plan(phrase)
@@ -31,38 +157,89 @@ class Program:
         fixed = "phrase string, id string, lo timestamp, hi timestamp, hull string, events map<string,string>"
         return fixed + (", " + emit if emit else "")
 
-    def events(self, frames: dict) -> dict:
-        """Input Spark (or pandas) DataFrames by type → canonical event frames, through the
-        same canonicalisation as the file readers (records that would be rejected are dropped)."""
+    def _tz(self, tz: str | None) -> str:
+        if tz is None or str(tz).lower() == "program":
+            return self.timezone
+        return tz
+
+    def read(self, inputs: dict):
+        """Inputs by event type (pandas or Spark DataFrames, or paths of files) → canonical
+        event frames by type, the rejects (one frame) and the counts of each input, through
+        the same readers, rejects and duplicate rule as the CLI."""
         import pyarrow as pa
 
-        from spatec.events.canonical import to_events
+        from spatec.events.canonical import empty_rejects, to_events
         from spatec.events.raw import RawBatch
+        from spatec.events.read import read_events
+        from spatec.runners.replay import seen_across
 
         program = self.compiled.program
-        out = {}
-        for type_name, df in frames.items():
+        for type_name in inputs:
             if type_name not in program.events:
                 known = ", ".join(sorted(program.events))
                 raise KeyError(f"the program declares no event type {type_name} (declared: {known})")
-            if hasattr(df, "toArrow"):
-                table = df.toArrow()
+        frames: dict = {}
+        rejects = []
+        counts = []
+        items = list(inputs.items())
+        seen = seen_across(items)
+        for type_name, src in items:
+            decl = program.events[type_name]
+            if isinstance(src, (str, os.PathLike)):
+                res = read_events(src, decl, tz=program.timezone, seen=seen.get(type_name))
+                label = str(src)
             else:
-                table = pa.Table.from_pandas(df, preserve_index=False)
-            batch = RawBatch.of(f"<{type_name} DataFrame>", table)
-            res = to_events([batch], program.events[type_name], tz=program.timezone)
-            out[type_name] = res.events
-        return out
+                table = src.toArrow() if hasattr(src, "toArrow") else pa.Table.from_pandas(src, preserve_index=False)
+                label = f"<{type_name} DataFrame>"
+                res = to_events([RawBatch.of(label, table)], decl, tz=program.timezone)
+            frames.setdefault(type_name, []).append(res.events)
+            counts.append((type_name, label, res.read, res.used, res.rejected))
+            if res.rejected:
+                rejects.append(res.rejects)
+        frames = {t: pd.concat(fs, ignore_index=True) if len(fs) > 1 else fs[0] for t, fs in frames.items()}
+        rej = pd.concat(rejects, ignore_index=True) if rejects else empty_rejects()
+        return frames, rej, counts
 
-    def replay(self, spark, frames: dict, crs: str | None = None, phrases=None) -> dict:
-        """Run the phrases over Spark DataFrames by event type; one Spark DataFrame per
-        phrase, with the columns of the output files (lo/hi timestamps, events a map,
-        hull WKT, then the emit fields)."""
+    def events(self, frames: dict) -> dict:
+        """Inputs by type → canonical event frames (rejects: :meth:`read`)."""
+        return self.read(frames)[0]
+
+    def replay_local(self, inputs: dict, crs: str | None = None, phrases=None, tz: str | None = None) -> Results:
+        """Every phrase (or ``phrases``) over ``inputs`` in-process (the reference runner):
+        :class:`Results`, times in ``tz`` (default: the program's time zone)."""
+        from spatec.runners.local import replay_frames
+
+        frames, rejects, counts = self.read(inputs)
+        res = replay_frames(self.compiled, frames, crs=crs, phrases=phrases)
+        return self._results(res, rejects, counts, tz)
+
+    def replay_spark(self, inputs: dict, spark=None, crs: str | None = None, phrases=None,
+                     tz: str | None = None) -> Results:
+        """The same on Spark (``spark``: a session, default :func:`~spatec.runners.spark.session.get_or_create`):
+        the same :class:`Results`, brought back to the driver."""
+        from spatec.runners.spark.batch import replay_frames_spark
+        from spatec.runners.spark.session import get_or_create
+
+        spark = spark or get_or_create()
+        frames, rejects, counts = self.read(inputs)
+        res = replay_frames_spark(spark, self.compiled, frames, crs=crs, phrases=phrases)
+        return self._results(res, rejects, counts, tz)
+
+    def _results(self, res, rejects, counts, tz) -> Results:
+        zone = self._tz(tz)
+        out = {name: geodataframe(df, self.compiled.plan(name), zone) for name, df in res.frames.items()}
+        return Results(out, rejects, counts, res.crs)
+
+    def replay(self, spark, frames: dict, crs: str | None = None, phrases=None) -> SparkResults:
+        """Run the phrases over Spark DataFrames (or paths) by event type: one lazy Spark
+        DataFrame per phrase, with the columns of the output files (lo/hi timestamps,
+        events a map, hull WKT, then the emit fields), and the input's rejects."""
         from pyspark.sql import functions as F
 
         from spatec.runners.spark.batch import raw_outputs
 
-        raw, _crs = raw_outputs(spark, self.compiled, self.events(frames), crs, phrases)
+        events, rejects, counts = self.read(frames)
+        raw, _crs = raw_outputs(spark, self.compiled, events, crs, phrases)
         out = {}
         for name, df in raw.items():
             plan = self.compiled.plan(name)
@@ -77,13 +254,7 @@ class Program:
                 c = parsed.getField(n)
                 cols.append((F.timestamp_micros(c) if n in times else c).alias(n))
             out[name] = df.select(*cols)
-        return out
-
-    def replay_local(self, frames: dict, crs: str | None = None, phrases=None) -> dict:
-        """The same, in-process (the reference runner): pandas frames of output rows."""
-        from spatec.runners.local import replay_frames
-
-        return replay_frames(self.compiled, self.events(frames), crs=crs, phrases=phrases).frames
+        return SparkResults(out, rejects, counts)
 
 
 def compile(path, text: str | None = None) -> Program:  # noqa: A001 - the API's verb

@@ -80,6 +80,11 @@ class DataError(SpatecError):
     """Input data cannot be read at all (not one bad row: those are rejects)."""
 
 
+class OutputError(SpatecError):
+    """An output cannot be written where it was asked to go (a file where a directory
+    should be, no permission, another run writing there): found before any input is read."""
+
+
 class ExecuteError(SpatecError):
     """A runner failed while evaluating a program."""
 

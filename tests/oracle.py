@@ -1,4 +1,4 @@
-"""A brute-force evaluator of SpaTeC phrases, written from SPEC §1–4 alone.
+"""A brute-force evaluator of SpaTeC phrases, written from SPEC §1–4 and §7–9 alone.
 
 It shares no code with the planner or the automata: it reads the checked AST
 (``spatec.frontend``) and uses the location-stamp geometry of
@@ -6,6 +6,19 @@ It shares no code with the planner or the automata: it reads the checked AST
 Matches are enumerated bottom-up over the match expression (every assignment
 of distinct events to its leaves), then filtered by ``per``, ``within``,
 ``where`` and the absence conditions, each evaluated on the whole composite.
+
+- Runs (§7): each source's events of the run's type, in local-time order,
+  are cut greedily into runs exactly as §7 words it; only complete runs
+  match. A run is one composite whose constituents are all its events.
+- Phrases as event types (§8): a phrase's composites become events of the
+  type named after it (attributes: its emit values; no source; stamps: the
+  composite's; id: the composite's id; local time ``t``: ``hi``), computed
+  when a consumer first needs them. An absence in a phrase that consumes
+  such events is decided by the producer's frontier, which the oracle does
+  not model: it refuses such phrases (NotImplementedError).
+- Place sets (§9): ``at SET`` is the union of the set's places as a pattern
+  set, ``certainly at SET`` lies inside one of them, ``at SET -> S`` gives
+  one match per place the pattern holds for (S is then one place).
 
 Events are given as :class:`OEv` records; :func:`oevents` builds them from the
 same plain rows the tests turn into canonical frames.
@@ -40,6 +53,65 @@ class OEv:
 
     def __repr__(self):
         return f"OEv({self.id})"
+
+
+@dataclass(frozen=True, eq=False)
+class ORun:
+    """A complete run (SPEC §7): a composite of one source's successive events."""
+
+    events: tuple
+
+    @property
+    def first(self):
+        return self.events[0]
+
+    @property
+    def last(self):
+        return self.events[-1]
+
+    @property
+    def id(self):
+        return self.first.id  # a run is identified by its first event (runs are disjoint)
+
+    @property
+    def lo(self):
+        return min(e.lo for e in self.events)
+
+    @property
+    def hi(self):
+        return max(e.hi for e in self.events)
+
+    @property
+    def loc(self):
+        return hull_loc(self.events)
+
+    def __repr__(self):
+        return f"ORun({self.first.id} .. {self.last.id}, {len(self.events)})"
+
+
+@dataclass(frozen=True, eq=False)
+class OGrowing:
+    """A run while it grows, as its `while` condition sees it."""
+
+    first: object
+    prev: object
+    this: object
+
+
+@dataclass(frozen=True, eq=False)
+class OPlace:
+    """A bound place: its id (``SET:N``), its attributes, its region."""
+
+    id: str
+    attrs: dict
+    loc: object
+
+
+def constituents(x) -> tuple:
+    """The primitive-or-derived events a bound value stands for (a run: all of its events)."""
+    if isinstance(x, ORun):
+        return x.events
+    return (x,)
 
 
 def oevents(program, rows, projector) -> list[OEv]:
@@ -133,12 +205,85 @@ class Patterns:
 
     def __init__(self, program, projector):
         self.places = program.places
+        self.sets = getattr(program, "place_sets", {})
         self.tz = zoneinfo.ZoneInfo(program.timezone)
         self.proj = projector
 
+    # place sets ----------------------------------------------------------------------
+    @staticmethod
+    def member(set_name: str, i: int) -> str:
+        """The name standing for the i-th place of a set in expanded patterns."""
+        return f"\x00{set_name}\x00{i}"
+
+    def members(self, name: str) -> list[str]:
+        """The single places a place name stands for: itself, or every place of a set."""
+        if name in self.sets:
+            return [self.member(name, i) for i in range(len(self.sets[name].places))]
+        return [name]
+
+    def expand(self, p):
+        """The pattern with every set written out: ``at SET`` as the union ``at p1 or at p2 ...``,
+        ``certainly at SET`` as ``certainly at p1 or certainly at p2 ...`` (inside one place)."""
+        def union(atoms):
+            out = atoms[0]
+            for a in atoms[1:]:
+                out = A.Binary("or", out, a)
+            return out
+
+        if isinstance(p, A.AtPlace) and p.place in self.sets:
+            return union([A.AtPlace(n) for n in self.members(p.place)])
+        if isinstance(p, A.NearPlace) and p.place in self.sets:
+            return union([A.NearPlace(p.distance, n) for n in self.members(p.place)])
+        if isinstance(p, A.Certainly):
+            if isinstance(p.pattern, A.AtPlace) and p.pattern.place in self.sets:
+                return union([A.Certainly(A.AtPlace(n)) for n in self.members(p.pattern.place)])
+            return A.Certainly(self.expand(p.pattern))
+        if isinstance(p, A.Not):
+            return A.Not(self.expand(p.operand))
+        if isinstance(p, A.Binary):
+            return A.Binary(p.op, self.expand(p.left), self.expand(p.right))
+        return p
+
+    def bindings(self, p) -> list:
+        """[(((var, OPlace), ...), pattern with those places substituted)] for a pattern that may bind places."""
+        bound = [x for x in A.walk(p) if isinstance(x, A.AtPlace) and x.var is not None]
+        if not bound:
+            return [((), p)]
+        import itertools
+
+        choices = [[(b, n) for n in self.members(b.place)] for b in bound]
+        out = []
+        for combo in itertools.product(*choices):
+            chosen = {id(b): n for b, n in combo}
+
+            def sub(x):
+                if isinstance(x, A.AtPlace) and id(x) in chosen:
+                    return A.AtPlace(chosen[id(x)])
+                if isinstance(x, A.Certainly):
+                    return A.Certainly(sub(x.pattern))
+                if isinstance(x, A.Not):
+                    return A.Not(sub(x.operand))
+                if isinstance(x, A.Binary):
+                    return A.Binary(x.op, sub(x.left), sub(x.right))
+                return x
+
+            out.append((tuple((b.var, self.oplace(n, b.place)) for b, n in combo), sub(p)))
+        return out
+
+    def oplace(self, name: str, written: str) -> "OPlace":
+        if name.startswith("\x00"):
+            _, set_name, i = name.split("\x00")
+            s = self.sets[set_name]
+            return OPlace(s.place_id(int(i)), dict(s.values[int(i)]), self.place_loc(name))
+        return OPlace(written, {"name": written}, self.place_loc(name))
+
     # regions -------------------------------------------------------------------------
     def place_loc(self, name: str, grow: float = 0.0):
-        pd_ = self.places[name]
+        if name.startswith("\x00"):
+            _, set_name, i = name.split("\x00")
+            pd_ = self.sets[set_name].places[int(i)]
+        else:
+            pd_ = self.places[name]
         if pd_.kind == "circle":
             x, y = self.proj.forward(pd_.lon, pd_.lat)
             return S.Loc.disc(float(x), float(y), pd_.radius + grow)
@@ -210,6 +355,7 @@ class Patterns:
     # cells ---------------------------------------------------------------------------
     def test(self, p, lo: int, hi: int, loc) -> tuple[bool, bool]:
         """(possibly, certainly) for pattern ``p`` and the stamp ([lo, hi], loc)."""
+        p = self.expand(p)
         tatoms, satoms, certs = [], [], []
 
         def collect(x):
@@ -333,6 +479,17 @@ class Where:
             ev = env.get(e.var)
             if ev is None:
                 return None
+            if isinstance(ev, OPlace):
+                return ev.attrs.get(e.name)
+            if isinstance(ev, (ORun, OGrowing)):
+                if e.member is not None:
+                    ev = getattr(ev, e.member)
+                elif e.name in ("first", "prev", "this", "last"):
+                    return getattr(ev, e.name)   # a member event, as a function's argument
+                elif e.name in ("lo", "hi") and isinstance(ev, ORun):
+                    return getattr(ev, e.name)   # the run composite's stamp
+                else:
+                    ev = ev.first                # R.ATTR is R.first.ATTR
             if e.name in ("t", "lo", "hi"):
                 return getattr(ev, e.name)
             return ev.attrs.get(e.name)
@@ -377,12 +534,24 @@ class Where:
                 return a * b
             return None if b == 0 else a / b
         if isinstance(e, A.Call):
-            evs = [env.get(a.name) for a in e.args]
+            f = e.func
+            if f == "count":
+                run = env.get(e.args[0].name)
+                return None if run is None else len(run.events)
+            if f in ("min", "max", "avg"):
+                run = env.get(e.args[0].var)
+                if run is None:
+                    return None
+                vals = [x.attrs.get(e.args[0].name) for x in run.events]
+                vals = [v for v in vals if v is not None]   # missing values are left out (SQL)
+                if not vals:
+                    return None
+                return min(vals) if f == "min" else max(vals) if f == "max" else sum(vals) / len(vals)
+            evs = [self.val(a, env) for a in e.args]
             if any(v is None for v in evs):
                 return None
-            f = e.func
             if f == "duration":
-                return evs[1].hi - evs[0].lo
+                return evs[-1].hi - evs[0].lo   # duration(A) is A.hi - A.lo
             if f == "distance":
                 return S.distance(evs[0].loc, evs[1].loc)
             if f == "speed":
@@ -393,15 +562,15 @@ class Where:
                 (xa, ya), (xb, yb) = S.centroid(evs[0].loc), S.centroid(evs[1].loc)
                 return math.hypot(xb - xa, yb - ya) / (gap / US)
             if f == "before":
-                return ev_before(evs[0], evs[1])
+                return before(constituents(evs[0]), constituents(evs[1]))
             if f == "concurrent":
-                return not ev_before(evs[0], evs[1]) and not ev_before(evs[1], evs[0])
+                return concurrent(constituents(evs[0]), constituents(evs[1]))
             if f == "overlap":
                 return S.overlap(evs[0].loc, evs[1].loc)
             if f == "disjoint":
                 return not S.overlap(evs[0].loc, evs[1].loc)
             if f == "hull_area":
-                return S.area(S.hull([v.loc for v in evs]))
+                return S.area(S.hull([x.loc for v in evs for x in constituents(v)]))
             if f == "successive":
                 return self.successive(evs)
         raise TypeError(f"cannot evaluate {e!r}")
@@ -458,22 +627,84 @@ def _space(op: str) -> str:
 class Oracle:
     def __init__(self, program, projector, events):
         self.program = program
-        self.events = list(events)
+        self.events = list(events)          # the primitive events
         self.pat = Patterns(program, projector)
         self.where = Where(program, self.events)
         self.final_w = max((e.hi for e in self.events), default=0)
+        self._derived: dict = {}
+
+    # events by type: declared types from the input, phrases from their composites (§8) -------
+    def is_derived(self, type_name: str) -> bool:
+        t = getattr(self.program, "event_types", {}).get(type_name)
+        return t is not None and t.derived
+
+    def events_of(self, type_name: str) -> list:
+        if self.is_derived(type_name):
+            return self.derived(type_name)
+        return [e for e in self.events if e.type == type_name]
+
+    def derived(self, name: str) -> list[OEv]:
+        """The composites of phrase ``name`` as events: its emit values as attributes, no source."""
+        if name not in self._derived:
+            info = self.program.phrase(name)
+            out = []
+            for x, binds, cid in self.composites(name):
+                env = dict(x.binds)
+                attrs = {f.name: self.where.val(f.expr, env) for f in info.phrase.emit}
+                out.append(OEv(name, cid, None, x.hi, x.lo, x.hi, hull_loc(x.evs), attrs))
+            self._derived[name] = out
+        return self._derived[name]
+
+    # runs (§7) -----------------------------------------------------------------------
+    def runs(self, r: A.Run) -> list[ORun]:
+        """The complete runs of ``run T -> R ...``, cut per source as SPEC §7 says."""
+        gap = r.gap.micros() if r.gap is not None else None
+        by_source: dict = {}
+        for e in self.events:
+            if e.type == r.type and e.source is not None:
+                by_source.setdefault(e.source, []).append(e)
+        out = []
+        for src in sorted(by_source, key=str):
+            cur: list = []
+            for e in sorted(by_source[src], key=lambda x: x.t):
+                passes = r.filter is None or self.pat.test(r.filter, e.lo, e.hi, e.loc)[0]
+                if cur:
+                    joins = passes and (gap is None or e.hi <= cur[-1].hi + gap) and (
+                        r.cond is None or self.where.holds(r.cond, {r.var: OGrowing(cur[0], cur[-1], e)}))
+                    if joins:
+                        cur.append(e)
+                        continue
+                    out.append(ORun(tuple(cur)))  # the next event did not join: complete
+                    cur = []
+                if passes:
+                    cur = [e]
+            if cur and gap is not None and self.final_w > cur[-1].hi + gap:
+                out.append(ORun(tuple(cur)))      # silent for longer than the gap: complete
+            # else: the last run is not complete, like an absence whose window reaches past the data
+        return out
 
     # the match expression --------------------------------------------------------------
+    def _with_pattern(self, xs, p) -> list[M]:
+        """Matches ``xs`` restricted by pattern ``p`` (``E and P``), one per place ``p`` binds."""
+        out = []
+        for x in xs:
+            for places, q in self.pat.bindings(p):
+                if self.pat.test(q, x.lo, x.hi, hull_loc(x.evs))[0]:
+                    out.append(M(x.binds + places, x.evs, x.checks))
+        return out
+
     def matches(self, m) -> list[M]:
-        if A.is_pattern(m):
-            return [M((), (e,)) for e in self.events if self.pat.test(m, e.lo, e.hi, e.loc)[0]]
+        if A.is_pattern(m):  # any primitive event (a phrase's composites are matched by name only)
+            return self._with_pattern([M((), (e,)) for e in self.events], m)
         if isinstance(m, A.EventRef):
-            return [M(((m.var, e),) if m.var else (), (e,)) for e in self.events if e.type == m.type]
+            return [M(((m.var, e),) if m.var else (), (e,)) for e in self.events_of(m.type)]
+        if isinstance(m, A.Run):
+            return [M(((m.var, run),), run.events) for run in self.runs(m)]
         if isinstance(m, A.Binary):
             if m.op == "and" and A.is_pattern(m.right):
-                return [x for x in self.matches(m.left) if self.pat.test(m.right, x.lo, x.hi, hull_loc(x.evs))[0]]
+                return self._with_pattern(self.matches(m.left), m.right)
             if m.op == "and" and A.is_pattern(m.left):
-                return [x for x in self.matches(m.right) if self.pat.test(m.left, x.lo, x.hi, hull_loc(x.evs))[0]]
+                return self._with_pattern(self.matches(m.right), m.left)
             if m.op == "or":
                 return self.matches(m.left) + self.matches(m.right)
             if isinstance(m.right, A.Not) and not A.is_pattern(m.right.operand):
@@ -510,7 +741,7 @@ class Oracle:
         if A.is_pattern(n):
             return [(e, None) for e in self.events if self.pat.test(n, e.lo, e.hi, e.loc)[0]]
         if isinstance(n, A.EventRef):
-            return [(e, n.var) for e in self.events if e.type == n.type]
+            return [(e, n.var) for e in self.events_of(n.type)]
         if isinstance(n, A.Binary) and n.op == "or":
             return self.negated(n.left) + self.negated(n.right)
         if isinstance(n, A.Binary) and n.op == "and":
@@ -519,8 +750,8 @@ class Oracle:
         raise TypeError(f"cannot negate {n!r}")
 
     # phrases -------------------------------------------------------------------------
-    def phrase(self, name: str) -> list[tuple]:
-        """Sorted (id, lo, hi, ((var, event id), ...), (constituent ids)) of every composite."""
+    def composites(self, name: str) -> list[tuple]:
+        """(match, sorted (var, id) pairs, composite id) of every composite of the phrase, by id."""
         from spatec.automata.machine import composite_id
 
         info = self.program.phrase(name)
@@ -529,8 +760,13 @@ class Oracle:
         conj = split_and(p.where)
         pos_conj = [c for c in conj if not mentions(c, negvars)]
         within = p.within.micros() if p.within else None
+        consumes = any(isinstance(n, (A.EventRef, A.Run)) and self.is_derived(n.type) for n in A.walk(p.match))
         seen = {}
         for x in self.matches(p.match):
+            if x.checks and consumes:
+                raise NotImplementedError(
+                    f"phrase {name}: an absence in a phrase over a phrase's composites is decided by the "
+                    "producer's frontier (SPEC §8), which the oracle does not model")
             ids = [e.id for e in x.evs]
             if len(set(map(id, x.evs))) != len(x.evs):
                 continue
@@ -547,8 +783,14 @@ class Oracle:
             key = (binds, tuple(sorted(ids)))
             if key in seen:
                 continue  # `or`: the same composite found by both branches
-            seen[key] = (composite_id(name, list(binds)), x.lo, x.hi, binds, tuple(sorted(ids)))
-        return sorted(seen.values())
+            seen[key] = (x, binds, composite_id(name, list(binds)))
+        return sorted(seen.values(), key=lambda c: (c[2], c[0].lo))
+
+    def phrase(self, name: str) -> list[tuple]:
+        """Sorted (id, lo, hi, ((var, id), ...), (constituent ids)) of every composite: a bound
+        event by its id, a run by its first event's id, a bound place by ``SET:N``."""
+        return sorted((cid, x.lo, x.hi, binds, tuple(sorted(e.id for e in x.evs)))
+                      for x, binds, cid in self.composites(name))
 
     def _per(self, key, evs) -> bool:
         vals = [e.attrs.get(key) for e in evs if key in e.attrs]

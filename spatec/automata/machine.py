@@ -25,10 +25,10 @@ import json
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _encode_str
 
+from spatec.automata.compile import AutomatonSpec, compile_automaton
 from spatec.automata.exprs import compile_condition, compile_expr
 from spatec.automata.patterns import PatternCompiler
-from spatec.frontend import ast as A
-from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
+from spatec.plan.nodes import After, Join, PhrasePlan, walk_nodes
 from spatec.spatial import stamps as S
 
 NEG_INF = -(1 << 62)
@@ -105,11 +105,6 @@ class RunState:
     emitted: dict = field(default_factory=dict)     # composite id → hi (for `or` duplicates)
     since_prune: int = 0
     lo_sorted: set = field(default_factory=set)     # buffer keys whose partial matches are in order of lo
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if "lo_sorted" not in state:    # a state pickled before buffers were known sorted
-            self.lo_sorted = set()
 
     def size(self) -> int:
         return (sum(len(v) for v in self.buffers.values()) + len(self.pending)
@@ -211,24 +206,21 @@ class Context:
 # --------------------------------------------------------------------------------- automaton
 
 class Automaton:
-    """The compiled detector tree of one phrase (shared by every key)."""
+    """An automaton bound to a projection (:func:`bind`): the spec's data, with its patterns
+    and conditions compiled to closures, in the shape :mod:`spatec.automata.step` reads."""
 
-    def __init__(self, plan: PhrasePlan, program, projector):
+    def __init__(self, spec: AutomatonSpec, projector):
+        plan = spec.plan
+        self.spec = spec
         self.plan = plan
         self.name = plan.name
-        tz = program.timezone
-        self.tz = tz
-        pc = PatternCompiler(program.places, tz, projector)
+        tz = self.tz = spec.timezone
+        pc = PatternCompiler(dict(spec.places), tz, projector)
         self.nleaves = len(plan.leaves)
-        self.parent: dict = {}
-        self.side: dict = {}
         self.nodes = list(walk_nodes(plan.root))
-        for n in self.nodes:
-            if isinstance(n, (Join, Or)):
-                for s, c in (("L", n.left), ("R", n.right)):
-                    self.parent[c.id], self.side[c.id] = n, s
-            elif isinstance(n, After):
-                self.parent[n.left.id], self.side[n.left.id] = n, "L"
+        by_id = {n.id: n for n in self.nodes}
+        self.parent = {c: by_id[p] for c, p, _ in spec.parent}
+        self.side = {c: s for c, _, s in spec.parent}
         self.filters = {n.id: pc.filter(n.filters) for n in self.nodes}
         self.preds = {n.id: compile_condition(n.preds, tz) for n in self.nodes}
         self.slots = {n.id: frozenset(n.slots) for n in self.nodes}
@@ -247,86 +239,27 @@ class Automaton:
                 for l in neg.leaves:
                     self.neg_leaves_by_type.setdefault(l.type, []).append((neg.id, l))
         self.deferred = compile_condition(plan.deferred, tz)
-        self.succ_chains = [tuple(a.name for a in c.args) for c in plan.deferred
-                            if isinstance(c, A.Call) and c.func == "successive"]
-        self.needs_history = any(
-            isinstance(x, A.Call) and x.func == "successive"
-            for e in list(plan.deferred) + [c for n in self.nodes for c in n.preds]
-            + [c for _, neg, _, _ in self.negs.values() for c in neg.conds] for x in A.walk(e))
-        self.has_or = any(isinstance(n, Or) for n in self.nodes)
+        self.succ_chains = list(spec.succ_chains)
+        self.needs_history = spec.needs_history
+        self.has_or = spec.has_or
         self.var_slots: dict = {}
         for l in plan.leaves:
             if l.bound:
                 self.var_slots.setdefault(l.var, []).append(l.slot)
         self.emit = [(f.name, compile_expr(f.expr, tz)) for f in plan.emit]
-        from spatec.frontend.bounds import stamp_length
-
-        self.type_len = {t: stamp_length(d) for t, d in program.events.items()}
-        lens = list(self.type_len.values())
-        self.type_len[None] = None if any(x is None for x in lens) else max(lens, default=0)
+        self.type_len = dict(spec.type_len)
         self.G = plan.max_gap
-        self.S = plan.span_bound if plan.span_bound is not None else plan.within
-        self.max_window = max([neg.window or 0 for _, neg, _, _ in self.negs.values()], default=0)
-        self._prune_rules()
-
-    # ------------------------------------------------------------------ pruning rules
-    def _prune_rules(self):
-        """For each (join, side): how a buffered partial match becomes useless."""
-        self.rules = {}
-        for n in self.nodes:
-            if not isinstance(n, Join):
-                continue
-            for side, mine, other in (("L", n.left, n.right), ("R", n.right, n.left)):
-                r = {}
-                if n.op in A.CONC_OPS:
-                    ol = self.node_len(other)
-                    if ol is not None:
-                        r["conc"] = ol
-                if side == "R" and n.op in A.SEQ_OPS:
-                    r["seq_right"] = True
-                mv, ov = _vars(mine), _vars(other)
-                succ = []
-                for chain in self.succ_chains:
-                    for a, b in zip(chain, chain[1:]):
-                        if a in mv and b in ov:
-                            succ.append(("next", self._slot(a)))
-                        elif b in mv and a in ov:
-                            succ.append(("prev", self._slot(b)))
-                if succ and isinstance(other, Leaf):
-                    # only when the partner is one event: a partner made of several
-                    # could still complete later around an event already seen
-                    r["succ"] = succ
-                self.rules[(n.id, side)] = r
-
-    def _slot(self, var):
-        return self.var_slots[var][0]
-
-    def node_len(self, n) -> int | None:
-        """Largest stamp length of a match of node ``n`` (µs), None if unbounded."""
-        w = self.plan.within
-        if isinstance(n, Leaf):
-            x = self.type_len.get(n.type)
-        elif isinstance(n, Or):
-            a, b = self.node_len(n.left), self.node_len(n.right)
-            x = None if a is None or b is None else max(a, b)
-        elif isinstance(n, After):
-            x = self.node_len(n.left)
-        elif isinstance(n, Join) and n.op in A.CONC_OPS and n.absence is None:
-            a, b = self.node_len(n.left), self.node_len(n.right)
-            x = None if a is None or b is None else a + b
-        else:
-            x = None
-        if w is not None:
-            x = w if x is None else min(x, w)
-        return x
+        self.S = spec.span
+        self.max_window = spec.max_window
+        self.rules = {key: dict(r) for key, r in spec.rules}
 
 
-def _vars(n) -> set:
-    return {l.var for l in walk_nodes(n) if isinstance(l, Leaf) and l.bound}
+def bind(spec: AutomatonSpec, projector) -> Automaton:
+    """The automaton of ``spec`` for a run projected with ``projector``."""
+    return Automaton(spec, projector)
 
 
 def build(plan: PhrasePlan, program, projector) -> Automaton:
-    """The automaton of ``plan`` for a run projected with ``projector``."""
-    return Automaton(plan, program, projector)
-
-
+    """The automaton of ``plan`` for a run projected with ``projector``: compiled
+    (:func:`~spatec.automata.compile.compile_automaton`), then bound."""
+    return bind(compile_automaton(plan, program), projector)

@@ -43,12 +43,3 @@ def composite_before(l_events, l_hi, r_events, r_lo) -> bool:
 def composite_concurrent(l_events, l_lo, l_hi, r_events, r_lo, r_hi) -> bool:
     return not composite_before(l_events, l_hi, r_events, r_lo) and \
         not composite_before(r_events, r_hi, l_events, l_lo)
-
-
-def op_parts(op: str) -> tuple[str, str]:
-    """A join operator as (time relation: ``;``, ``||`` or ``""``, space relation: ``=``,
-    ``<>`` or ``""``): ``";="`` → ``(";", "=")``, ``"and"`` → ``("", "")``."""
-    if op == "and":
-        return "", ""
-    time_rel = op.rstrip("=<>")
-    return time_rel, op[len(time_rel):]

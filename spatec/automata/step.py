@@ -30,6 +30,7 @@ from spatec.automata.machine import (
     RunState,
     composite_id,
 )
+from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Join
 from spatec.spatial import stamps as S
 
@@ -128,13 +129,13 @@ def _join_info(am: Automaton, node: Join) -> tuple:
     """What :func:`_join` needs of a join, derived once: ``(time relation, space suffix,
     absence id or None, the right side's slots, whether the join has a filter or predicate,
     whether its right buffer drops dead partial matches, parent)`` (``"and"``: no
-    relation, ``"", ""``: :func:`~spatec.automata.relations.op_parts`)."""
+    relation, ``"", ""``: :func:`~spatec.frontend.ast.op_parts`)."""
     cache = am.__dict__.get("_join_info")
     if cache is None:
         cache = am._join_info = {}
     r = cache.get(node.id)
     if r is None:
-        r = cache[node.id] = (*R.op_parts(node.op), node.absence.id if node.absence is not None else None,
+        r = cache[node.id] = (*A.op_parts(node.op), node.absence.id if node.absence is not None else None,
                               tuple(sorted(am.slots[node.right.id])),
                               am.filters[node.id] is not None or am.preds[node.id] is not None,
                               bool(am.rules[(node.id, "R")].get("seq_right")), am.parent.get(node.id))

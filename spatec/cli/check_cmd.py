@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from spatec.errors import ProgramError
+from spatec.errors import ProgramError, SpatecError
 
 NAME = "check"
 HELP = "check programs (with their includes) and report every error, without running anything"
@@ -23,8 +23,13 @@ def _plural(n: int, word: str) -> str:
 
 def summary(path: str, program) -> str:
     """One line: what a checked program declares."""
-    return (f"{path}: ok: {_plural(len(program.phrases), 'phrase')}, "
+    text = (f"{path}: ok: {_plural(len(program.phrases), 'phrase')}, "
             f"{_plural(len(program.events), 'event type')}, {_plural(len(program.places), 'place')}")
+    sets = getattr(program, "place_sets", {})
+    if sets:
+        n = sum(len(s) for s in sets.values())
+        text += f", {_plural(len(sets), 'place set')} ({n:,} place{'' if n == 1 else 's'})"
+    return text
 
 
 class _Out:
@@ -75,9 +80,8 @@ def run(args) -> int:
                 out.diagnostic(d)
             errors += len(e.diagnostics)
             continue
-        except (OSError, UnicodeDecodeError) as e:
-            why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e))
-            out.error(f"{path}: cannot read: {why}")
+        except SpatecError as e:     # the file cannot be read at all
+            out.error(str(e))
             errors += 1
             continue
         if not args.quiet:

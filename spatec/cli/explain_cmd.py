@@ -10,7 +10,8 @@ HELP = "Show a phrase's operator tree, placements, partition key and automaton."
 def add_arguments(p) -> None:
     p.add_argument("program")
     p.add_argument("--phrase", default=None)
-    p.add_argument("--format", choices=("text", "json", "dot"), default="text")
+    p.add_argument("--format", choices=("text", "json", "dot", "svg"), default="text",
+                   help="svg: rendered by Graphviz's dot (on PATH)")
 
 
 def run(args) -> int:

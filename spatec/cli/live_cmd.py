@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+from spatec.cli.preflight import check_crs, check_phrases, locked, writable_dir
 from spatec.errors import SpatecError
 
 NAME = "live"
@@ -67,23 +68,63 @@ def add_arguments(p) -> None:
     p.add_argument("--backoff", default="0.5s", metavar="DURATION",
                    help="webhook: first retry delay, doubled each retry (default 0.5s)")
     p.add_argument("--quiet", action="store_true", help="no status lines")
+    p.add_argument("--tz", default="program", metavar="ZONE",
+                   help="time zone of the console's alert times: 'program' (default: the program's "
+                        "timezone), 'UTC' or an IANA name (JSON lines and webhook alerts stay UTC)")
 
 
 def run(args) -> int:
     from spatec.plan.program import compile_program
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="spatec: %(name)s: %(message)s")
-    compiled = compile_program(args.program)
+    compiled = compile_program(args.program, mode="live")
     lateness = int(parse_duration(args.lateness) * 1e6)
     trigger = parse_duration(args.trigger)
+    from spatec.cli.replay_cmd import resolve_tz
+
+    tz = resolve_tz(args.tz, compiled.program)
+    # the console shows times in the zone asked for, unless its URL names one
+    sinks_urls = [f"console:?tz={tz}" if u in ("console:", "console://") else u for u in (args.sink or ["console:"])]
+    # everything that can be found wrong before the first poll is found now
+    _preflight(compiled, args, sinks_urls)
     if args.checkpoint is None and args.out is None:
         args.out = tempfile.mkdtemp(prefix="spatec-live-")
         print(f"spatec: no --checkpoint: state is not kept; late events and rejects go to {args.out}",
               file=sys.stderr)
     ck = Path(args.checkpoint) if args.checkpoint else None
     out = Path(args.out) if args.out else ck
-    out.mkdir(parents=True, exist_ok=True)
-    sinks_urls = args.sink or ["console:"]
+    lock = locked(ck if ck is not None else out, "--checkpoint" if ck is not None else "--out")
+    try:
+        return _run(compiled, args, ck, out, lateness, trigger, sinks_urls)
+    finally:
+        lock.release()
+
+
+def _preflight(compiled, args, sinks_urls) -> None:
+    """Options, sources and outputs checked before anything runs (see :mod:`spatec.cli.preflight`)."""
+    from urllib.parse import urlparse
+
+    from spatec.feeds.sources import check_source, parse_source
+
+    check_phrases(compiled, args.phrase)
+    check_crs(args.crs)
+    for s in args.source:
+        spec = parse_source(s)
+        if spec.type not in compiled.program.events:
+            known = ", ".join(sorted(compiled.program.events)) or "none"
+            raise SpatecError(f"--source {s!r}: the program declares no event type {spec.type} (declared: {known})")
+        check_source(spec)
+    if args.checkpoint is not None:
+        writable_dir(args.checkpoint, "--checkpoint")
+    if args.out is not None:
+        writable_dir(args.out, "--out")
+    for url in sinks_urls:
+        u = urlparse(url)
+        if u.scheme == "jsonl" and (u.path or u.netloc):
+            writable_dir(u.path if not u.netloc else f"/{u.netloc}{u.path}", f"--sink {url}:")
+
+
+def _run(compiled, args, ck, out, lateness, trigger, sinks_urls) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

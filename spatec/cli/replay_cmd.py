@@ -21,11 +21,20 @@ def add_arguments(p) -> None:
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.spatec.exchange=shuffle (repeatable)")
     p.add_argument("--format", choices=("jsonl", "parquet", "geojson"), default="jsonl")
-    p.add_argument("--map", default=None, metavar="FILE.html", help="also draw the composites on a map")
+    p.add_argument("--map", default=None, metavar="FILE.html",
+                   help="also draw the composites on a map (one page that works offline)")
+    p.add_argument("--map-colour", default=None, metavar="FIELD",
+                   help="the emit field the map colours composites by at first (default: by phrase)")
+    p.add_argument("--map-tiles", default=None, metavar="URL",
+                   help="a tile server URL template for the map's background, e.g. "
+                        "https://tile.openstreetmap.org/{z}/{x}/{y}.png (off: the page makes no request)")
     p.add_argument("--phrase", action="append", default=None, help="only these phrases (repeatable)")
     p.add_argument("--crs", default=None, help="metric CRS for distances (default: UTM zone of the data)")
-    p.add_argument("--quiet", action="store_true", help="no progress display")
-
+    p.add_argument("--tz", default=None, metavar="ZONE",
+                   help="time zone of the text outputs' times (JSON lines, GeoJSON): 'program' (the "
+                        "program's timezone), 'UTC' or an IANA name; ISO 8601 with the offset. Default: "
+                        "UTC in files; the map shows the program's zone")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 def parse_events(specs: list[str], program) -> list[tuple[str, str]]:
     out = []
@@ -52,30 +61,104 @@ def parse_conf(specs: list[str]) -> dict:
     return out
 
 
+def resolve_tz(name: str | None, program) -> str | None:
+    """``--tz``: None (not given), ``program`` (its timezone), ``UTC`` or an IANA name."""
+    if name is None:
+        return None
+    if name.lower() == "program":
+        return program.timezone
+    if name.upper() == "UTC":
+        return "UTC"
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SpatecError(f"--tz {name!r}: not a time zone; give 'program', 'UTC' or an IANA name "
+                          "such as Europe/London") from None
+    return name
+
+
 def run(args) -> int:
+    import logging
+    import sys
+
+    from spatec.cli.preflight import check_crs, check_phrases, locked, writable_dir, writable_file
     from spatec.cli.progress import Progress
     from spatec.plan.program import compile_program
 
+    # warnings of the library (a CRS that cannot measure some positions) on stderr
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="spatec: warning: %(message)s")
     compiled = compile_program(args.program)
     inputs = parse_events(args.events, compiled.program)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    ui = Progress(quiet=args.quiet)
+    # everything that can be found wrong before reading the input is found now
+    check_phrases(compiled, args.phrase)
+    check_crs(args.crs)
+    tz = resolve_tz(args.tz, compiled.program)
+    out = writable_dir(args.out, "--out")
+    if args.map:
+        writable_file(args.map, "--map")
+    lock = locked(out, "--out")
+    try:
+        # this run's rejects replace an earlier run's, even where it has none
+        for t in {t for t, _ in inputs}:
+            (out / "_rejects" / f"{t}.jsonl").unlink(missing_ok=True)
+        return _replay(args, compiled, inputs, out, Progress(quiet=args.quiet), tz)
+    finally:
+        lock.release()
+
+
+def _replay(args, compiled, inputs, out: Path, ui, tz) -> int:
+    from spatec.cli.progress import TaskLogTail
+    from spatec.sinks import manifest
+
+    program = compiled.program
+    previous = manifest.read_manifest(out)
+    started = time.time()
     t0 = time.perf_counter()
+    logs = []
     if args.runner == "local":
         from spatec.runners.replay import replay_local
 
-        result = replay_local(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui)
+        result = replay_local(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui,
+                              tz=tz)
     else:
         from spatec.runners.spark.batch import replay_spark
+        from spatec.runners.spark.scheduling import TASK_LOG_KEY
 
-        result = replay_spark(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase,
-                              master=args.master, ui=ui, conf=parse_conf(args.conf))
+        conf = parse_conf(args.conf)
+        log_dir = out / "_logs"
+        log_dir.mkdir(exist_ok=True)
+        logs.append(log_dir / "spark.log")
+        if TASK_LOG_KEY not in conf and (args.master is None or args.master.startswith("local")):
+            # every task appends a line per group it matched: the progress display follows it
+            task_log = log_dir / "tasks.jsonl"
+            task_log.write_bytes(b"")
+            conf[TASK_LOG_KEY] = str(task_log.resolve())
+            logs.append(task_log)
+        tail = TaskLogTail(conf[TASK_LOG_KEY], ui) if conf.get(TASK_LOG_KEY, "off") != "off" else None
+        if tail is not None:
+            with tail:
+                result = replay_spark(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase,
+                                      master=args.master, ui=ui, conf=conf, tz=tz, log_dir=log_dir)
+        else:
+            result = replay_spark(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase,
+                                  master=args.master, ui=ui, conf=conf, tz=tz, log_dir=log_dir)
     elapsed = time.perf_counter() - t0
     ui.summary(result, elapsed)
     if args.map:
         from spatec.sinks.maps import write_map
 
-        write_map(result.frames, args.map)
+        write_map(result.frames, args.map, program=program, plans={p.name: p for p in compiled.plans},
+                  tz=tz, colour=args.map_colour, tiles=args.map_tiles)
         ui.note(f"map written to {args.map}")
+    written = manifest.write_manifest(out, compiled=compiled, result=result, runner=args.runner, fmt=args.format,
+                                      tz=tz or "UTC", phrases=args.phrase, started=started, finished=time.time(),
+                                      map_path=args.map, logs=logs, previous=previous)
+    for rel in written["removed"]:
+        ui.note(f"removed {out / rel}: an earlier run wrote it, this one did not")
+    if written["unclaimed"]:
+        ui.warn(f"{len(written['unclaimed'])} file(s) in {out} look like outputs but no run's manifest names "
+                f"them (left as they are): {', '.join(written['unclaimed'][:5])}"
+                + (" ..." if len(written["unclaimed"]) > 5 else ""))
     return 0

@@ -20,7 +20,8 @@ one pandas DataFrame with the columns of :func:`event_columns`:
 
 Records that cannot become events are rejects with a reason: every bad or
 missing value, in declared attribute order, each naming the attribute and
-the value (joined by ``"; "``); failing those, ``lo > hi``; failing that, a
+the value (joined by ``"; "``), and a point at exactly (0, 0) (:data:`NO_FIX`:
+a GPS receiver without a fix); failing those, ``lo > hi``; failing that, a
 duplicate (SPEC §4: the same ``(type, source, t)`` — or the same record for a
 type without a source — seen before; the first in input order wins).
 Events keep input order.
@@ -45,6 +46,8 @@ HEAD_COLUMNS = ("_type", "_id", "_source", "_t", "_lo", "_hi", "_place", "_lon",
 TAIL_COLUMNS = ("_file", "_row")
 REJECT_COLUMNS = ("type", "file", "row", "reason", "record")
 DUPLICATE = "duplicate of "
+#: The reason of a fix at exactly (0, 0) (its own, so that it can be counted apart).
+NO_FIX = "position (0, 0) is no position (what a GPS receiver without a fix reports)"
 
 _DTYPES = {"str": object, "int": "Int64", "float": "float64", "bool": "boolean",
            "time": "int64", "geometry": object}
@@ -246,6 +249,7 @@ def _typed(batches: Sequence[RawBatch], decl: EventDecl, tz: str,
     typed: dict[str, object] = {}
     source_text = None
     texts: dict[str, pa.Array] = {}
+    unplaced = None     # rows whose coordinates are missing or bad (reported already)
     for a in decl.attrs:
         raw = unify([b.column(a.name) for b in batches])
         shown = lambda i, raw=raw: show(raw[int(i)].as_py())  # noqa: E731
@@ -270,8 +274,15 @@ def _typed(batches: Sequence[RawBatch], decl: EventDecl, tz: str,
                 out = ~p.missing & ~failed & ~((vals >= low) & (vals <= high))
             text = f"out of range [{low}, {high}]"
             problems.add(np.flatnonzero(out), lambda i, a=a, shown=shown, text=text: f"{a.name}: {shown(i)} {text}")
+            bad = p.missing | failed
+            unplaced = bad if unplaced is None else unplaced | bad
         if a.name == geom:
             _check_geometry(a.name, p.values, problems, shown)
+    if coords:
+        # a GPS receiver without a fix reports (0, 0): no position, not a place in the Gulf of Guinea
+        with np.errstate(invalid="ignore"):
+            nowhere = (_floats(typed[place.lon]) == 0) & (_floats(typed[place.lat]) == 0) & ~unplaced
+        problems.add(np.flatnonzero(nowhere), f"{place.lon}, {place.lat}: {NO_FIX}")
     return typed, source_text, texts
 
 

@@ -7,8 +7,9 @@ too) and ``sirivm`` (SIRI-VM feed polls: see :mod:`spatec.events.sirivm`).
 The format comes from the name: ``.csv[.gz]``, ``.parquet``/``.pq``,
 ``.jsonl[.gz]``/``.ndjson[.gz]``, ``.tar.gz``/``.tgz``/``.tar`` (an archive
 of SIRI-VM polls). A ``.json[.gz]`` file is a SIRI-VM poll when its first
-64 KiB mention ``"request_data"``, else JSON lines. An explicit ``fmt``
-overrides all of this.
+64 KiB mention ``"request_data"``, else JSON lines — except beside polls in a
+directory or glob, where it is a poll (a damaged one is then a reject, and
+the directory still loads). An explicit ``fmt`` overrides all of this.
 
 A path is a file, a directory (its files of the format, not recursive; names
 starting with ``.`` or ``_`` skipped) or a glob. Files are read in name order;
@@ -20,10 +21,7 @@ the number is the line to look at); Parquet counts rows.
 """
 from __future__ import annotations
 
-import csv
 import glob
-import gzip
-import io
 import json
 import os
 import re
@@ -31,11 +29,16 @@ from typing import Collection
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from spatec.errors import DataError
-from spatec.events.raw import RawBatch, json_record
+from spatec.events.raw import RawBatch, json_record, printable, utf8_problem
+from spatec.events.textin import FIELD_LIMIT, csv_rows, damage_reject, is_gzip, open_text, read_header
+
+__all__ = ["FORMATS", "StreamFailed", "csv_slices", "detect_format", "expand", "open_text", "parse_json_lines",
+           "parquet_slices", "poll_order", "read_csv", "read_jsonl", "read_parquet", "slice_fetch"]
 
 FORMATS = ("csv", "parquet", "jsonl", "sirivm")
 _SUFFIXES = (
@@ -49,18 +52,6 @@ _GLOB_CHARS = re.compile(r"[*?\[]")
 
 # --------------------------------------------------------------------------- which files
 
-def _is_gzip(path: str) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
-def open_text(path: str) -> io.TextIOBase:
-    """A text stream over a plain or gzip-compressed file (told apart by content)."""
-    if _is_gzip(path):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", errors="replace", newline="")
-    return open(path, encoding="utf-8-sig", errors="replace", newline="")
-
-
 def detect_format(path: str) -> str | None:
     """The format of one file from its name (and, for ``.json``, its first bytes); None if unknown."""
     name = os.path.basename(path).lower()
@@ -68,10 +59,18 @@ def detect_format(path: str) -> str | None:
         if name.endswith(suffix):
             return fmt
     if name.endswith(".json") or name.endswith(".json.gz"):
-        with open_text(path) as f:
-            head = f.read(65536)
+        try:
+            with open_text(path) as f:
+                head = f.read(65536)
+        except OSError:
+            head = ""       # unreadable: the reader says why
         return "sirivm" if '"request_data"' in head else "jsonl"
     return None
+
+
+def _ambiguous(path: str) -> bool:
+    """Whether a file's name leaves its format to its content (``.json``: a poll or JSON lines)."""
+    return path.lower().endswith((".json", ".json.gz"))
 
 
 def poll_order(path: str) -> tuple[float, str]:
@@ -111,6 +110,10 @@ def expand(path: str, fmt: str | None = None) -> list[tuple[str, str]]:
         elif explicit:
             raise DataError(f"{p}: cannot tell the format from the name; pass one of {', '.join(FORMATS)}")
     kinds = {f for _, f in found}
+    if kinds == {"sirivm", "jsonl"} and all(f == "sirivm" or _ambiguous(p) for p, f in found):
+        # a .json file that does not look like a poll, among polls, is a damaged poll: read as
+        # one, it is a reject naming it, not a reason to refuse the whole directory
+        found, kinds = [(p, "sirivm") for p, _ in found], {"sirivm"}
     if len(kinds) > 1:
         raise DataError(f"{path}: files of several formats ({', '.join(sorted(kinds))}); pass the format to read")
     if not found:
@@ -132,35 +135,83 @@ def _csv_convert(header: list, include: list | None) -> pacsv.ConvertOptions:
 
 
 def read_csv(path: str, columns: Collection[str] | None = None) -> RawBatch:
-    """Every column as text; Arrow's reader, or Python's when a record is malformed
-    (then each malformed record is a reject and the numbering stays exact).
+    """Every column as text; Arrow's reader, or Python's when a record is malformed, a
+    byte is not UTF-8, a value spans lines (a quote perhaps left open), a field is very
+    long or the gzip data is damaged (then each bad record is a reject, named, and the
+    numbering stays exact: :func:`spatec.events.textin.csv_rows`).
 
     With ``columns`` only those are loaded (the rest are still parsed past);
     whole records of rejects are then read again from the file.
     """
-    with open_text(path) as f:
-        header = next(csv.reader(f), None)
-    if header is None:
-        raise DataError(f"{path}: empty file, no header row")
+    header = read_header(path)
     subset = columns is not None and len(set(header)) == len(header)
-    include = [h for h in header if h in set(columns)] if subset else []
-    stream = pa.input_stream(path, compression="gzip" if _is_gzip(path) else None)
+    include = [h for h in header if h in set(columns)] if subset else None
+    counted = _Counted(path)
     # Arrow's thread pool only pays off for big files: for a small one (a live directory's
     # file of a few hundred records) handing it over costs more than parsing it
     threads = os.path.getsize(path) >= SMALL_CSV
     try:
-        table = pacsv.read_csv(stream, read_options=pacsv.ReadOptions(use_threads=threads),
-                               parse_options=_CSV_PARSE,
-                               convert_options=_csv_convert(header, include if subset else None))
-    except (pa.ArrowInvalid, UnicodeDecodeError):
+        table = pacsv.read_csv(counted.stream, read_options=pacsv.ReadOptions(use_threads=threads),
+                               parse_options=_CSV_PARSE, convert_options=_csv_convert(header, include))
+    except (pa.ArrowInvalid, OSError, UnicodeDecodeError):
+        # (OSError: gzip data that ends early or is corrupt)
         return _read_csv_slowly(path)
     finally:
-        stream.close()
-    if not subset and table.num_columns != len(header):
+        counted.close()
+    if (not subset and table.num_columns != len(header)) or not counted.one_line_each(table.num_rows) \
+            or _long_field(table):
         return _read_csv_slowly(path)
     rows = np.arange(1, table.num_rows + 1, dtype=np.int64)
     fetch = slice_fetch("csv" if subset else None, path, header, rows)
     return RawBatch.of(path, table, rows=rows, present=header, fetch=fetch)
+
+
+class _Counted:
+    """A file's bytes for Arrow's reader (decompressed if gzip), their newlines counted on
+    the way: then whether every record took one line is known without a second pass.
+
+    Arrow reads a quoted value across lines whatever the parse options say; a quote
+    left open in the last field of a row makes it swallow every line after, silently,
+    and one that closes lines later can leave the row with the right number of
+    fields. Only Python's reader tells those from a value that spans lines on
+    purpose (:func:`spatec.events.textin.csv_rows`): a file where any record spans
+    lines is read by it.
+    """
+
+    def __init__(self, path: str):
+        self._native = pa.input_stream(path, compression="gzip" if is_gzip(path) else None)
+        self.newlines, self.last = 0, b""
+        self.closed = False
+        self.stream = pa.PythonFile(self, mode="r")
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._native.read(n)
+        if data:
+            self.newlines += data.count(b"\n")
+            self.last = data[-1:]
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self._native.close()
+            self.closed = True
+
+    def one_line_each(self, records: int) -> bool:
+        """Whether the header and ``records`` records took one line each, and nothing else
+        did (a blank line, a value across lines: then the slow reader decides)."""
+        return self.newlines == records + (1 if self.last == b"\n" else 0)
+
+
+def _long_field(table: pa.Table) -> bool:
+    """Whether a field is longer than :data:`~spatec.events.textin.FIELD_LIMIT`."""
+    return any(col.nbytes > FIELD_LIMIT and pc.max(pc.binary_length(col)).as_py() > FIELD_LIMIT
+               for col in table.columns)
 
 
 class StreamFailed(Exception):
@@ -171,25 +222,24 @@ def csv_slices(path: str, columns: Collection[str], rows: int = 250_000):
     """:func:`read_csv` in slices of about ``rows`` records, streamed (the file is never
     whole in memory); records are numbered as in the whole file. Raises
     :class:`StreamFailed` — possibly after some slices — where Arrow cannot parse a
-    record: then the file must be read by :func:`read_csv`, whose Python path numbers
-    malformed records exactly."""
-    with open_text(path) as f:
-        header = next(csv.reader(f), None)
-    if header is None:
-        raise DataError(f"{path}: empty file, no header row")
+    record or :func:`read_csv` would not take Arrow's reading: then the file must be
+    read by :func:`read_csv`, whose Python path numbers malformed records exactly."""
+    header = read_header(path)
     if len(set(header)) != len(header):
         raise StreamFailed(path)
     include = [h for h in header if h in set(columns)]
-    stream = pa.input_stream(path, compression="gzip" if _is_gzip(path) else None)
+    counted = _Counted(path)
     start, pending, held = 0, [], 0
     try:
         reader = pacsv.open_csv(
-            stream, read_options=pacsv.ReadOptions(block_size=max(1 << 16, min(1 << 24, rows * 128))),
+            counted.stream, read_options=pacsv.ReadOptions(block_size=max(1 << 16, min(1 << 24, rows * 128))),
             parse_options=_CSV_PARSE, convert_options=_csv_convert(header, include))
 
         def cut(batches):
             nonlocal start
             table = pa.Table.from_batches(batches, schema=reader.schema)
+            if _long_field(table):
+                raise StreamFailed(path)
             numbers = np.arange(start + 1, start + 1 + table.num_rows, dtype=np.int64)
             start += table.num_rows
             return RawBatch.of(path, table, rows=numbers, present=header,
@@ -201,31 +251,28 @@ def csv_slices(path: str, columns: Collection[str], rows: int = 250_000):
             if held >= rows:
                 yield cut(pending)
                 pending, held = [], 0
-        if pending or start == 0:
-            yield cut(pending)
-    except (pa.ArrowInvalid, UnicodeDecodeError):
+        last = cut(pending) if pending or start == 0 else None
+        if not counted.one_line_each(start):
+            raise StreamFailed(path)
+        if last is not None:
+            yield last
+    except (pa.ArrowInvalid, OSError, UnicodeDecodeError):
         raise StreamFailed(path) from None
     finally:
-        stream.close()
+        counted.close()
 
 
 def _read_csv_slowly(path: str) -> RawBatch:
     with open_text(path) as f:
-        reader = csv.reader(f)
-        header = next(reader)
+        header, records = csv_rows(f, path)
         cols: list[list[str]] = [[] for _ in header]
         rows, unreadable = [], []
-        number = 0
-        for record in reader:
-            if not record:
-                continue  # a blank line is no record
-            number += 1
-            if len(record) != len(header):
-                unreadable.append((number, f"malformed CSV row: expected {len(header)} fields, found {len(record)}",
-                                   json_record(record)))
+        for number, fields, reason, record in records:
+            if fields is None:
+                unreadable.append((number, reason, record))
                 continue
             rows.append(number)
-            for c, v in zip(cols, record):
+            for c, v in zip(cols, fields):
                 c.append(v)
     table = pa.table([pa.array(c, pa.string()) for c in cols], names=header)
     return RawBatch.of(path, table, rows=rows, unreadable=unreadable)
@@ -236,15 +283,10 @@ def _csv_records(path: str, header: list[str], numbers: list[int]) -> list[str]:
     wanted = set(numbers)
     found: dict[int, str] = {}
     with open_text(path) as f:
-        reader = csv.reader(f)
-        next(reader)
-        number = 0
-        for record in reader:
-            if not record:
-                continue
-            number += 1
-            if number in wanted:
-                found[number] = json_record(dict(zip(header, record)))
+        _, records = csv_rows(f, path)
+        for number, fields, _reason, _record in records:
+            if number in wanted and fields is not None:
+                found[number] = json_record(dict(zip(header, fields)))
                 if len(found) == len(wanted):
                     break
     return [found[n] for n in numbers]
@@ -302,21 +344,34 @@ def _parquet_records(path: str, indices) -> list[str]:
 
 
 def parse_json_lines(lines, path: str) -> tuple[list[dict], list[int], list[tuple[int, str, str]]]:
-    """JSON objects of a line-per-record text: (records, their line numbers, unreadable lines)."""
+    """JSON objects of a line-per-record text: (records, their line numbers, unreadable lines:
+    not JSON, not an object, nested too deeply, holding a byte that is not UTF-8)."""
     records, rows, unreadable = [], [], []
+    number = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
+            continue
+        shown = json.dumps(printable(line.rstrip("\r\n")))
+        bad = utf8_problem(line)
+        if bad:
+            unreadable.append((number, f"not UTF-8 ({bad}); convert the file to UTF-8", shown))
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            unreadable.append((number, f"invalid JSON: {e.msg} at column {e.colno}", json.dumps(line.rstrip("\r\n"))))
+            unreadable.append((number, f"invalid JSON: {e.msg} at column {e.colno}", shown))
+            continue
+        except RecursionError:
+            unreadable.append((number, "invalid JSON: nested too deeply", json.dumps(line[:200])))
             continue
         if not isinstance(obj, dict):
-            unreadable.append((number, f"not a JSON object: {type(obj).__name__}", json.dumps(line.rstrip("\r\n"))))
+            unreadable.append((number, f"not a JSON object: {type(obj).__name__}", shown))
             continue
         records.append(obj)
         rows.append(number)
+    tail = damage_reject(lines, number + 1)
+    if tail is not None:
+        unreadable.append(tail)
     return records, rows, unreadable
 
 

@@ -102,6 +102,49 @@ def _json_default(v: Any) -> Any:
     return str(v)
 
 
+# --------------------------------------------------------------------------- bytes that are not UTF-8
+# Text is decoded with ``surrogateescape``: a byte that is not UTF-8 stays itself (as a lone
+# surrogate), never becomes U+FFFD, so two different bad ids can never read as one. A record
+# holding one is a reject (:func:`utf8_problem` says where), shown with the byte escaped.
+
+def utf8_problem(text: str) -> str | None:
+    """Where ``text`` (decoded with ``surrogateescape``) holds a byte that is not UTF-8,
+    or None.
+
+    >>> utf8_problem(b"BUS-\\xe9".decode("utf-8", "surrogateescape"))
+    'byte 0xE9 at character 5'
+    """
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"byte 0x{ord(text[e.start]) - 0xDC00:02X} at character {e.start + 1}"
+    return None
+
+
+def printable(text: str) -> str:
+    """``text`` with every byte that is not UTF-8 written as ``\\xNN`` (to show it).
+
+    >>> printable(b"BUS-\\xe9".decode("utf-8", "surrogateescape"))
+    'BUS-\\\\xe9'
+    """
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def printable_value(value: Any) -> Any:
+    """A parsed JSON value with :func:`printable` applied to every string in it, keys too."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): printable_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable_value(v) for v in value]
+    return value
+
+
 def json_record(record: Mapping[str, Any]) -> str:
     """A raw record as one JSON string (the ``record`` of a reject)."""
     return json.dumps(record, ensure_ascii=False, default=_json_default)

@@ -10,7 +10,10 @@ Accepted input:
 
 - epoch seconds: ints, floats, or text in the number grammar of
   :mod:`spatec.events.raw` (``1569916778``, ``"1569916801.703"``); a number is
-  always epoch seconds, even ``"20191001"``;
+  always epoch seconds, even ``"20191001"``. A number must be positive: 0 and
+  negative numbers (``-1``) are what feeds write for a time they do not have,
+  so they are not read as 1970 or earlier (:data:`NO_EPOCH`); a time before
+  1970 can still be written as ISO text or a timestamp;
 - ISO 8601 text, with or without an offset, ``Z`` accepted, fractional
   seconds accepted (beyond microseconds they are truncated);
 - timestamps (Parquet, pandas, ``datetime``), with or without a zone.
@@ -64,18 +67,26 @@ EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 # Times spatec can write back as ISO text: years 0001 to 9999.
 MIN_US = -62_135_596_800 * US
 MAX_US = 253_402_300_799 * US + (US - 1)
+#: Why an epoch number at or below 0 is no time.
+NO_EPOCH = "is no time: epoch seconds must be positive (0 and -1 stand for a missing time)"
 # ISO text that carries its own offset: a time part, then Z or ±hh[[:]mm].
 _OFFSET_PATTERN = r"[T ][0-9].*(?:Z|z|[+-][0-9]{2}(?::?[0-9]{2})?)$"
 
 
 # --------------------------------------------------------------------------- formatting
 
-def format_times(us: Any) -> np.ndarray:
-    """ISO 8601 UTC text for each time (µs); None where a time is missing.
+def format_times(us: Any, tz: str | None = None) -> np.ndarray:
+    """ISO 8601 UTC text for each time (µs); None where a time is missing. With ``tz``
+    (an IANA name other than ``UTC``) the wall-clock time there, with its offset
+    (:func:`format_times_in`).
 
     >>> format_times([0, 1_500_000, None]).tolist()
     ['1970-01-01T00:00:00Z', '1970-01-01T00:00:01.500000Z', None]
+    >>> format_times([1569916778_000000], "Europe/London").tolist()
+    ['2019-10-01T08:59:38+01:00']
     """
+    if tz is not None and tz != "UTC":
+        return format_times_in(us, tz)
     if isinstance(us, np.ndarray) and us.dtype == np.int64:
         if len(us) <= _SMALL and (not len(us) or (us.min() >= MIN_US and us.max() <= MAX_US)):
             return _format_numpy(us)
@@ -133,6 +144,28 @@ def _format_numpy(us: np.ndarray) -> np.ndarray:
     return np.strings.add(text, "Z").astype(object)
 
 
+def format_times_in(us: Any, tz: str) -> np.ndarray:
+    """:func:`format_times` as wall-clock time in the zone ``tz`` with its offset:
+    ``2019-10-01T08:59:38+01:00`` (the same instant as ``2019-10-01T07:59:38Z``). Each
+    time is shifted by its zone's offset then, formatted as UTC text is, and the ``Z``
+    replaced by the offset: no per-row ``strftime``."""
+    arr = pa.array(pd.array(us if not isinstance(us, pa.Array) else us.to_pandas(), dtype="Int64"), pa.int64()) \
+        if not (isinstance(us, np.ndarray) and us.dtype == np.int64) else pa.array(us)
+    valid = ~pc.is_null(arr).to_numpy(zero_copy_only=False)
+    ints = arr.fill_null(0).to_numpy()
+    out = np.empty(len(ints), dtype=object)
+    if not valid.any():
+        return out
+    utc = pd.DatetimeIndex(ints[valid].astype("datetime64[us]")).tz_localize("UTC")
+    offset = (utc.tz_convert(_zone(tz)).tz_localize(None) - utc.tz_localize(None)).to_numpy().astype(np.int64)
+    text = format_times(ints[valid] + offset)
+    codes, offsets = pd.factorize(offset // US)      # a zone has few offsets
+    texts = np.array([f"{'-' if o < 0 else '+'}{abs(o) // 3600:02d}:{abs(o) % 3600 // 60:02d}" for o in offsets])
+    suffix = texts[codes]
+    out[valid] = np.strings.add(np.strings.slice(text.astype(str), 0, -1), suffix).astype(object)
+    return out
+
+
 def format_time(us: int) -> str:
     """One time (µs since the epoch, UTC) as ISO 8601 UTC text."""
     if us is None:
@@ -176,6 +209,14 @@ def _epoch_to_us(x: float) -> int:
     return int(round(float(x) * US))
 
 
+def _positive(us: int, v: Any) -> int:
+    """An epoch number's µs, if it is a time (:data:`NO_EPOCH`)."""
+    if us <= 0:
+        # the number as written, whether it came as text or as a number
+        raise ValueError(f"{v.strip() if isinstance(v, str) else v} {NO_EPOCH}")
+    return us
+
+
 def _scalar_time(v: Any, tz: str) -> int:
     """One raw value to µs UTC; ValueError with the problem when it is not a time.
 
@@ -186,11 +227,11 @@ def _scalar_time(v: Any, tz: str) -> int:
     if isinstance(v, (bool, np.bool_)):
         raise bad
     if isinstance(v, (int, np.integer)):
-        us = int(v) * US
+        us = _positive(int(v) * US, v)
     elif isinstance(v, (float, np.floating)):
         if not math.isfinite(v):
             raise bad
-        us = _epoch_to_us(v)
+        us = _positive(_epoch_to_us(v), v)
     elif isinstance(v, pd.Timestamp):
         us = _wall_to_us(v.to_pydatetime(warn=False), tz)
     elif isinstance(v, _dt.datetime):
@@ -200,9 +241,9 @@ def _scalar_time(v: Any, tz: str) -> int:
     elif isinstance(v, str):
         s = v.strip()
         if INT_RE.match(s):
-            us = int(s) * US
+            us = _positive(int(s) * US, v)
         elif FLOAT_RE.match(s):
-            us = _epoch_to_us(float(s))
+            us = _positive(_epoch_to_us(float(s)), v)
         else:
             try:
                 us = _wall_to_us(_dt.datetime.fromisoformat(s), tz)
@@ -261,7 +302,7 @@ def parse_times(values: Any, tz: str = "UTC") -> Parsed:
         if ints.any():
             try:
                 secs = pc.cast(pc.replace_substring_regex(s.filter(ints), r"^\+", ""), pa.int64()).to_numpy()
-                ok = (secs >= MIN_US // US) & (secs <= MAX_US // US)
+                ok = (secs > 0) & (secs <= MAX_US // US)
                 idx = np.flatnonzero(ints)[ok]
                 us[idx] = secs[ok] * US
                 done[idx] = True
@@ -270,7 +311,7 @@ def parse_times(values: Any, tz: str = "UTC") -> Parsed:
         floats = matches(s, FLOAT_PATTERN) & ~done & ~missing
         if floats.any():
             secs = pc.cast(s.filter(floats), pa.float64()).to_numpy()
-            ok = np.isfinite(secs) & (secs >= MIN_US / US) & (secs <= MAX_US / US)
+            ok = np.isfinite(secs) & (secs > 0) & (secs <= MAX_US / US)
             idx = np.flatnonzero(floats)[ok]
             us[idx] = np.round(secs[ok] * US).astype(np.int64)
             done[idx] = True
@@ -284,12 +325,12 @@ def parse_times(values: Any, tz: str = "UTC") -> Parsed:
         done |= missing
         if pa.types.is_integer(t):
             secs = arr.cast(pa.int64()).fill_null(0).to_numpy()
-            ok = ~missing & (secs >= MIN_US // US) & (secs <= MAX_US // US)
+            ok = ~missing & (secs > 0) & (secs <= MAX_US // US)
             us[ok] = secs[ok] * US
             done |= ok
         elif pa.types.is_floating(t) or pa.types.is_decimal(t):
             secs = arr.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
-            ok = ~missing & np.isfinite(secs) & (secs >= MIN_US / US) & (secs <= MAX_US / US)
+            ok = ~missing & np.isfinite(secs) & (secs > 0) & (secs <= MAX_US / US)
             us[ok] = np.round(secs[ok] * US).astype(np.int64)
             done |= ok
         elif pa.types.is_timestamp(t):
@@ -299,7 +340,9 @@ def parse_times(values: Any, tz: str = "UTC") -> Parsed:
         value = arr[int(i)].as_py()
         try:
             us[i] = _scalar_time(value, tz)
-        except (ValueError, OverflowError, TypeError):
+        except ValueError as e:
+            errors[int(i)] = str(e)
+        except (OverflowError, TypeError):
             errors[int(i)] = f"cannot parse {show(value)} as a time"
     return Parsed(us, missing, errors)
 
@@ -311,7 +354,7 @@ def _all_epoch_ints(arr: pa.Array, us: np.ndarray, done: np.ndarray) -> bool:
         return False
     valid = ~pc.is_null(secs).to_numpy(zero_copy_only=False)
     s = secs.fill_null(0).to_numpy()
-    ok = valid & (s >= MIN_US // US) & (s <= MAX_US // US)
+    ok = valid & (s > 0) & (s <= MAX_US // US)
     us[ok] = s[ok] * US
     done |= ok | ~valid
     return True

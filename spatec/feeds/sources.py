@@ -63,7 +63,10 @@ SCHEMES = {"dir": "dir", "sirivm+http": "sirivm", "sirivm+https": "sirivm",
 
 def feed_batch(fmt: str, name: str, data: bytes, received: float | None = None,
                columns: Collection[str] | None = None) -> RawBatch:
-    """One poll of a feed of format ``fmt`` (``sirivm`` or ``gtfs-rt``) as a raw batch."""
+    """One poll of a feed of format ``fmt`` (``sirivm`` or ``gtfs-rt``) as a raw batch; an
+    empty body is a poll of no records."""
+    if not data.strip():
+        return RawBatch.from_records(name, [], [], [], columns)
     if fmt == "gtfs-rt":
         return gtfsrt_batch(name, data, received, columns)
     return poll_batch(name, data, received, columns)
@@ -115,6 +118,19 @@ def parse_source(spec: str) -> SourceSpec:
     return SourceSpec(type_name, kind, location, url)
 
 
+def check_source(spec: SourceSpec) -> None:
+    """What can be known wrong about a source before the run: a ``dir:`` source whose
+    directory does not exist, or is a file (a :class:`~spatec.errors.DataError`)."""
+    if spec.kind != "dir":
+        return
+    path = Path(spec.location)
+    if not path.exists():
+        raise DataError(f"--source {spec.type}={spec.url}: no such directory {path}")
+    if not path.is_dir():
+        raise DataError(f"--source {spec.type}={spec.url}: {path} is a file, not a directory "
+                        "(a dir: source reads the files that land in a directory)")
+
+
 class DirSource:
     """New complete files in a directory, each read once, in name order.
 
@@ -145,6 +161,7 @@ class DirSource:
         self._passed: set[str] = set()    # names seen that are not files (directories)
         self._closed: set[str] = set()    # names inotify reported complete (renamed in, closed)
         self._open: set[str] = set()      # names inotify reported created, not yet closed
+        self._missing = False             # the directory is gone (warned once)
 
     def restore(self, offset) -> None:
         self.done = set(offset or ())
@@ -185,13 +202,17 @@ class DirSource:
             self._waiting |= new
             self._closed |= closed & new
             self._open = (self._open | new) - self._closed
-            if not overflow and now - self._listed < self.LIST_EVERY:
-                return self._waiting
+            if not overflow and now - self._listed < self.LIST_EVERY and self.path.is_dir():
+                return self._waiting    # (a directory that went away is listed: to say so)
         try:
             names = self._eligible(os.listdir(self.path))
         except (FileNotFoundError, NotADirectoryError):
             self.close()
+            if not self._missing:
+                log.warning("%s: no such directory (any more); waiting for it to come back", self.path)
+            self._missing = True
             return None
+        self._missing = False
         if self._watch is not None:
             first, self._listed = self._listed == -float("inf"), now
             self._passed &= names
@@ -380,11 +401,14 @@ class HttpFeedSource:
 
     def poll(self) -> list[Item]:
         got = self.fetch()
-        if got is None or not got[0]:
+        if got is None:
             return []
         body, server = got
-        if body == self._last_body and server is None:
-            return []   # the feed has not changed since the last poll
+        if server is None and (not body or body == self._last_body):
+            return []   # nothing, or the feed has not changed since the last poll
+        # A numbered poll is taken even when its body is empty (a poll of no records):
+        # left out, the next GET would ask for the one after the last spooled, the same
+        # empty poll, forever, and `--until-idle` would take that for the end of input.
         self._last_body = body
         self.seq += 1
         self.server_seq = server

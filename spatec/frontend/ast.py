@@ -2,12 +2,21 @@
 
 The tree mirrors what was written (``A ; not X ; B`` is ``Binary(";",
 Binary(";", A, Not(X)), B)``); the checker and the planner give it meaning.
-Every node carries the span of its source text in ``span``; spans are ignored
-by equality so that two programs that say the same thing compare equal.
+Every node carries the span of its source text in ``span`` (and the spans of
+the name tokens an error may point at: ``type_span``, ``name_span``, ...);
+spans are ignored by equality so that two programs that say the same thing
+compare equal.
+
+Chains have no length limit: ``A or B or ...`` with 10,000 terms is a left-deep
+tree 10,000 levels deep. Nothing here recurses on the depth of a tree:
+equality, hashing and ``repr`` of nodes, :func:`walk` and :func:`is_pattern`
+use explicit stacks, and :func:`trampoline` runs a recursive walk written as a
+generator (``value = yield child_walk(...)``) without Python recursion, which
+the front end's printer and checker use.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Optional, Union
 
 from spatec.errors import NO_SPAN, Span
@@ -15,6 +24,175 @@ from spatec.errors import NO_SPAN, Span
 
 def _span() -> Span:
     return field(default=NO_SPAN, compare=False, repr=False)
+
+
+# --------------------------------------------------------------------------- nodes without recursion
+
+_HASH = "_hash"   # cached in the instance: subtrees are hashed once, bottom-up
+_PATTERN = "_pattern"
+_COMPARED: dict = {}
+_SHOWN: dict = {}
+
+
+def _compared(cls) -> tuple:
+    names = _COMPARED.get(cls)
+    if names is None:
+        names = _COMPARED[cls] = tuple(f.name for f in fields(cls) if f.compare)
+    return names
+
+
+def _shown(cls) -> tuple:
+    names = _SHOWN.get(cls)
+    if names is None:
+        names = _SHOWN[cls] = tuple(f.name for f in fields(cls) if f.repr)
+    return names
+
+
+def _nodes_in(value, out: list) -> None:
+    """The nodes directly inside a field value (a node, or nodes in nested tuples)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Node):
+            out.append(v)
+        elif isinstance(v, tuple):
+            stack.extend(v)
+
+
+def _hash_key(value):
+    """A hashable stand-in for a field value whose nodes are already hashed."""
+    if isinstance(value, Node):
+        return value.__dict__[_HASH]
+    if isinstance(value, tuple):
+        out, stack = [], [(value, 0, [])]
+        while stack:  # tuples nest only a few levels (coordinates); kept iterative anyway
+            t, i, acc = stack.pop()
+            if i == len(t):
+                if stack:
+                    stack[-1][2].append(tuple(acc))
+                else:
+                    out = tuple(acc)
+                continue
+            stack.append((t, i + 1, acc))
+            v = t[i]
+            if isinstance(v, tuple):
+                stack.append((v, 0, []))
+            else:
+                acc.append(v.__dict__[_HASH] if isinstance(v, Node) else v)
+        return ("tuple", out)
+    return value
+
+
+def node_hash(n: "Node") -> int:
+    """Hash of a node from its compared fields; subtrees hashed bottom-up without recursion."""
+    h = n.__dict__.get(_HASH)
+    if h is not None:
+        return h
+    stack = [n]
+    while stack:
+        x = stack[-1]
+        if _HASH in x.__dict__:
+            stack.pop()
+            continue
+        kids: list = []
+        for name in _compared(type(x)):
+            _nodes_in(getattr(x, name), kids)
+        pending = [k for k in kids if _HASH not in k.__dict__]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        key = (type(x).__name__,) + tuple(_hash_key(getattr(x, name)) for name in _compared(type(x)))
+        object.__setattr__(x, _HASH, hash(key))
+    return n.__dict__[_HASH]
+
+
+def nodes_equal(a, b) -> bool:
+    """Structural equality of two values that may hold nodes (spans ignored), without recursion."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if isinstance(x, Node) or isinstance(y, Node):
+            if type(x) is not type(y):
+                return False
+            hx, hy = x.__dict__.get(_HASH), y.__dict__.get(_HASH)
+            if hx is not None and hy is not None and hx != hy:
+                return False
+            stack.extend((getattr(x, f), getattr(y, f)) for f in _compared(type(x)))
+        elif isinstance(x, tuple) or isinstance(y, tuple):
+            if not (isinstance(x, tuple) and isinstance(y, tuple)) or len(x) != len(y):
+                return False
+            stack.extend(zip(x, y))
+        elif x != y:
+            return False
+    return True
+
+
+def trampoline(gen):
+    """Run a recursive walk written as generators, without Python recursion.
+
+    A walk yields the generator of each sub-walk it needs and receives that
+    sub-walk's return value (``t = yield self._expr(e.left)``); its own
+    ``return`` value goes to the walk that yielded it, or out of here.
+    """
+    stack = [gen]
+    value = None
+    while True:
+        try:
+            sub = stack[-1].send(value)
+        except StopIteration as stop:
+            stack.pop()
+            if not stack:
+                return stop.value
+            value = stop.value
+            continue
+        stack.append(sub)
+        value = None
+
+
+def _repr_walk(x):
+    # the text dataclasses would give (qualified class name, fields shown), built without recursion
+    if isinstance(x, Node):
+        parts = []
+        for name in _shown(type(x)):
+            parts.append(f"{name}={(yield _repr_walk(getattr(x, name)))}")
+        return f"{type(x).__qualname__}({', '.join(parts)})"
+    if isinstance(x, tuple):
+        items = []
+        for v in x:
+            items.append((yield _repr_walk(v)))
+        return "(" + items[0] + ",)" if len(items) == 1 else "(" + ", ".join(items) + ")"
+    return repr(x)
+
+
+class Node:
+    """Base of every AST node: equality, hash and repr that never recurse."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if type(other) is not type(self):
+            return NotImplemented
+        return nodes_equal(self, other)
+
+    def __hash__(self) -> int:
+        return node_hash(self)
+
+    def __repr__(self) -> str:
+        return trampoline(_repr_walk(self))
+
+    def __getstate__(self):
+        # cached hashes depend on the process's string hashing: never pickled
+        return {k: v for k, v in self.__dict__.items() if k not in (_HASH, _PATTERN)}
+
+
+def node(cls):
+    """Declare an AST node: a frozen dataclass whose equality, hash and repr come from :class:`Node`."""
+    return dataclass(frozen=True, eq=False, repr=False)(cls)
 
 
 # --------------------------------------------------------------------------- values
@@ -28,8 +206,8 @@ UNIT_DIMENSION = {**{u: "duration" for u in TIME_UNITS}, **{u: "distance" for u 
                   **{u: "speed" for u in SPEED_UNITS}}
 
 
-@dataclass(frozen=True)
-class Quantity:
+@node
+class Quantity(Node):
     """A number with a unit: ``30 s``, ``1.5 km``, ``12 km/h``."""
 
     value: float
@@ -58,8 +236,8 @@ class Quantity:
 
 # --------------------------------------------------------------------------- shapes
 
-@dataclass(frozen=True)
-class Circle:
+@node
+class Circle(Node):
     """``circle(lon, lat, radius)``."""
 
     lon: float
@@ -68,8 +246,8 @@ class Circle:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class PointShape:
+@node
+class PointShape(Node):
     """``point(lon, lat)`` optionally widened: ``point(lon, lat) ± 10 m``."""
 
     lon: float
@@ -78,8 +256,8 @@ class PointShape:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class PolygonShape:
+@node
+class PolygonShape(Node):
     """``polygon((lon, lat), ...)``: one ring, closed implicitly."""
 
     coords: tuple[tuple[float, float], ...]
@@ -91,24 +269,24 @@ Shape = Union[Circle, PointShape, PolygonShape]
 
 # --------------------------------------------------------------------------- patterns
 
-@dataclass(frozen=True)
-class DayPattern:
+@node
+class DayPattern(Node):
     """``Monday`` … ``Sunday``, ``weekday``, ``weekend``."""
 
     name: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class MonthPattern:
+@node
+class MonthPattern(Node):
     """``January`` … ``December``."""
 
     name: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ClockPattern:
+@node
+class ClockPattern(Node):
     """``between 07:00 and 09:30``: local clock time, every day; may wrap midnight."""
 
     start: str
@@ -116,8 +294,8 @@ class ClockPattern:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class DatePattern:
+@node
+class DatePattern(Node):
     """``on 2026-12-24`` (start == end) or ``from 2026-12-01 to 2026-12-24`` (inclusive days)."""
 
     start: str
@@ -126,33 +304,41 @@ class DatePattern:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class AtPlace:
-    """``at P``: a named place."""
+@node
+class AtPlace(Node):
+    """``at P``: a named place or a place set; ``at SET -> S`` binds the matching place to S.
+
+    ``place`` is the name as written, unquoted (``at "Hospital Bus Station"``
+    and ``at 0500CCITY`` are places whose names are not identifiers).
+    """
 
     place: str
+    var: Optional[str] = None
     span: Span = _span()
+    place_span: Span = _span()
+    var_span: Span = _span()
 
 
-@dataclass(frozen=True)
-class InShape:
+@node
+class InShape(Node):
     """``in circle(...)`` / ``in polygon(...)``."""
 
     shape: Shape
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class NearPlace:
-    """``within 300 m of P``."""
+@node
+class NearPlace(Node):
+    """``within 300 m of P`` (P a place or a place set: near any of its places)."""
 
     distance: Quantity
     place: str
     span: Span = _span()
+    place_span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Certainly:
+@node
+class Certainly(Node):
     """``certainly P``: the stamp lies inside the pattern's set."""
 
     pattern: "Match"
@@ -164,18 +350,23 @@ PATTERN_ATOMS = (DayPattern, MonthPattern, ClockPattern, DatePattern, AtPlace, I
 
 # --------------------------------------------------------------------------- match expressions
 
-@dataclass(frozen=True)
-class EventRef:
-    """``T`` or ``T -> V``: any event of type T, optionally bound to V."""
+@node
+class EventRef(Node):
+    """``T`` or ``T -> V``: any event of type T, optionally bound to V.
+
+    T is a declared event type or the name of a phrase, whose composites are
+    events for the other phrases (SPEC §8).
+    """
 
     type: str
     var: Optional[str] = None
     span: Span = _span()
     var_span: Span = _span()
+    type_span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Binary:
+@node
+class Binary(Node):
     """``A op B`` for the spatio-temporal operators, ``and`` and ``or``."""
 
     op: str
@@ -184,8 +375,8 @@ class Binary:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Not:
+@node
+class Not(Node):
     """``not X``: pattern complement, or the negated part of an absence form.
 
     ``within`` is set for ``A ; not X within D`` (absence after A).
@@ -196,7 +387,27 @@ class Not:
     span: Span = _span()
 
 
-Match = Union[EventRef, Binary, Not, Certainly, DayPattern, MonthPattern, ClockPattern,
+@node
+class Run(Node):
+    """``run E -> R [while CONDITION] [gap D]``: one composite per maximal stretch of a
+    source's successive events of type E (SPEC §7).
+
+    ``filter`` is the pattern E is restricted by (``run (BusGPS and not at
+    centre) -> R``: ``not at centre``), None when E is a bare type.
+    ``cond`` is the ``while`` condition over ``R.first``, ``R.prev``, ``R.this``.
+    """
+
+    type: str
+    var: str
+    filter: Optional["Match"] = None
+    cond: Optional["Expr"] = None
+    gap: Optional[Quantity] = None
+    span: Span = _span()
+    type_span: Span = _span()
+    var_span: Span = _span()
+
+
+Match = Union[EventRef, Binary, Not, Certainly, Run, DayPattern, MonthPattern, ClockPattern,
               DatePattern, AtPlace, InShape, NearPlace]
 
 ST_OPS = (";", "||", "=", "<>", ";=", ";<>", "||=", "||<>")
@@ -204,68 +415,83 @@ SEQ_OPS = (";", ";=", ";<>")
 CONC_OPS = ("||", "||=", "||<>")
 
 
+def op_parts(op: str) -> tuple[str, str]:
+    """A join operator as (time relation: ``;``, ``||`` or ``""``, space relation: ``=``,
+    ``<>`` or ``""``): ``";="`` → ``(";", "=")``, ``"and"`` → ``("", "")``."""
+    if op == "and":
+        return "", ""
+    time_rel = op.rstrip("=<>")
+    return time_rel, op[len(time_rel):]
+
+
 # --------------------------------------------------------------------------- predicates
 
-@dataclass(frozen=True)
-class Num:
+@node
+class Num(Node):
     """A plain number."""
 
     value: float
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Str:
+@node
+class Str(Node):
     """A string literal."""
 
     value: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class BoolLit:
+@node
+class BoolLit(Node):
     """``true`` / ``false``."""
 
     value: bool
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class TimeLit:
+@node
+class TimeLit(Node):
     """A date-time literal ``2019-10-01T09:00`` (program time zone unless it has an offset)."""
 
     text: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Var:
+@node
+class Var(Node):
     """A bound variable used whole: ``A`` in ``duration(A, B)``."""
 
     name: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Attr:
-    """``A.route``, ``A.t``, ``A.lo``, ``A.hi``."""
+@node
+class Attr(Node):
+    """``A.route``, ``A.t``, ``A.lo``, ``A.hi``; ``R.first`` (a run's member event, resolved
+    by the checker: see :mod:`spatec.frontend.runs`); ``R.first.t`` (``member`` = "first")."""
 
     var: str
     name: str
+    member: Optional[str] = None
     span: Span = _span()
+    var_span: Span = _span()
+    name_span: Span = _span()
+    member_span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Call:
+@node
+class Call(Node):
     """``f(args)``."""
 
     func: str
     args: tuple["Expr", ...]
     span: Span = _span()
+    func_span: Span = _span()
 
 
-@dataclass(frozen=True)
-class BinOp:
+@node
+class BinOp(Node):
     """Arithmetic ``+ - * /`` and comparisons ``== != < <= > >=``."""
 
     op: str
@@ -274,8 +500,8 @@ class BinOp:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class BoolOp:
+@node
+class BoolOp(Node):
     """``and`` / ``or`` in predicates."""
 
     op: str
@@ -284,8 +510,8 @@ class BoolOp:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class UnaryOp:
+@node
+class UnaryOp(Node):
     """``-x`` or ``not p``."""
 
     op: str
@@ -301,8 +527,8 @@ ARITH_OPS = ("+", "-", "*", "/")
 
 # --------------------------------------------------------------------------- declarations
 
-@dataclass(frozen=True)
-class AttrDecl:
+@node
+class AttrDecl(Node):
     """``name: type`` in an event declaration."""
 
     name: str
@@ -310,8 +536,8 @@ class AttrDecl:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class TimeBound:
+@node
+class TimeBound(Node):
     """One end of a time clause: an attribute shifted by a signed duration."""
 
     attr: str
@@ -319,8 +545,8 @@ class TimeBound:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class TimeClause:
+@node
+class TimeClause(Node):
     """``time ts``, ``time ts ± 5 s`` or ``time L .. H``."""
 
     low: TimeBound
@@ -329,9 +555,10 @@ class TimeClause:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class PlaceClause:
-    """``place point(lon, lat) ± 15 m`` or ``place area [± d]``."""
+@node
+class PlaceClause(Node):
+    """``place point(lon, lat) ± 15 m`` or ``place area [± d]``: for an event, from its
+    attributes; for a place set, from each row's columns (or feature's properties)."""
 
     lon: Optional[str] = None
     lat: Optional[str] = None
@@ -340,16 +567,16 @@ class PlaceClause:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class SourceClause:
+@node
+class SourceClause(Node):
     """``source vehicle``."""
 
     attr: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class EventDecl:
+@node
+class EventDecl(Node):
     """``event T(attr: type, ...)`` with its ``source``, ``time`` and ``place`` clauses."""
 
     name: str
@@ -358,51 +585,68 @@ class EventDecl:
     time: Optional[TimeClause] = None
     place: Optional[PlaceClause] = None
     span: Span = _span()
+    name_span: Span = _span()
 
 
-@dataclass(frozen=True)
-class PlaceDecl:
+@node
+class PlaceDecl(Node):
     """``place NAME = shape``."""
 
     name: str
     shape: Shape
     span: Span = _span()
+    name_span: Span = _span()
 
 
-@dataclass(frozen=True)
-class PlacesFile:
+@node
+class PlacesFile(Node):
     """``places "file.geojson"``: every named feature becomes a place."""
 
     path: str
     span: Span = _span()
+    path_span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Include:
+@node
+class PlaceSetDecl(Node):
+    """``places NAME = "FILE" [place EXPR]``: a set of places, one per CSV row or GeoJSON
+    feature, matched as a whole by ``at NAME`` (SPEC §9)."""
+
+    name: str
+    path: str
+    place: Optional[PlaceClause] = None
+    span: Span = _span()
+    name_span: Span = _span()
+    path_span: Span = _span()
+
+
+@node
+class Include(Node):
     """``include "other.spatec"``."""
 
     path: str
     span: Span = _span()
+    path_span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Timezone:
+@node
+class Timezone(Node):
     """``timezone "Europe/London"``."""
 
     name: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class CrsDecl:
+@node
+class CrsDecl(Node):
     """``crs "EPSG:32631"``: the metric CRS for distances (extension; default UTM of the data)."""
 
     name: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class EmitField:
+@node
+class EmitField(Node):
     """``name = expr`` in ``emit``."""
 
     name: str
@@ -410,8 +654,8 @@ class EmitField:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Phrase:
+@node
+class Phrase(Node):
     """``phrase NAME [per KEY] = MATCH [where P] [within D] [emit ...]``."""
 
     name: str
@@ -422,13 +666,14 @@ class Phrase:
     emit: tuple[EmitField, ...] = ()
     span: Span = _span()
     per_span: Span = _span()
+    name_span: Span = _span()
 
 
-Decl = Union[EventDecl, PlaceDecl, PlacesFile, Include, Timezone, CrsDecl, Phrase]
+Decl = Union[EventDecl, PlaceDecl, PlacesFile, PlaceSetDecl, Include, Timezone, CrsDecl, Phrase]
 
 
-@dataclass(frozen=True)
-class Module:
+@node
+class Module(Node):
     """One parsed file: its declarations in order."""
 
     file: str
@@ -436,29 +681,60 @@ class Module:
     span: Span = _span()
 
 
+# --------------------------------------------------------------------------- walks
+
 def is_pattern(m: Match) -> bool:
-    """True when ``m`` is made only of patterns (no event type anywhere)."""
-    if isinstance(m, PATTERN_ATOMS):
-        return True
-    if isinstance(m, Certainly):
-        return True
-    if isinstance(m, Not):
-        return is_pattern(m.operand)
-    if isinstance(m, Binary):
-        return m.op in ("and", "or") and is_pattern(m.left) and is_pattern(m.right)
-    return False
-
-
-def walk(node):
-    """Every AST node below and including ``node``, depth first, left to right."""
-    yield node
-    for name in getattr(node, "__dataclass_fields__", {}):
-        if name.endswith("span"):
+    """True when ``m`` is made only of patterns (no event type anywhere); cached per node."""
+    cached = m.__dict__.get(_PATTERN) if isinstance(m, Node) else None
+    if cached is not None:
+        return cached
+    # post-order over and/or/not/certainly: a node's answer from its operands'
+    stack = [m]
+    while stack:
+        x = stack[-1]
+        if _PATTERN in x.__dict__:
+            stack.pop()
             continue
-        value = getattr(node, name)
-        if isinstance(value, tuple):
-            for v in value:
-                if hasattr(v, "__dataclass_fields__"):
-                    yield from walk(v)
-        elif hasattr(value, "__dataclass_fields__"):
-            yield from walk(value)
+        if isinstance(x, Not):
+            kids = (x.operand,)
+        elif isinstance(x, Binary) and x.op in ("and", "or"):
+            kids = (x.left, x.right)
+        else:
+            kids = ()
+        pending = [k for k in kids if _PATTERN not in k.__dict__]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if isinstance(x, (Certainly,) + PATTERN_ATOMS):
+            value = True
+        elif kids:
+            value = all(k.__dict__[_PATTERN] for k in kids)
+        else:
+            value = False
+        object.__setattr__(x, _PATTERN, value)
+    return m.__dict__[_PATTERN]
+
+
+def children(n) -> list:
+    """The nodes directly inside ``n``, left to right."""
+    out: list = []
+    for name in _compared(type(n)):
+        value = getattr(n, name)
+        if isinstance(value, Node):
+            out.append(value)
+        elif isinstance(value, tuple):
+            found: list = []
+            _nodes_in(value, found)
+            out.extend(reversed(found))  # _nodes_in pops: reverse to keep the written order
+    return out
+
+
+def walk(n):
+    """Every AST node below and including ``n``, depth first, left to right (no recursion)."""
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, Node):
+            stack.extend(reversed(children(x)))

@@ -1,30 +1,21 @@
 """Loading a program: the root file, its includes (relative paths, no cycles) and
-its place files. Produces the merged declarations with every problem found.
+its place files (:mod:`spatec.frontend.places`). Produces the merged
+declarations with every problem found.
 """
 from __future__ import annotations
 
-import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spatec.errors import Diagnostic, ParseError, Span
+from spatec.errors import DataError, Diagnostic, ParseError, Span
 from spatec.frontend import ast as A
 from spatec.frontend.parse import parse_text
+from spatec.frontend.places import PlaceDef, PlaceSet, geometry_problem, load_named_features, load_place_set
+from spatec.frontend.source import BOM, read_program
 
-
-@dataclass(frozen=True)
-class PlaceDef:
-    """A named place, resolved: a circle (centre + radius) or a polygon, in lon/lat."""
-
-    name: str
-    kind: str                      # "circle" | "polygon"
-    lon: float = 0.0
-    lat: float = 0.0
-    radius: float = 0.0            # metres, circles only (a point place has radius = its widening)
-    wkt: str = ""                  # polygons (lon/lat), may be a MultiPolygon
-    widen: float = 0.0             # metres added around a polygon
-    span: Span = field(default=Span("<none>", 0, 0, 0, 0), compare=False)
+__all__ = ["Loaded", "PlaceDef", "PlaceSet", "geometry_problem", "load_program", "looks_like_program"]
 
 
 @dataclass
@@ -35,6 +26,7 @@ class Loaded:
     decls: list = field(default_factory=list)
     texts: dict = field(default_factory=dict)     # file → text, for error lines
     places: dict = field(default_factory=dict)    # name → PlaceDef from `places` files
+    place_sets: dict = field(default_factory=dict)  # id(PlaceSetDecl) → PlaceSet, for each set that loaded
     diagnostics: list = field(default_factory=list)
 
     def line(self, span: Span) -> str | None:
@@ -46,6 +38,18 @@ class Loaded:
 
     def diag(self, span: Span, message: str, hint: str | None = None) -> None:
         self.diagnostics.append(Diagnostic(span, message, hint, self.line(span)))
+
+
+_DECLARATION = re.compile(r"(phrase|event|place|places|include|timezone|crs)\b")
+
+
+def looks_like_program(text: str) -> bool:
+    """Whether the first line that is not blank or a comment starts with a declaration."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return _DECLARATION.match(stripped) is not None
+    return True     # nothing but comments: an empty program
 
 
 def load_program(path: str | Path, text: str | None = None) -> Loaded:
@@ -64,86 +68,70 @@ def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: se
     seen.add(key)
     if text is None:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_program(path)
+        except OSError as e:
+            why = e.strerror or str(e)
             if via is None:
-                raise  # the root file: the caller says it cannot be read
-            why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e))
-            out.diag(via.span, f"cannot include \"{via.path}\": {why}")
+                raise DataError(f"{path}: cannot read: {why}") from None
+            out.diag(_file_string(via), f"cannot include \"{via.path}\": {why}")
             return
+        except ParseError as e:
+            if via is None:
+                raise
+            d = e.first      # (the content of a file that is not a program is never shown)
+            out.diag(_file_string(via), f"cannot include \"{via.path}\": {d.message} at line {d.span.line}, "
+                               f"column {d.span.col}")
+            return
+    else:
+        text = text.removeprefix(BOM)
     out.texts[str(path)] = text
     try:
         module = parse_text(text, str(path))
     except ParseError as e:
+        if via is not None and not looks_like_program(text):
+            # an included file that is not a program (a secret, /proc/self/environ): say
+            # where it stops parsing, never what it holds
+            d = e.first
+            out.diag(_file_string(via), f"cannot include \"{via.path}\": not a SpaTeC program (it does not start "
+                               f"with a declaration; syntax error at line {d.span.line}, column {d.span.col})",
+                     "include names a .spatec file of declarations")
+            return
         out.diagnostics.extend(e.diagnostics)
         return
     for decl in module.decls:
         if isinstance(decl, A.Include):
             target = (path.parent / decl.path)
+            at = _file_string(decl)
             if not target.is_file():  # first: a path that cannot exist (NUL byte) cannot be resolved
-                out.diag(decl.span, f"cannot include \"{decl.path}\": no such file ({os.path.normpath(target)})",
+                out.diag(at, f"cannot include \"{decl.path}\": no such file ({os.path.normpath(target)})",
                          "include paths are relative to the including file")
                 continue
             if target.resolve() in [p.resolve() for p in stack + [path]]:
                 chain = " → ".join(p.name for p in stack + [path, target])
-                out.diag(decl.span, f"cyclic include of \"{decl.path}\" ({chain})",
+                out.diag(at, f"cyclic include of \"{decl.path}\" ({chain})",
                          "move the shared declarations to a file that includes nothing")
                 continue
             _load(target, None, out, stack + [path], seen, via=decl)
         elif isinstance(decl, A.PlacesFile):
             _load_places(path.parent / decl.path, decl, out)
             out.decls.append(decl)
+        elif isinstance(decl, A.PlaceSetDecl):
+            loaded = load_place_set(decl, path.parent, out.diagnostics.append, out.line)
+            if loaded is not None:
+                out.place_sets[id(decl)] = loaded
+            out.decls.append(decl)
         else:
             out.decls.append(decl)
 
 
-def _load_places(target: Path, decl: A.PlacesFile, out: Loaded) -> None:
-    import shapely
-    from shapely.geometry import shape as to_shape
+def _file_string(decl) -> Span:
+    """The span of a declaration's file string (errors point at it), or of the declaration."""
+    return decl.path_span if decl.path_span.line else decl.span
 
-    if not target.is_file():
-        out.diag(decl.span, f"cannot read places \"{decl.path}\": no such file ({target})",
-                 "places paths are relative to the including file")
-        return
-    try:
-        data = json.loads(target.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        out.diag(decl.span, f"cannot read places \"{decl.path}\": not GeoJSON ({e})")
-        return
-    feats = data.get("features", []) if isinstance(data, dict) else []
-    if not isinstance(feats, list):
-        feats = []
-    named = 0
-    for i, f in enumerate(feats):
-        props = f.get("properties") if isinstance(f, dict) else None
-        name = props.get("name") if isinstance(props, dict) else None
-        if not name or not isinstance(name, str):
-            continue
-        named += 1
-        try:
-            g = to_shape(f["geometry"])
-        except Exception as e:  # noqa: BLE001 - any bad geometry is a user error here
-            out.diag(decl.span, f"places \"{decl.path}\": feature {i} ({name}) has a bad geometry: {e}")
-            continue
-        try:
-            radius = float(props.get("radius_m") or 0.0)
-        except (TypeError, ValueError):
-            radius = -1.0
-        if not (0.0 <= radius < 4e7):  # a typo, not a place the size of the Earth
-            out.diag(decl.span, f"places \"{decl.path}\": feature {name} has a bad radius_m "
-                                f"{props.get('radius_m')!r}", "radius_m is a number of metres")
-            continue
-        if g.geom_type == "Point":
-            pd = PlaceDef(name, "circle", g.x, g.y, radius, span=decl.span)
-        elif g.geom_type in ("Polygon", "MultiPolygon"):
-            pd = PlaceDef(name, "polygon", wkt=shapely.to_wkt(g, rounding_precision=-1), span=decl.span)
-        else:
-            out.diag(decl.span, f"places \"{decl.path}\": feature {name} is a {g.geom_type}; "
-                                "places are points or polygons")
-            continue
+
+def _load_places(target: Path, decl: A.PlacesFile, out: Loaded) -> None:
+    for name, pd in load_named_features(target, decl, out.diagnostics.append, out.line).items():
         if name in out.places:
-            out.diag(decl.span, f"place {name} is defined twice in \"{decl.path}\"")
+            out.diag(_file_string(decl), f"place {name} is defined twice in \"{decl.path}\"")
             continue
         out.places[name] = pd
-    if named == 0:
-        out.diag(decl.span, f"places \"{decl.path}\" has no feature with a `name` property")

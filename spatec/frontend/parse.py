@@ -12,7 +12,7 @@ import math
 import re
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Tree
 from lark.exceptions import (
     UnexpectedCharacters,
     UnexpectedInput,
@@ -151,11 +151,16 @@ def canonical_op(op: str) -> str:
     return op
 
 
-class _Builder(Transformer):
-    """Builds AST nodes from the parse tree, giving each its source span."""
+class _Builder:
+    """Builds AST nodes from the parse tree, giving each its source span.
+
+    One method per rule alias, called as ``method(meta, children)`` with the
+    children already built; :meth:`build` visits the tree bottom-up with a
+    loop, so a chain of any length (a 10,000-term `or`) builds without
+    recursion.
+    """
 
     def __init__(self, file: str):
-        super().__init__()
         self.file = file
         self.problems: list[_Positioned] = []  # reported together after the whole tree is built
 
@@ -179,95 +184,89 @@ class _Builder(Transformer):
     def _s(self, meta) -> Span:
         return _span(meta, self.file)
 
-    def _q(self, q):
-        return q
+    def _t(self, tok: Token) -> Span:
+        return _tok_span(tok, self.file)
+
+    def build(self, tree: Tree):
+        """The AST of a parse tree: every subtree after its children, in one loop."""
+        done: dict = {}
+        for sub in tree.iter_subtrees():
+            kids = [done.pop(id(k)) if isinstance(k, Tree) else k for k in sub.children]
+            done[id(sub)] = getattr(self, str(sub.data))(sub.meta, kids)
+        return done[id(tree)]
 
     # ------------------------------------------------------------ top level
-    @v_args(meta=True)
     def start(self, meta, items):
         return _attach_clauses(items, self.file, self.problems)
 
-    @v_args(meta=True)
     def timezone(self, meta, c):
         return A.Timezone(self._str(c[0]), span=self._s(meta))
 
-    @v_args(meta=True)
     def crs(self, meta, c):
         return A.CrsDecl(self._str(c[0]), span=self._s(meta))
 
-    @v_args(meta=True)
     def places(self, meta, c):
-        return A.PlacesFile(self._str(c[0]), span=self._s(meta))
+        return A.PlacesFile(self._str(c[0]), span=self._s(meta), path_span=self._t(c[0]))
 
-    @v_args(meta=True)
+    def place_set(self, meta, c):
+        name, path = c
+        return A.PlaceSetDecl(str(name), self._str(path), span=self._s(meta), name_span=self._t(name),
+                              path_span=self._t(path))
+
     def include(self, meta, c):
-        return A.Include(self._str(c[0]), span=self._s(meta))
+        return A.Include(self._str(c[0]), span=self._s(meta), path_span=self._t(c[0]))
 
-    @v_args(meta=True)
     def event_decl(self, meta, c):
         name, *attrs = c
         attrs = tuple(a for a in attrs if a is not None)
-        return A.EventDecl(str(name), attrs, span=self._s(meta))
+        return A.EventDecl(str(name), attrs, span=self._s(meta), name_span=self._t(name))
 
-    @v_args(meta=True)
     def attr_decl(self, meta, c):
         return A.AttrDecl(str(c[0]), str(c[1]), span=self._s(meta))
 
-    @v_args(meta=True)
     def source_clause(self, meta, c):
         return A.SourceClause(str(c[0]), span=self._s(meta))
 
-    @v_args(meta=True)
     def time_point(self, meta, c):
         bound, _pm, widen = c
         return A.TimeClause(bound, None, widen, span=self._s(meta))
 
-    @v_args(meta=True)
     def time_range(self, meta, c):
         return A.TimeClause(c[0], c[1], None, span=self._s(meta))
 
-    @v_args(meta=True)
     def time_bound(self, meta, c):
         name, sign, q = c
         if q is not None and str(sign) == "-":
             q = A.Quantity(-q.value, q.unit, span=q.span)
         return A.TimeBound(str(name), q, span=self._s(meta))
 
-    @v_args(meta=True)
     def place_decl(self, meta, c):
-        return A.PlaceDecl(str(c[0]), c[1], span=self._s(meta))
+        return A.PlaceDecl(str(c[0]), c[1], span=self._s(meta), name_span=self._t(c[0]))
 
-    @v_args(meta=True)
     def place_geom(self, meta, c):
         name, _pm, widen = c
         return A.PlaceClause(geom=str(name), widen=widen, span=self._s(meta))
 
-    @v_args(meta=True)
     def place_point(self, meta, c):
         lon, lat, _pm, widen = c
         return A.PlaceClause(lon=str(lon), lat=str(lat), widen=widen, span=self._s(meta))
 
     # ------------------------------------------------------------ shapes
-    @v_args(meta=True)
     def circle(self, meta, c):
         return A.Circle(c[0], c[1], c[2], span=self._s(meta))
 
-    @v_args(meta=True)
     def point_shape(self, meta, c):
         lon, lat, _pm, widen = c
         return A.PointShape(lon, lat, widen, span=self._s(meta))
 
-    @v_args(meta=True)
     def polygon_pairs(self, meta, c):
         return A.PolygonShape(tuple(c), span=self._s(meta))
 
-    @v_args(meta=True)
     def polygon_flat(self, meta, c):
         if len(c) % 2:
             self.problem(self._s(meta), "polygon() needs an even count of numbers (lon, lat pairs)")
         return A.PolygonShape(tuple((c[i], c[i + 1]) for i in range(0, len(c) - 1, 2)), span=self._s(meta))
 
-    @v_args(meta=True)
     def polygon_wkt(self, meta, c):
         text = self._str(c[0])
         try:
@@ -283,54 +282,47 @@ class _Builder(Transformer):
             coords = coords[:-1]
         return A.PolygonShape(coords, span=self._s(meta))
 
-    def coord(self, c):
+    def coord(self, meta, c):
         return (c[0], c[1])
 
-    def number(self, c):
+    def number(self, meta, c):
         return self._num(c[0])
 
-    @v_args(meta=True)
     def quantity(self, meta, c):
         return A.Quantity(self._num(c[0]), str(c[1]), span=self._s(meta))
 
     # ------------------------------------------------------------ phrases
-    @v_args(meta=True)
     def phrase(self, meta, c):
         name, per, match, where, within, emit = c
         return A.Phrase(str(name), match, per=per[0] if per else None, where=where, within=within,
                         emit=tuple(emit or ()), span=self._s(meta),
-                        per_span=per[1] if per else Span(self.file, 0, 0, 0, 0))
+                        per_span=per[1] if per else Span(self.file, 0, 0, 0, 0), name_span=self._t(name))
 
-    def per(self, c):
+    def per(self, meta, c):
         return (str(c[0]), _tok_span(c[0], self.file))
 
-    def where(self, c):
+    def where(self, meta, c):
         return c[0]
 
-    def within(self, c):
+    def within(self, meta, c):
         return c[0]
 
-    def emit(self, c):
+    def emit(self, meta, c):
         return list(c)
 
-    @v_args(meta=True)
     def emit_field(self, meta, c):
         return A.EmitField(str(c[0]), c[1], span=self._s(meta))
 
     # ------------------------------------------------------------ match
-    @v_args(meta=True)
     def m_bin_or(self, meta, c):
         return A.Binary("or", c[0], c[1], span=self._s(meta))
 
-    @v_args(meta=True)
     def m_bin_and(self, meta, c):
         return A.Binary("and", c[0], c[1], span=self._s(meta))
 
-    @v_args(meta=True)
     def m_bin_st(self, meta, c):
         return A.Binary(canonical_op(str(c[1])), c[0], c[2], span=self._s(meta))
 
-    @v_args(meta=True)
     def m_absent_after(self, meta, c):
         left, op, neg, q = c
         # the `not` node's span runs from the operand to the window
@@ -338,116 +330,147 @@ class _Builder(Transformer):
             if neg.span.line else self._s(meta)
         return A.Binary(canonical_op(str(op)), left, A.Not(neg, q, span=nspan), span=self._s(meta))
 
-    @v_args(meta=True)
     def m_not(self, meta, c):
         return A.Not(c[0], span=self._s(meta))
 
-    @v_args(meta=True)
     def m_certainly(self, meta, c):
         return A.Certainly(c[0], span=self._s(meta))
 
-    @v_args(meta=True)
     def m_event(self, meta, c):
-        return A.EventRef(str(c[0]), None, span=self._s(meta))
+        return A.EventRef(str(c[0]), None, span=self._s(meta), type_span=self._t(c[0]))
 
-    @v_args(meta=True)
     def m_bind(self, meta, c):
-        return A.EventRef(str(c[0]), str(c[1]), span=self._s(meta), var_span=_tok_span(c[1], self.file))
+        return A.EventRef(str(c[0]), str(c[1]), span=self._s(meta), var_span=self._t(c[1]),
+                          type_span=self._t(c[0]))
 
-    @v_args(meta=True)
+    # ------------------------------------------------------------ runs
+    def run(self, meta, c):
+        (etype, type_span, filt), var, cond, gap = c
+        return A.Run(etype, str(var), filt, cond, gap, span=self._s(meta), type_span=type_span,
+                     var_span=self._t(var))
+
+    def run_type(self, meta, c):
+        return (str(c[0]), self._t(c[0]), None)
+
+    def run_filtered(self, meta, c):
+        """`(E and P and ...)`: one event type (unbound) and the patterns that restrict it."""
+        m = c[0]
+        parts: list = []  # the patterns beside the event, in written order
+        event = None
+        while True:
+            if isinstance(m, A.Binary) and m.op == "and" and not A.is_pattern(m):
+                if A.is_pattern(m.right):
+                    parts.append(m.right)
+                    m = m.left
+                    continue
+                if A.is_pattern(m.left):
+                    parts.append(m.left)
+                    m = m.right
+                    continue
+            event = m
+            break
+        if not isinstance(event, A.EventRef):
+            self.problem(event.span, "a run is made of one event type, optionally restricted by patterns",
+                         "e.g. `run (BusGPS and not at centre) -> R`")
+            return ("?", event.span, None)
+        if event.var is not None:
+            self.problem(event.var_span, "bind the run after the parentheses, not the event inside them",
+                         f"write `run ({event.type} and ...) -> {event.var}`")
+        parts.sort(key=lambda p_: (p_.span.line, p_.span.col))
+        filt = parts[0] if parts else None
+        for part in parts[1:]:
+            filt = A.Binary("and", filt, part, span=Span(self.file, filt.span.line, filt.span.col,
+                                                         part.span.end_line, part.span.end_col))
+        return (event.type, event.type_span, filt)
+
+    def run_while(self, meta, c):
+        return c[0]
+
+    def run_gap(self, meta, c):
+        return c[0]
+
     def p_day(self, meta, c):
         return A.DayPattern(str(c[0]), span=self._s(meta))
 
-    @v_args(meta=True)
     def p_month(self, meta, c):
         return A.MonthPattern(str(c[0]), span=self._s(meta))
 
-    @v_args(meta=True)
     def p_between(self, meta, c):
         return A.ClockPattern(str(c[0]), str(c[1]), span=self._s(meta))
 
-    @v_args(meta=True)
     def p_on(self, meta, c):
         return A.DatePattern(str(c[0]), str(c[0]), True, span=self._s(meta))
 
-    @v_args(meta=True)
     def p_from(self, meta, c):
         return A.DatePattern(str(c[0]), str(c[1]), False, span=self._s(meta))
 
-    @v_args(meta=True)
-    def p_at(self, meta, c):
-        return A.AtPlace(str(c[0]), span=self._s(meta))
+    def _place(self, tok: Token) -> str:
+        return self._str(tok) if tok.type == "STRING" else str(tok)
 
-    @v_args(meta=True)
+    def p_at(self, meta, c):
+        return A.AtPlace(self._place(c[0]), span=self._s(meta), place_span=self._t(c[0]))
+
+    def p_at_bind(self, meta, c):
+        return A.AtPlace(self._place(c[0]), str(c[1]), span=self._s(meta), place_span=self._t(c[0]),
+                         var_span=self._t(c[1]))
+
     def p_in(self, meta, c):
         return A.InShape(c[0], span=self._s(meta))
 
-    @v_args(meta=True)
     def p_near(self, meta, c):
-        return A.NearPlace(c[0], str(c[1]), span=self._s(meta))
+        return A.NearPlace(c[0], self._place(c[1]), span=self._s(meta), place_span=self._t(c[1]))
 
     # ------------------------------------------------------------ predicates
-    @v_args(meta=True)
     def e_bool_or(self, meta, c):
         return A.BoolOp("or", c[0], c[1], span=self._s(meta))
 
-    @v_args(meta=True)
     def e_bool_and(self, meta, c):
         return A.BoolOp("and", c[0], c[1], span=self._s(meta))
 
-    @v_args(meta=True)
     def e_not(self, meta, c):
         return A.UnaryOp("not", c[0], span=self._s(meta))
 
-    @v_args(meta=True)
     def e_cmp(self, meta, c):
         return A.BinOp(str(c[1]), c[0], c[2], span=self._s(meta))
 
-    @v_args(meta=True)
     def e_arith(self, meta, c):
         return A.BinOp(str(c[1]), c[0], c[2], span=self._s(meta))
 
-    @v_args(meta=True)
     def e_neg(self, meta, c):
         return A.UnaryOp("-", c[1], span=self._s(meta))
 
-    @v_args(meta=True)
     def e_num(self, meta, c):
         return A.Num(self._num(c[0]), span=self._s(meta))
 
-    @v_args(meta=True)
     def e_quantity(self, meta, c):
         return A.Quantity(self._num(c[0]), str(c[1]), span=self._s(meta))
 
-    @v_args(meta=True)
     def e_str(self, meta, c):
         return A.Str(self._str(c[0]), span=self._s(meta))
 
-    @v_args(meta=True)
     def e_true(self, meta, c):
         return A.BoolLit(True, span=self._s(meta))
 
-    @v_args(meta=True)
     def e_false(self, meta, c):
         return A.BoolLit(False, span=self._s(meta))
 
-    @v_args(meta=True)
     def e_time(self, meta, c):
         return A.TimeLit(str(c[0]), span=self._s(meta))
 
-    @v_args(meta=True)
     def e_var(self, meta, c):
         return A.Var(str(c[0]), span=self._s(meta))
 
-    @v_args(meta=True)
     def e_attr(self, meta, c):
-        return A.Attr(str(c[0]), str(c[1]), span=self._s(meta))
+        return A.Attr(str(c[0]), str(c[1]), span=self._s(meta), var_span=self._t(c[0]), name_span=self._t(c[1]))
 
-    @v_args(meta=True)
+    def e_member_attr(self, meta, c):
+        return A.Attr(str(c[0]), str(c[2]), str(c[1]), span=self._s(meta), var_span=self._t(c[0]),
+                      name_span=self._t(c[2]), member_span=self._t(c[1]))
+
     def e_call(self, meta, c):
         name, *args = c
         args = tuple(a for a in args if a is not None)
-        return A.Call(str(name), args, span=self._s(meta))
+        return A.Call(str(name), args, span=self._s(meta), func_span=self._t(name))
 
 
 class _Positioned(Exception):
@@ -467,6 +490,14 @@ def _attach_clauses(items, file: str, problems: list) -> A.Module:
         if isinstance(item, (A.SourceClause, A.TimeClause, A.PlaceClause)):
             kw = {A.SourceClause: "source", A.TimeClause: "time", A.PlaceClause: "place"}[type(item)]
             prev = decls[-1] if decls else None
+            if kw == "place" and isinstance(prev, A.PlaceSetDecl):
+                if prev.place is not None:
+                    problems.append(_Positioned(item.span, f"places {prev.name} has two `place` clauses"))
+                    continue
+                span = Span(file, prev.span.line, prev.span.col, item.span.end_line, item.span.end_col)
+                decls[-1] = A.PlaceSetDecl(prev.name, prev.path, item, span=span, name_span=prev.name_span,
+                                           path_span=prev.path_span)
+                continue
             if not isinstance(prev, A.EventDecl):
                 hint = ("a place declaration needs `=`: `place NAME = circle(lon, lat, 100 m)`"
                         if kw == "place" else f"put `{kw}` right after an `event` declaration")
@@ -477,7 +508,8 @@ def _attach_clauses(items, file: str, problems: list) -> A.Module:
                 continue
             span = Span(file, prev.span.line, prev.span.col, item.span.end_line, item.span.end_col)
             decls[-1] = A.EventDecl(prev.name, prev.attrs, **{
-                "source": prev.source, "time": prev.time, "place": prev.place, kw: item}, span=span)
+                "source": prev.source, "time": prev.time, "place": prev.place, kw: item}, span=span,
+                name_span=prev.name_span)
         else:
             decls.append(item)
     return A.Module(file, tuple(decls), span=Span(file, 1, 1, 1, 1))
@@ -507,8 +539,15 @@ def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str, p: Lark) -> Dia
         else:
             width = max(1, len(str(tok)))
         after = text[tok.start_pos - 1] if tok.type != "$END" and tok.start_pos else ""
-        hint = _hint_for(tok, set(e.accepts or e.expected), after)
+        hint = _hint_for(tok, set(e.accepts or e.expected), after, p)
         span = Span(file, line, col, line, col + width)
+        in_condition = _pattern_in_condition(tok, set(e.accepts or e.expected), text, file)
+        if in_condition is not None:
+            span, msg, hint = in_condition
+        elif hint is None:
+            glued = _glued_keyword(tok, text, file, e)
+            if glued is not None:
+                span, msg, hint = glued
     elif isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         allowed = _expected_text(set(e.allowed or ()), p) if e.allowed else None
@@ -527,10 +566,14 @@ def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str, p: Lark) -> Dia
     return Diagnostic(span, msg, hint, _line(text, span.line))
 
 
-def _hint_for(tok: Token, expected: set[str], after: str) -> str | None:
+def _hint_for(tok: Token, expected: set[str], after: str, p: Lark) -> str | None:
     """A hint for a syntax error; ``after`` is the character just before the token."""
     if tok.type == "NUMBER" and "UNIT" in expected:
         return None
+    if tok.type == "NAME":
+        close = _close_keyword(str(tok), expected, p)
+        if close:
+            return f"did you mean `{close}`?"
     if "UNIT" in expected:
         return "durations and distances need a unit: `30 s`, `20 min`, `150 m`, `12 km/h`"
     if str(tok) == "=" and after == "=":
@@ -543,6 +586,85 @@ def _hint_for(tok: Token, expected: set[str], after: str) -> str | None:
     return None
 
 
+def _close_keyword(word: str, expected: set[str], p: Lark) -> str | None:
+    """The keyword that could come here and that ``word`` looks like a slip of (`withn`: `within`)."""
+    import difflib
+
+    words = []
+    for name in expected:
+        try:
+            pattern = p.get_terminal(name).pattern
+        except KeyError:
+            continue
+        if pattern.type == "str" and pattern.value.isalpha():
+            words.append(pattern.value)
+    close = difflib.get_close_matches(word, sorted(words), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+# words that start a pattern: read as names inside a condition, where patterns cannot stand
+_PATTERN_WORDS = {"at", "in", "between", "on", "from", "certainly", "within"}
+_LAST_WORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*$")
+
+
+def _pattern_in_condition(tok: Token, expected: set[str], text: str, file: str):
+    """(span, message, hint) when a pattern was written inside a condition (`where ... not (at
+    centre)`): the pattern word just before the token was read as a name."""
+    if tok.type == "$END" or "DOT" not in expected or not tok.start_pos:
+        return None
+    m = _LAST_WORD.search(text, 0, tok.start_pos)
+    if m is None or m.group(1) not in _PATTERN_WORDS:
+        return None
+    start = m.start(1)
+    line = text.count("\n", 0, start) + 1
+    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    word = m.group(1)
+    span = Span(file, line, col, line, col + len(word))
+    before = text[:start]
+    run_at, while_at, where_at = before.rfind("run"), before.rfind("while"), before.rfind("where")
+    if run_at != -1 and while_at > run_at and where_at < while_at:
+        hint = ("a run's `while` condition extends as far as it can: put the run in parentheses, "
+                "`(run BusGPS -> R while ...) and certainly at stops -> S`")
+    else:
+        hint = ("patterns belong in the match: `BusGPS -> A and not at centre`; "
+                "a condition compares attributes and calls functions")
+    shown = f"{word} {tok}" if str(tok).isidentifier() or tok.type in ("STRING", "PLACE_ID") else word
+    return span, f"`{shown}` is a pattern: patterns cannot stand in a condition", hint
+
+
+def _glued_keyword(tok: Token, text: str, file: str, e: UnexpectedToken):
+    """(span, message, hint) when the word before the token was read as a keyword and a name
+    (`andd` as `and` `d`, `emitt` as `emit` `t`): a slip of the keyword."""
+    import difflib
+
+    from spatec.frontend.printer import KEYWORDS
+
+    if tok.type == "$END" or not tok.start_pos:
+        return None
+    m = _LAST_WORD.search(text, 0, tok.start_pos)
+    if m is None or m.group(1) in KEYWORDS:
+        return None
+    word = m.group(1)
+    # the parser's last two values must be the keyword and the rest of the word, as lexed
+    try:
+        values = e.interactive_parser.parser_state.value_stack[-2:]
+    except AttributeError:
+        return None
+    if len(values) != 2 or not all(isinstance(v, Token) for v in values):
+        return None
+    kw_tok, rest = values
+    keyword = str(kw_tok)
+    if kw_tok.start_pos != m.start(1) or keyword + str(rest) != word or keyword not in KEYWORDS:
+        return None
+    start = m.start(1)
+    line = text.count("\n", 0, start) + 1
+    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    close = difflib.get_close_matches(word, sorted(KEYWORDS), n=1, cutoff=0.75)
+    hint = f"did you mean `{close[0]}`?" if close else None
+    return (Span(file, line, col, line, col + len(word)),
+            f"`{word}` is read as the keyword `{keyword}` followed by `{word[len(keyword):]}`", hint)
+
+
 def parse_text(text: str, file: str = "<string>") -> A.Module:
     """Parse one file's text. Raises :class:`ParseError` with every problem found.
 
@@ -550,6 +672,7 @@ def parse_text(text: str, file: str = "<string>") -> A.Module:
     parsing resumes at the next line that starts a declaration (`phrase`,
     `event`, `place`, ...), with the text before it blanked so positions hold.
     """
+    text = text.removeprefix("\ufeff")     # a byte-order mark is no character of the program
     p = parser()
     diags: list[Diagnostic] = []
     tree = None
@@ -574,7 +697,7 @@ def parse_text(text: str, file: str = "<string>") -> A.Module:
     if diags:
         raise ParseError(_dedupe(diags))
     builder = _Builder(file)
-    module = builder.transform(tree)
+    module = builder.build(tree)
     if builder.problems:
         problems = sorted(builder.problems, key=lambda p_: (p_.span.line, p_.span.col))
         raise ParseError([Diagnostic(p_.span, p_.message, p_.hint, _line(text, p_.span.line))
@@ -609,5 +732,7 @@ def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def parse_file(path: str | Path) -> A.Module:
+    from spatec.frontend.source import read_program
+
     path = Path(path)
-    return parse_text(path.read_text(encoding="utf-8"), str(path))
+    return parse_text(read_program(path), str(path))

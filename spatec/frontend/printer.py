@@ -11,6 +11,7 @@ precedence needs them, so printing also normalises a program's layout.
 from __future__ import annotations
 
 import math
+import re
 
 from spatec.frontend import ast as A
 
@@ -59,6 +60,27 @@ def print_shape(s: A.Shape) -> str:
     return f"polygon({coords})"
 
 
+# --------------------------------------------------------------------------- names
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLACE_ID = re.compile(r"[0-9][A-Za-z0-9_]*")
+# words the grammar reads as keywords somewhere: such a place name is printed quoted
+KEYWORDS = frozenset((
+    "timezone", "crs", "places", "include", "event", "source", "time", "place", "point", "circle",
+    "polygon", "phrase", "per", "where", "within", "emit", "or", "and", "not", "certainly", "between",
+    "on", "from", "to", "at", "in", "of", "true", "false", "run", "while", "gap",
+    "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "weekday", "weekend",
+    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+    "November", "December", *A.UNIT_DIMENSION))
+
+
+def print_place_name(name: str) -> str:
+    """A place's name as written after `at`: bare when the grammar reads it back as a name, else quoted."""
+    if (_IDENT.fullmatch(name) and name not in KEYWORDS) or _PLACE_ID.fullmatch(name):
+        return name
+    return print_string(name)
+
+
 # --------------------------------------------------------------------------- match expressions
 
 # Binding strength, loosest first; the grammar's m_or, m_and, m_st, m_unary.
@@ -73,34 +95,61 @@ def _m_level(m: A.Match) -> int:
 
 def print_match(m: A.Match) -> str:
     """A match expression with the fewest parentheses that keep its shape."""
-    return _match(m, _M_OR)
+    out: list[str] = []
+    A.trampoline(_match(m, _M_OR, out, top=True))
+    return "".join(out)
 
 
-def _match(m: A.Match, need: int) -> str:
-    text = _match_bare(m)
-    return f"({text})" if _m_level(m) < need else text
-
-
-def _match_bare(m: A.Match) -> str:
+def _match(m: A.Match, need: int, out: list, top: bool = False):
+    """Writes ``m`` to ``out`` (a walk for :func:`A.trampoline`: chains of any length)."""
+    # a run's `while` condition would swallow an `and`/`or` after it: parenthesised unless alone
+    paren = _m_level(m) < need or (isinstance(m, A.Run) and m.cond is not None and m.gap is None and not top)
+    if paren:
+        out.append("(")
     if isinstance(m, A.EventRef):
-        return m.type if m.var is None else f"{m.type} -> {m.var}"
-    if isinstance(m, A.Binary):
+        out.append(m.type if m.var is None else f"{m.type} -> {m.var}")
+    elif isinstance(m, A.Binary):
         if m.op in ("or", "and"):
             level = _m_level(m)
-            return f"{_match(m.left, level)} {m.op} {_match(m.right, level + 1)}"
-        if isinstance(m.right, A.Not) and m.right.within is not None:
+            yield _match(m.left, level, out)
+            out.append(f" {m.op} ")
+            yield _match(m.right, level + 1, out)
+        elif isinstance(m.right, A.Not) and m.right.within is not None:
             # `A ; not X within D`: the window belongs to the absence (grammar rule m_absent_after)
             neg = m.right
-            return (f"{_match(m.left, _M_ST)} {m.op} not {_match(neg.operand, _M_UNARY)} "
-                    f"within {print_quantity(neg.within)}")
-        return f"{_match(m.left, _M_ST)} {m.op} {_match(m.right, _M_UNARY)}"
-    if isinstance(m, A.Not):
+            yield _match(m.left, _M_ST, out)
+            out.append(f" {m.op} not ")
+            yield _match(neg.operand, _M_UNARY, out)
+            out.append(f" within {print_quantity(neg.within)}")
+        else:
+            yield _match(m.left, _M_ST, out)
+            out.append(f" {m.op} ")
+            yield _match(m.right, _M_UNARY, out)
+    elif isinstance(m, A.Not):
         if m.within is not None:  # only reachable as the right operand of an operator
             raise ValueError("`not X within D` stands only after a sequence operator: `A ; not X within D`")
-        return f"not {_match(m.operand, _M_UNARY)}"
-    if isinstance(m, A.Certainly):
-        return f"certainly {_match(m.pattern, _M_UNARY)}"
-    return _pattern(m)
+        out.append("not ")
+        yield _match(m.operand, _M_UNARY, out)
+    elif isinstance(m, A.Certainly):
+        out.append("certainly ")
+        yield _match(m.pattern, _M_UNARY, out)
+    elif isinstance(m, A.Run):
+        if m.filter is None:
+            out.append(f"run {m.type}")
+        else:
+            out.append(f"run ({m.type} and ")
+            yield _match(m.filter, _M_AND, out)
+            out.append(")")
+        out.append(f" -> {m.var}")
+        if m.cond is not None:
+            out.append(" while ")
+            yield _expr(m.cond, _E_OR, out)
+        if m.gap is not None:
+            out.append(f" gap {print_quantity(m.gap)}")
+    else:
+        out.append(_pattern(m))
+    if paren:
+        out.append(")")
 
 
 def _pattern(m) -> str:
@@ -111,11 +160,12 @@ def _pattern(m) -> str:
     if isinstance(m, A.DatePattern):
         return f"on {m.start}" if m.single else f"from {m.start} to {m.end}"
     if isinstance(m, A.AtPlace):
-        return f"at {m.place}"
+        text = f"at {print_place_name(m.place)}"
+        return text if m.var is None else f"{text} -> {m.var}"
     if isinstance(m, A.InShape):
         return f"in {print_shape(m.shape)}"
     if isinstance(m, A.NearPlace):
-        return f"within {print_quantity(m.distance)} of {m.place}"
+        return f"within {print_quantity(m.distance)} of {print_place_name(m.place)}"
     raise TypeError(f"not a match expression: {m!r}")
 
 
@@ -154,27 +204,52 @@ def _e_level(e: A.Expr) -> int:
 
 def print_expr(e: A.Expr) -> str:
     """A predicate or emit expression with the fewest parentheses that keep its shape."""
-    return _expr(e, _E_OR)
+    out: list[str] = []
+    A.trampoline(_expr(e, _E_OR, out))
+    return "".join(out)
 
 
-def _expr(e: A.Expr, need: int) -> str:
-    text = _expr_bare(e)
-    return f"({text})" if _e_level(e) < need else text
-
-
-def _expr_bare(e: A.Expr) -> str:
+def _expr(e: A.Expr, need: int, out: list):
+    """Writes ``e`` to ``out`` (a walk for :func:`A.trampoline`)."""
+    paren = _e_level(e) < need
+    if paren:
+        out.append("(")
     if isinstance(e, A.BoolOp):
         level = _e_level(e)
-        return f"{_expr(e.left, level)} {e.op} {_expr(e.right, level + 1)}"
-    if isinstance(e, A.UnaryOp):
+        yield _expr(e.left, level, out)
+        out.append(f" {e.op} ")
+        yield _expr(e.right, level + 1, out)
+    elif isinstance(e, A.UnaryOp):
         if e.op == "not":
-            return f"not {_expr(e.operand, _E_NOT)}"
-        return f"-{_expr(e.operand, _E_NEG)}"
-    if isinstance(e, A.BinOp):
+            out.append("not ")
+            yield _expr(e.operand, _E_NOT, out)
+        else:
+            out.append("-")
+            yield _expr(e.operand, _E_NEG, out)
+    elif isinstance(e, A.BinOp):
         level = _e_level(e)
         if level == _E_CMP:  # comparisons do not chain
-            return f"{_expr(e.left, _E_SUM)} {e.op} {_expr(e.right, _E_SUM)}"
-        return f"{_expr(e.left, level)} {e.op} {_expr(e.right, level + 1)}"
+            yield _expr(e.left, _E_SUM, out)
+            out.append(f" {e.op} ")
+            yield _expr(e.right, _E_SUM, out)
+        else:
+            yield _expr(e.left, level, out)
+            out.append(f" {e.op} ")
+            yield _expr(e.right, level + 1, out)
+    elif isinstance(e, A.Call):
+        out.append(f"{e.func}(")
+        for i, a in enumerate(e.args):
+            if i:
+                out.append(", ")
+            yield _expr(a, _E_OR, out)
+        out.append(")")
+    else:
+        out.append(_atom(e))
+    if paren:
+        out.append(")")
+
+
+def _atom(e: A.Expr) -> str:
     if isinstance(e, A.Num):
         if e.value < 0:
             raise ValueError("a negative number is written as `-` applied to it (UnaryOp)")
@@ -190,9 +265,7 @@ def _expr_bare(e: A.Expr) -> str:
     if isinstance(e, A.Var):
         return e.name
     if isinstance(e, A.Attr):
-        return f"{e.var}.{e.name}"
-    if isinstance(e, A.Call):
-        return f"{e.func}({', '.join(print_expr(a) for a in e.args)})"
+        return f"{e.var}.{e.name}" if e.member is None else f"{e.var}.{e.member}.{e.name}"
     raise TypeError(f"not an expression: {e!r}")
 
 
@@ -220,12 +293,15 @@ def print_event(d: A.EventDecl) -> str:
             text += f" ± {print_quantity(tc.widen)}"
         lines.append(f"    time   {text}")
     if d.place is not None:
-        pc = d.place
-        text = pc.geom if pc.geom is not None else f"point({pc.lon}, {pc.lat})"
-        if pc.widen is not None:
-            text += f" ± {print_quantity(pc.widen)}"
-        lines.append(f"    place  {text}")
+        lines.append(f"    place  {_place_clause(d.place)}")
     return "\n".join(lines)
+
+
+def _place_clause(pc: A.PlaceClause) -> str:
+    text = pc.geom if pc.geom is not None else f"point({pc.lon}, {pc.lat})"
+    if pc.widen is not None:
+        text += f" ± {print_quantity(pc.widen)}"
+    return text
 
 
 def print_phrase(p: A.Phrase) -> str:
@@ -256,6 +332,9 @@ def print_decl(d: A.Decl) -> str:
         return f"crs {print_string(d.name)}"
     if isinstance(d, A.PlacesFile):
         return f"places {print_string(d.path)}"
+    if isinstance(d, A.PlaceSetDecl):
+        text = f"places {d.name} = {print_string(d.path)}"
+        return text if d.place is None else f"{text}\n    place {_place_clause(d.place)}"
     if isinstance(d, A.Include):
         return f"include {print_string(d.path)}"
     raise TypeError(f"not a declaration: {d!r}")

@@ -18,7 +18,7 @@ unit is named by the ``x-unit`` keyword.
 """
 from __future__ import annotations
 
-from spatec.frontend.check import STANDARD_FIELDS, PhraseInfo, Program
+from spatec.frontend.check import PLACES_FIELD, STANDARD_FIELDS, PhraseInfo, Program
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -51,7 +51,8 @@ def value_schema(type_word: str) -> dict:
 def json_schema(program: Program, info: PhraseInfo) -> dict:
     """JSON Schema of one phrase's output records."""
     events = {
-        var: {"type": "string", "description": f"id of the {etype} event bound to {var}"}
+        var: {"type": "string", "description": (f"id of the first {etype} event of run {var}" if var in info.runs
+                                                else f"id of the {etype} event bound to {var}")}
         for var, etype in info.vars.items()
     }
     props: dict = {
@@ -69,6 +70,17 @@ def json_schema(program: Program, info: PhraseInfo) -> dict:
             "additionalProperties": {"type": "string"},
         },
     }
+    required = list(STANDARD_FIELDS)
+    if info.places:
+        props[PLACES_FIELD] = {
+            "type": "object",
+            "description": "ids of the bound places, by variable: SET:N, the N-th place of the set's file",
+            "properties": {v: {"type": "string", "description": f"id of the place of {b.place} bound to {v}"}
+                           for v, b in info.places.items()},
+            "required": list(info.places),
+            "additionalProperties": False,
+        }
+        required.append(PLACES_FIELD)
     for name, type_word in info.schema:
         props[name] = value_schema(type_word)
     return {
@@ -77,7 +89,7 @@ def json_schema(program: Program, info: PhraseInfo) -> dict:
         "description": f"an output record of phrase {info.name}",
         "type": "object",
         "properties": props,
-        "required": list(STANDARD_FIELDS) + [name for name, _ in info.schema],
+        "required": required + [name for name, _ in info.schema],
         "additionalProperties": False,
     }
 

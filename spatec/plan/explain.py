@@ -1,8 +1,11 @@
-"""`spatec explain`: a phrase's plan and automaton, as text, JSON or Graphviz dot.
+"""`spatec explain`: a phrase's plan and automaton, as text, JSON, Graphviz dot or SVG.
 
 Shows the operator tree with the stamps each node produces, where every
 pattern and predicate was placed, the partition key, the bound on partial
-matches, and the automaton's buffers with their pruning rules.
+matches, the automaton's buffers with their pruning rules, and the physical
+plan (:mod:`spatec.plan.physical`): the evaluator, key routing, source history,
+the leaf pre-filter's regions, whether the phrase may be cut in time, the
+attributes read, and the automaton's fingerprint.
 """
 from __future__ import annotations
 
@@ -73,7 +76,37 @@ def neg_dict(neg: Negation) -> dict:
                         else "when the watermark reaches B.hi")}
 
 
-def plan_dict(plan: PhrasePlan) -> dict:
+def physical_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
+    phys = plan.physical
+    out = {"evaluator": phys.evaluator, "key": list(phys.key), "types": list(phys.types),
+           "keyed_types": list(phys.keyed), "broadcast_types": list(phys.broadcast),
+           "successive": phys.successive, "source_history": list(phys.source_history),
+           "prefilter": {t: [r.describe() for r in rs] for t, rs in phys.prefilter},
+           "local_in_time": phys.local_in_time, "proximity_m": phys.proximity,
+           "attributes": {t: list(a) for t, a in phys.attributes}}
+    if program is not None:
+        from spatec.automata.compile import compile_automaton
+
+        spec = compile_automaton(plan, program)
+        out["automaton"] = {
+            "fingerprint": spec.fingerprint(),
+            "buffers": [{"join": nid, "side": "left" if side == "L" else "right",
+                         "dropped": _rules_text(dict(rules))} for (nid, side), rules in spec.rules]}
+    return out
+
+
+def _rules_text(r: dict) -> list:
+    out = []
+    if "conc" in r:
+        out.append(f"hi older than the watermark less {_us(r['conc']):g} s (concurrency)")
+    if r.get("seq_right"):
+        out.append("nothing can still come certainly before it")
+    for kind, slot in r.get("succ", ()):
+        out.append(f"slot {slot}: its {'previous' if kind == 'prev' else 'next'} event of the source is past")
+    return out or ["by the span bound only"]
+
+
+def plan_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
     return {
         "phrase": plan.name,
         "partition_key": list(plan.key), "key_from": plan.key_source,
@@ -85,6 +118,7 @@ def plan_dict(plan: PhrasePlan) -> dict:
         "output": [["phrase", "str"], ["id", "str"], ["lo", "time"], ["hi", "time"], ["hull", "geometry"],
                    ["events", "map"]] + [list(x) for x in plan.schema],
         "tree": node_dict(plan.root),
+        "physical": physical_dict(plan, program),
     }
 
 
@@ -97,12 +131,31 @@ def explain(program: Program, phrase: str | None = None, fmt: str = "json") -> s
 
             names = ", ".join(p.name for p in plan_program(program)) or "none"
             raise SpatecError(f"no phrase {phrase} (phrases: {names})")
-    dicts = [plan_dict(p) for p in plans]
+    dicts = [plan_dict(p, program) for p in plans]
     if fmt == "json":
         return json.dumps(dicts, indent=2, ensure_ascii=False) + "\n"
     if fmt == "dot":
         return _dot(dicts)
+    if fmt == "svg":
+        return to_svg(_dot(dicts))
     return "\n".join(_text_tree(d) for d in dicts)
+
+
+def to_svg(dot: str) -> str:
+    """Graphviz's rendering of ``dot`` as SVG (``dot -Tsvg``)."""
+    import shutil
+    import subprocess
+
+    from spatec.errors import SpatecError
+
+    exe = shutil.which("dot")
+    if exe is None:
+        raise SpatecError("--format svg needs Graphviz's `dot` on PATH (Debian: apt-get install graphviz); "
+                          "--format dot writes the graph for it")
+    got = subprocess.run([exe, "-Tsvg"], input=dot.encode("utf-8"), capture_output=True, timeout=120)
+    if got.returncode != 0:
+        raise SpatecError(f"dot failed: {got.stderr.decode('utf-8', 'replace').strip()}")
+    return got.stdout.decode("utf-8")
 
 
 def _text_tree(d: dict) -> str:
@@ -133,30 +186,70 @@ def _text_tree(d: dict) -> str:
                 rec(n[k], depth + 1)
 
     rec(d["tree"], 2)
+    lines += _physical_lines(d["physical"])
     return "\n".join(lines) + "\n"
 
 
+def _physical_lines(ph: dict) -> list:
+    key = ", ".join(ph["key"]) or "(none: one partition)"
+    lines = ["  physical plan:",
+             f"    evaluator: {ph['evaluator']}",
+             f"    routing: key {key}; keyed {', '.join(ph['keyed_types']) or '-'}; "
+             f"broadcast {', '.join(ph['broadcast_types']) or '-'}",
+             f"    successive: {'yes' if ph['successive'] else 'no'}"
+             + (f"; history of the sources of {', '.join(ph['source_history'])} from other keys"
+                if ph["source_history"] else "")]
+    pre = "; ".join(f"{t}: {' or '.join(rs)}" for t, rs in ph["prefilter"].items())
+    lines.append(f"    pre-filter: {pre or 'none'}")
+    lines.append(f"    cut in time: {'yes (matches local in time)' if ph['local_in_time'] else 'no'}")
+    if ph.get("proximity_m") is not None:
+        lines.append(f"    cut in space: pairs within {ph['proximity_m']:g} m (a distance join, "
+                     "instead of one partition)")
+    attrs = "; ".join(f"{t}: {', '.join(a) or '-'}" for t, a in ph["attributes"].items())
+    lines.append(f"    attributes read: {attrs or '-'}")
+    if "automaton" in ph:
+        lines.append(f"    automaton: fingerprint {ph['automaton']['fingerprint']}")
+        for b in ph["automaton"]["buffers"]:
+            lines.append(f"      buffer [{b['join']}] {b['side']}: dropped when {'; '.join(b['dropped'])}")
+    return lines
+
+
 def _dot(dicts) -> str:
-    out = ["digraph spatec {", "  node [shape=box, fontname=Helvetica];"]
+    out = ["digraph spatec {", "  node [shape=box, fontname=Helvetica];", "  rankdir=BT;"]
+
+    def esc(text: str) -> str:
+        return text.replace("\\", "\\\\").replace('"', '\\"')
 
     def rec(n, prefix):
         me = f"{prefix}_{n['node']}"
         if n["kind"] == "event":
             label = f"{n['type']} -> {n['var']}"
+            conds = n["transitions"][0]["guard"]
         else:
-            label = {"join": n.get("op", ""), "absence-between": "; not X ;", "or": "or",
-                     "absence-after": "; not X within"}[n["kind"]]
-        label = label.replace('"', '\\"')
-        out.append(f'  {me} [label="{label}"];')
+            label = {"join": f"{n.get('op', '')}  ({n.get('meaning', '')})", "absence-between": "; not X ;",
+                     "or": "or", "absence-after": "; not X within"}[n["kind"]]
+            conds = n.get("filters", []) + n.get("predicates", [])
+            if "absence" in n:
+                a = n["absence"]
+                ev = " or ".join(e["type"] + (f" ({' and '.join(e['filters'])})" if e["filters"] else "")
+                                 for e in a["events"])
+                conds = conds + [f"no {ev}" + (f" where {' and '.join(a['conditions'])}" if a["conditions"] else "")]
+        text = "\\n".join([esc(label)] + [esc("where " + c) for c in conds])
+        out.append(f'  "{me}" [label="{text}"];')
         for k in ("left", "right"):
             if k in n:
                 child = rec(n[k], prefix)
-                out.append(f"  {me} -> {child};")
+                out.append(f'  "{child}" -> "{me}";')
         return me
 
     for d in dicts:
-        out.append(f'  subgraph "cluster_{d["phrase"]}" {{ label="{d["phrase"]}";')
-        rec(d["tree"], d["phrase"])
+        name = d["phrase"]
+        out.append(f'  subgraph "cluster_{esc(name)}" {{ label="{esc(name)}";')
+        rec(d["tree"], name)
+        info = [f"key: {', '.join(d['partition_key']) or 'none'} ({d['key_from']})"]
+        info += [line.strip() for line in _physical_lines(d["physical"])[1:]]
+        text = "\\l".join(esc(x) for x in info) + "\\l"
+        out.append(f'  "{esc(name)}_physical" [shape=note, label="{text}"];')
         out.append("  }")
     out.append("}")
     return "\n".join(out) + "\n"

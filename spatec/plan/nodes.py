@@ -110,6 +110,7 @@ class PhrasePlan:
     schema: tuple            # (field, type word)
     max_gap: int             # µs: largest hi - t over declared types (same-source order slack)
     types: dict = field(default_factory=dict, compare=False, repr=False)  # expr → type word
+    physical: object = None  # PhysicalPlan (spatec.plan.physical): how the phrase is evaluated
 
 
 def walk_nodes(n):

@@ -22,6 +22,7 @@ class Compiled:
         raise KeyError(name)
 
 
-def compile_program(path, text: str | None = None) -> Compiled:
+def compile_program(path, text: str | None = None, mode: str = "batch") -> Compiled:
+    """Check and plan a program; a construct with no back end for ``mode`` raises UnsupportedError."""
     program = check_file(path, text)
-    return Compiled(program, plan_program(program))
+    return Compiled(program, plan_program(program, mode))

@@ -28,11 +28,11 @@ new complete files of each directory — and:
 
 Checkpoints. The state (every run state, the watermark, the source offsets,
 the ids seen) is saved at most every ``checkpoint_every`` seconds (default
-:data:`CHECKPOINT_EVERY`, 10 s; 0: after every batch), incrementally: ``state.pkl`` plus segments, a
+:data:`CHECKPOINT_EVERY`, 10 s; 0: after every batch), incrementally: ``state.ck`` plus segments, a
 full snapshot then one delta per save with only the keys changed (or
 dropped) since the save before. With ``background`` (the default where
 ``os.fork`` exists) a save is written by a forked child process from a
-copy-on-write image of the state, so the batches go on while it pickles and
+copy-on-write image of the state, so the batches go on while it encodes and
 syncs; the sources are released (spooled polls deleted) only once the save
 that covers them has completed. Input between the last completed save and a
 crash is read again after a restart (HTTP polls from the spool, files not
@@ -60,9 +60,6 @@ broadcast events for a key that first shows up after that is not reported
 from __future__ import annotations
 
 import gc
-import heapq
-import itertools
-import json
 import logging
 import threading
 import time
@@ -72,16 +69,29 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from spatec.automata.machine import NEG_INF, RunState, build
-from spatec.automata.step import next_decision, step
+from spatec.automata.machine import NEG_INF
 from spatec.events.canonical import to_events
 from spatec.events.read import write_rejects
 from spatec.feeds.sources import DirSource, HttpFeedSource
 from spatec.plan.program import Compiled
-from spatec.runtime.checkpoint import FULL_EVERY, Checkpoint, LiveState, fingerprint
-from spatec.runtime.events import event_order, to_evs
-from spatec.runtime.routing import keyed_types, phrase_types
-from spatec.runtime.rows import hulls_wkt, output_row, time_fields
+from spatec.runtime.checkpoint import (
+    FULL_EVERY,
+    Checkpoint,
+    CheckpointError,
+    LiveState,
+    fingerprint,
+)
+from spatec.runtime.events import to_evs
+from spatec.runtime.keyed import (
+    KeyedPhrase,
+    KeyedState,
+    advance,
+    late_record,
+    prune_key,
+    write_late,
+)
+from spatec.runtime.routing import route
+from spatec.runtime.rows import hulls_wkt
 from spatec.sinks.alerts import SinkSet, alert_json
 from spatec.spatial.crs import Projector, choose_crs
 from spatec.storage import forked
@@ -106,49 +116,6 @@ GC_FREEZE_EVERY = 1.0          # s between two freezes of what survived the youn
 # frozen with the state. At 10,000 positions/s one walks ~1.2 M objects in ~0.4 s (a stall of
 # the batches) and has found no garbage (bench_live's workload, 15 s of input), so it is rare.
 GC_FULL_EVERY = 3600.0
-
-
-class _Phrase:
-    """One phrase's automaton and how its events are routed to keys."""
-
-    def __init__(self, plan, program, proj):
-        self.plan = plan
-        self.name = plan.name
-        self.am = build(plan, program, proj)
-        self.types = phrase_types(plan, program)
-        self.keyed = keyed_types(plan, program, self.types)
-        self.key = plan.key if self.keyed else ()
-        self.time_fields = time_fields(plan)
-        am = self.am
-        span = am.S
-        stamp = am.type_len.get(None) or 0
-        # how long after the watermark an event can still be part of a composite to come
-        self.horizon = None if span is None else span + am.max_window + 2 * stamp + am.G
-        # how far behind the deciding watermark a decided composite's hi can be
-        self.retention = (span or 0) + am.max_window + 2 * stamp + am.G
-        # keys waiting for a decision: key → the watermark that decides the first; a heap of them
-        self.due: dict = {}
-        self.heap: list = []
-
-    def schedule(self, k, rs: RunState, counter) -> None:
-        """Note when key ``k`` next has something to decide."""
-        d = next_decision(self.am, rs)
-        if d is None:
-            self.due.pop(k, None)
-        elif self.due.get(k) != d:
-            self.due[k] = d
-            heapq.heappush(self.heap, (d, next(counter), k))
-
-    def pop_due(self, wm: int) -> set:
-        """Keys whose first pending decision the watermark ``wm`` has reached."""
-        out = set()
-        heap, due = self.heap, self.due
-        while heap and heap[0][0] <= wm:
-            d, _, k = heapq.heappop(heap)
-            if due.get(k) == d:
-                del due[k]
-                out.add(k)
-        return out
 
 
 # ------------------------------------------------------------------------------ run-time events
@@ -186,14 +153,14 @@ class LocalLive:
         self.max_polls = max_polls
         self.checkpoint_every = CHECKPOINT_EVERY if checkpoint_every is None else float(checkpoint_every)
         self.background = forked.available() if background is None else bool(background and forked.available())
-        self.phrases: list[_Phrase] = []
+        self.phrases: list[KeyedPhrase] = []
+        self.kstates: dict = {}                    # phrase → KeyedState (over the LiveState's keys)
         self.proj: Projector | None = None
         self._seen_set: set = set()
         self._seen_batches: deque = deque()       # (largest hi, ids) per batch, oldest first: pruning seen ids
         self._dirty, self._dropped, self._new_seen, self._full = set(), set(), {}, True
         self._saving = None                        # the save being written by a child
         self._last_save = -float("inf")
-        self._counter = itertools.count()
         self._hk: list | None = None               # housekeeping: the keys still to prune this round
         self._hk_total = self._hk_left = 0         # keys in this round; those not yet pruned
         self._hk_last = time.monotonic()           # when the last slice was pruned
@@ -209,8 +176,8 @@ class LocalLive:
         if st is None:
             st = LiveState(fp, self.lateness)
         elif st.fingerprint != fp:
-            raise ValueError(f"{self.ck.state_path}: the checkpoint is of another program (or another "
-                             "version of it); use a new checkpoint directory")
+            raise CheckpointError(f"{self.ck.state_path}: the checkpoint is of another program (or another "
+                                  "version of it); use a new checkpoint directory")
         elif st.lateness != self.lateness:
             log.warning("checkpoint lateness %s µs, run with %s µs: using the new value",
                         st.lateness, self.lateness)
@@ -228,13 +195,20 @@ class LocalLive:
     def _start(self, st: LiveState, crs: str) -> None:
         st.crs = crs
         self.proj = Projector(crs)
-        self.phrases = [_Phrase(p, self.program, self.proj) for p in self.plans]
+        self.phrases = [KeyedPhrase(p, self.program, self.proj) for p in self.plans]
         for ph in self.phrases:
-            states = st.keys.setdefault(ph.name, {})
-            st.bcast.setdefault(ph.name, [])
-            for k, rs in states.items():
+            ks = self.kstates[ph.name] = KeyedState(st.keys.setdefault(ph.name, {}),
+                                                    st.bcast.setdefault(ph.name, []), heap=[])
+            for k, rs in ks.keys.items():
                 if rs.pending:
-                    ph.schedule(k, rs, self._counter)
+                    ks.schedule(ph.am, k, rs)
+
+    def _keyed(self, ph: KeyedPhrase) -> KeyedState:
+        """The phrase's keyed state, over the LiveState's keys and broadcast buffer (which a
+        restore or a test may have replaced)."""
+        ks = self.kstates[ph.name]
+        ks.keys, ks.bcast = self.state.keys[ph.name], self.state.bcast[ph.name]
+        return ks
 
     @property
     def watermark(self) -> int:
@@ -371,81 +345,20 @@ class LocalLive:
                 return s.spec.type
         raise KeyError(item.source)
 
-    def _run_phrase(self, ph: _Phrase, evs_by_type, wm_prev, found, arrival) -> None:
-        st = self.state
-        wm = st.watermark
-        states = st.keys[ph.name]
-        by_key: dict = {}
-        bnew = []
-        key = ph.key
-        for t in ph.types:
-            evs_t = evs_by_type.get(t, ())
-            if not evs_t:
-                continue
-            if not key:
-                by_key.setdefault((), []).extend(evs_t)
-            elif t not in ph.keyed:
-                bnew.extend(evs_t)
-            elif len(key) == 1:
-                a = key[0]
-                for ev in evs_t:
-                    v = ev.attrs.get(a)
-                    if v is None:
-                        continue   # no key value: relates to no other event (as in a replay)
-                    k = (v,)
-                    got = by_key.get(k)
-                    if got is None:
-                        by_key[k] = [ev]
-                    else:
-                        got.append(ev)
-            else:
-                for ev in evs_t:
-                    k = tuple(ev.attrs.get(a) for a in key)
-                    if any(v is None for v in k):
-                        continue
-                    by_key.setdefault(k, []).append(ev)
-        buf = st.bcast[ph.name]
-        todo = set(by_key)
-        if bnew:
-            todo |= set(states)
-        if wm != wm_prev and ph.heap:
-            todo |= ph.pop_due(wm)
-        am, name, dirty, due = ph.am, ph.name, self._dirty, ph.due
-        for k in todo:
-            rs = states.get(k)
-            evs = by_key.get(k, [])
-            if rs is None:
-                rs = states[k] = RunState()
-                evs = list(buf) + evs
-            if bnew:
-                evs = evs + bnew
-            if len(evs) > 1:
-                evs.sort(key=event_order)
-            npending = len(rs.pending)
-            got, late = step(am, rs, evs, watermark=wm)
-            if evs or got or len(rs.pending) != npending:
-                # a key only given a newer watermark need not be saved: its old one is behind
-                # the global watermark, which is what late input is judged by
-                dirty.add((name, k))
-            if late:  # not expected: every key's watermark trails the global one
-                st.counts["late"] += len(late)
-                log.warning("%s: %d event(s) behind a key's watermark dropped", name, len(late))
-            if rs.pending or k in due:
-                ph.schedule(k, rs, self._counter)
-            if got:
-                self._collect(ph, rs, got, found, arrival)
-        if bnew:
-            buf.extend(bnew)
-        if buf and ph.horizon is not None:
-            cut = wm - ph.horizon
-            buf[:] = [e for e in buf if e.hi >= cut]
+    def _run_phrase(self, ph: KeyedPhrase, evs_by_type, wm_prev, found, arrival) -> None:
+        wm = self.state.watermark
+        by_key, bnew = route(ph.physical, evs_by_type)
+        done = advance(ph, self._keyed(ph), by_key, bnew, wm, wm != wm_prev)
+        self._dirty.update((ph.name, k) for k in done.touched)
+        if done.late:  # not expected: every key's watermark trails the global one
+            self.state.counts["late"] += len(done.late)
+            log.warning("%s: %d event(s) behind a key's watermark dropped", ph.name, len(done.late))
+        self._collect(ph, done.found, found, arrival)
 
-    def _collect(self, ph: _Phrase, rs: RunState, got, found, arrival) -> None:
-        """Decided composites → output rows now (emit fields read the key's state as it is now),
-        the hull later, for the whole batch at once."""
-        am, proj = ph.am, self.proj
-        for c in got:
-            row = output_row(am, c, proj, rs, hull=False)
+    def _collect(self, ph: KeyedPhrase, got, found, arrival) -> None:
+        """Decided composites with their rows (the hull made later, for the whole batch at
+        once), and when the input that completed each arrived."""
+        for c, row in got:
             t = max((arrival[e.id] for e in c.events if e.id in arrival), default=None) if arrival else None
             found.append((ph, c, row, t))
 
@@ -470,19 +383,10 @@ class LocalLive:
         end = self._hk_left
         self._hk_left = max(0, end - n)
         for ph, k in self._hk[self._hk_left:end]:
-            states = st.keys[ph.name]
-            rs = states.get(k)
-            if rs is None:
-                continue
-            rs.since_prune = 1 << 30   # let step prune this key now
-            got, _ = step(ph.am, rs, [], watermark=wm)
-            if got:
-                self._collect(ph, rs, got, found, {})
-                self._dirty.add((ph.name, k))
-            if ph.keyed == ph.types and rs.empty():
-                # a fresh state is the same as an empty one (no broadcast events to give it again)
-                del states[k]
-                ph.due.pop(k, None)
+            done = prune_key(ph, self._keyed(ph), k, wm)
+            self._collect(ph, done.found, found, {})
+            self._dirty.update((ph.name, k) for k in done.touched)
+            for k in done.dropped:
                 self._dirty.discard((ph.name, k))
                 self._dropped.add((ph.name, k))
         if self._hk_left:
@@ -586,20 +490,10 @@ class LocalLive:
         self._commit([], force=True)
 
     def _write_late(self, type_name: str, df: pd.DataFrame, wm: int) -> None:
-        from spatec.events.timefmt import format_time
-        from spatec.sinks.files import plain_value
-
-        self.state.counts["late"] += len(df)
-        path = self.out / "late" / f"{type_name}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        cols = [c for c in df.columns if c not in ("_type",)]
-        with open(path, "a", encoding="utf-8") as f:
-            for rec in df[cols].to_dict("records"):
-                rec = {k: plain_value(v) for k, v in rec.items()}
-                for c in ("_t", "_lo", "_hi"):
-                    rec[c] = format_time(int(rec[c]))
-                rec["watermark"] = format_time(int(wm))
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        evs = to_evs(df.reset_index(drop=True), self.program, self.proj)
+        origins = [{"_file": f, "_row": int(r)} for f, r in zip(df["_file"].tolist(), df["_row"].tolist())]
+        self.state.counts["late"] += write_late(self.out, type_name,
+                                                (late_record(e, wm, o) for e, o in zip(evs, origins)))
 
     # ------------------------------------------------------------------ end of input
     def finish(self) -> list[dict]:
@@ -609,11 +503,9 @@ class LocalLive:
         if self.proj is not None and st.max_hi != NEG_INF:
             final_w = max(st.max_hi, st.watermark)
             for ph in self.phrases:
-                for k, rs in st.keys[ph.name].items():
-                    got, _ = step(ph.am, rs, [], watermark=final_w, final=True)
-                    self._collect(ph, rs, got, found, {})
-                ph.due.clear()
-                ph.heap.clear()
+                ks = self._keyed(ph)
+                done = advance(ph, ks, {}, [], final_w, True, final=True)
+                self._collect(ph, done.found, found, {})
             st.watermark = final_w
         st.finished = True
         delivered, trig = self._deliver(found)

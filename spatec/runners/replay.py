@@ -55,6 +55,13 @@ def ingest(compiled: Compiled, inputs, out: Path, ui=None):
     return frames, summary
 
 
+def phrase_events(compiled: Compiled, frames: dict, phrases=None) -> dict:
+    """Phrase → how many events it reads (of ``frames``: type → events), in the order the
+    phrases run: the measure of matching's progress."""
+    return {p.name: sum(len(frames[t]) for t in p.physical.types if t in frames)
+            for p in compiled.plans if not phrases or p.name in phrases}
+
+
 def seen_across(inputs) -> dict:
     """An empty set of ids seen for each type read from several inputs, to share across
     them: a copy of an event of an earlier input is then a duplicate (a reject,
@@ -63,7 +70,7 @@ def seen_across(inputs) -> dict:
     return {t: set() for t in types if types.count(t) > 1}
 
 
-def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str) -> dict:
+def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str, tz: str | None = None) -> dict:
     from spatec.sinks.files import extension, writer
 
     write = writer(fmt)
@@ -72,19 +79,23 @@ def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str) -> dict
         if plan.name not in frames:
             continue
         path = out / f"{plan.name}.{extension(fmt)}"
-        write(frames[plan.name], path, time_fields(plan))
+        write(frames[plan.name], path, time_fields(plan), tz)
         paths[plan.name] = path
     return paths
 
 
-def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=None, phrases=None, ui=None):
+def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=None, phrases=None, ui=None,
+                 tz: str | None = None):
     from spatec.runners.local import replay_frames
 
     frames, summary = ingest(compiled, inputs, out, ui)
     if ui:
         ui.stage("matching")
+        ui.matching(phrase_events(compiled, frames, phrases))
     result = replay_frames(compiled, frames, crs=crs, phrases=phrases,
                            progress=ui.partition if ui else None)
+    if ui:
+        ui.matched()
     result.ingest = summary
-    result.paths = write_outputs(compiled, result.frames, out, fmt)
+    result.paths = write_outputs(compiled, result.frames, out, fmt, tz)
     return result

@@ -68,7 +68,7 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
     from spatec.vector.fastpath import fast_path
 
     history = {t: df for t, df in (history or {}).items() if len(df)}
-    fp = fast_path(plan, program) if fastpath_enabled(fastpath) else None
+    fp = fast_path(plan) if fastpath_enabled(fastpath) else None
     if fp is not None:
         df = frames.get(fp.type)
         hist = history.get(fp.type)
@@ -88,7 +88,7 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
     hist_evs = {t: to_evs(df, program, projector) for t, df in history.items()}
     am = build(plan, program, projector)
     rows, size = [], 0
-    for _key, part in partitions(plan, program, evs, hist_evs).items():
+    for _key, part in partitions(plan, evs, hist_evs).items():
         got, st = run_partition(am, part, final_watermark, fastpath=False)
         size = max(size, st.size())
         rows.extend(output_row(am, c, projector, st) for c in got)

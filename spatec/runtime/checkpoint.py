@@ -1,42 +1,64 @@
-"""A live run's checkpoint directory: the run state, saved incrementally.
+"""A live run's checkpoint directory: the run state, saved incrementally, as data.
 
-``state.pkl`` (watermark, offsets, counters, broadcast buffers, the list of
-segments) plus ``segments/<n>.pkl``: a full snapshot of every key's run state
-and the ids seen, then one delta per save with only the keys changed since the
-save before, the keys dropped and the ids added. A save writes its segment,
-then ``state.pkl`` (atomically); the rename is the commit.
+``state.ck`` (watermark, offsets, counters, broadcast buffers, the list of
+segments) plus ``segments/<n>.ck``: a full snapshot of every key's run state and
+the ids seen, then one delta per save with only the keys changed since the save
+before, the keys dropped and the ids added. A save writes its segment, then
+``state.ck`` (atomically); the rename is the commit.
+
+Every file is MessagePack with a magic and a version (:data:`CHECKPOINT_VERSION`),
+each key's run state in the automaton's own versioned codec
+(:mod:`spatec.automata.codec`): loading a checkpoint cannot run code, and one
+written for another program (its automata's fingerprints differ) or by another
+version is refused with a clear error. A checkpoint directory that another user
+can write is refused too: whoever can write it can feed the run any state.
 """
 from __future__ import annotations
 
 import hashlib
-import pickle
+import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgpack
+
+from spatec.automata.codec import (
+    CodecError,
+    decode_events,
+    decode_state,
+    encode_events,
+    encode_state,
+)
+from spatec.automata.compile import compile_automaton
 from spatec.automata.machine import NEG_INF
+from spatec.errors import SpatecError
 from spatec.plan.program import Compiled
-from spatec.spatial import stamps as S
 from spatec.storage import forked
-from spatec.storage.atomic import atomic_write
+from spatec.storage.atomic import atomic_bytes
 
-CHECKPOINT_VERSION = 2
-
-
-STATE_FILE = "state.pkl"
-
-
+CHECKPOINT_MAGIC = b"SPCK"
+CHECKPOINT_VERSION = 3
+STATE_FILE = "state.ck"
 FULL_EVERY = 50                # saves between two full snapshots (bounds the number of deltas)
 
 
-def fingerprint(compiled: Compiled) -> str:
-    """What a checkpoint's run states depend on: the plans of the program's phrases."""
-    return hashlib.sha256(repr(compiled.plans).encode("utf-8")).hexdigest()[:16]
+class CheckpointError(SpatecError):
+    """A checkpoint directory that cannot be used (another program's, another version's, unsafe)."""
+
+
+def fingerprint(compiled: Compiled, phrases=None) -> str:
+    """What a checkpoint's run states depend on: the fingerprints of the phrases' automata
+    (:meth:`~spatec.automata.compile.AutomatonSpec.fingerprint`, from their data)."""
+    parts = [f"{p.name}={compile_automaton(p, compiled.program).fingerprint()}"
+             for p in compiled.plans if not phrases or p.name in phrases]
+    return hashlib.sha256(";".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass
 class LiveState:
-    """Everything a live run carries from one micro-batch to the next (pickled as the checkpoint)."""
+    """Everything a live run carries from one micro-batch to the next (saved as the checkpoint)."""
 
     fingerprint: str
     lateness: int
@@ -55,36 +77,23 @@ class LiveState:
     version: int = CHECKPOINT_VERSION
 
 
-def _disc(x, y, r):
-    return S.Loc.disc(x, y, r)
-
-
-class StatePickler(pickle.Pickler):
-    """Discs (every GPS fix's stamp) as three floats, not as a WKB geometry: the state of a
-    live run is mostly discs."""
-
-    def reducer_override(self, obj):
-        if type(obj) is S.Loc and obj._xy is not None:
-            return _disc, (obj._xy[0], obj._xy[1], obj.r)
-        return NotImplemented
-
-
 class Checkpoint:
     """A live run's directory: the run state, ``delivered.jsonl``, ``spool/``, ``late/``, ``_rejects/``.
 
-    The run state is ``state.pkl`` (watermark, offsets, counters, broadcast
-    buffers, the list of segments) plus ``segments/<n>.pkl``: a full snapshot
+    The run state is ``state.ck`` (watermark, offsets, counters, broadcast
+    buffers, the list of segments) plus ``segments/<n>.ck``: a full snapshot
     of every key's run state and the ids seen, then one delta per save with
     only the keys changed since the save before, the keys dropped and the ids
     added. A save writes its segment, then ``state.pkl`` through a temporary
     file and a rename: the rename is the commit, and segments no
-    ``state.pkl`` names are left-overs of a crash, deleted.
+    ``state.ck`` names are left-overs of a crash, deleted.
     """
 
     def __init__(self, directory: Path | None):
         self.dir = Path(directory) if directory is not None else None
         if self.dir is not None:
             (self.dir / "segments").mkdir(parents=True, exist_ok=True)
+            _refuse_shared(self.dir)
 
     @property
     def state_path(self) -> Path | None:
@@ -97,14 +106,9 @@ class Checkpoint:
         forked.wait_for(str(self.dir))
         if not p.exists():
             return None
-        with open(p, "rb") as f:
-            st = pickle.load(f)
-        if getattr(st, "version", None) != CHECKPOINT_VERSION:
-            raise ValueError(f"{p}: checkpoint version {getattr(st, 'version', None)}, "
-                             f"this spatec writes {CHECKPOINT_VERSION}; use a new checkpoint directory")
+        st = _state_back(_read(p))
         for name in st.segments:
-            with open(self.dir / "segments" / name, "rb") as f:
-                seg = pickle.load(f)
+            seg = _segment_back(_read(self.dir / "segments" / name))
             if seg["full"]:
                 st.keys = {ph: {} for ph in seg["phrases"]}
                 st.seen = {}
@@ -117,7 +121,7 @@ class Checkpoint:
         return st
 
     def segment(self, st: LiveState, dirty=(), dropped=(), new_seen=None, full: bool = False) -> dict:
-        """What the next save writes (taken from ``st`` now: in a forked child it is pickled later)."""
+        """What the next save writes (taken from ``st`` now: in a forked child it is encoded later)."""
         if full or not st.segments:
             return {"full": True, "phrases": list(st.keys),
                     "keys": {(ph, k): rs for ph, ks in st.keys.items() for k, rs in ks.items()},
@@ -129,19 +133,13 @@ class Checkpoint:
     def names(self, st: LiveState, full: bool) -> tuple[str, list]:
         """(the segment's file name, the segment list after the save); ``full``: the segment is
         a full snapshot (as :meth:`segment` makes it when asked for one or when there is none yet)."""
-        name = f"{st.saves + 1:012d}.pkl"
+        name = f"{st.saves + 1:012d}.ck"
         return name, ([name] if full or not st.segments else [*st.segments, name])
 
     def write(self, st: LiveState, seg: dict, name: str, segments: list) -> None:
-        """Write ``seg`` and then ``state.pkl`` naming ``segments`` (the commit)."""
-        _atomic_pickle(self.dir / "segments" / name, seg)
-        keys, seen, old = st.keys, st.seen, (st.segments, st.saves)
-        st.keys, st.seen, st.segments, st.saves = {}, {}, segments, st.saves + 1
-        try:
-            _atomic_pickle(self.state_path, st)
-        finally:
-            st.keys, st.seen = keys, seen
-            st.segments, st.saves = old
+        """Write ``seg`` and then ``state.ck`` naming ``segments`` (the commit)."""
+        atomic_bytes(self.dir / "segments" / name, _encode(_segment_data(seg)))
+        atomic_bytes(self.state_path, _encode(_state_data(st, segments, st.saves + 1)))
         self._clean(segments)
 
     def save(self, st: LiveState, dirty=(), new_seen=None, full: bool = False, dropped=()) -> None:
@@ -160,10 +158,71 @@ class Checkpoint:
                 q.unlink(missing_ok=True)
 
 
-def _atomic_pickle(path: Path, obj) -> None:
-    atomic_write(path, lambda tmp: _dump(tmp, obj), sync=True)
+def _refuse_shared(d: Path) -> None:
+    """A checkpoint directory another user can write could hold any state for this run:
+    refuse one owned by another user, or writable by others (or by a group not the user's)."""
+    st = os.stat(d)
+    others = st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != os.getgid())
+    if (hasattr(os, "getuid") and st.st_uid != os.getuid()) or others:
+        raise CheckpointError(f"checkpoint directory {d} can be written by other users "
+                              f"(mode {stat.S_IMODE(st.st_mode):04o}); use a directory of your own "
+                              f"(chmod go-w {d}, or another path)")
 
 
-def _dump(path: str, obj) -> None:
-    with open(path, "wb") as f:
-        StatePickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+def _encode(body) -> bytes:
+    return CHECKPOINT_MAGIC + bytes([CHECKPOINT_VERSION]) + msgpack.packb(body, use_bin_type=True)
+
+
+def _read(path: Path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != CHECKPOINT_MAGIC:
+        raise CheckpointError(f"{path}: not a spatec checkpoint file (checkpoints of spatec before "
+                              f"version {CHECKPOINT_VERSION} were pickles, which are not read); "
+                              f"use a new checkpoint directory")
+    if data[4:5] != bytes([CHECKPOINT_VERSION]):
+        raise CheckpointError(f"{path}: checkpoint format version {data[4]}, this spatec reads "
+                              f"{CHECKPOINT_VERSION}; use a new checkpoint directory")
+    try:
+        return msgpack.unpackb(data[5:], raw=False, strict_map_key=False)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+        raise CheckpointError(f"{path}: a damaged checkpoint file ({e})") from None
+
+
+def _key(k):
+    return tuple(k) if isinstance(k, list) else k
+
+
+def _states(items) -> list:
+    return [[ph, list(k), encode_state(rs)] for (ph, k), rs in items]
+
+
+def _state_data(st: LiveState, segments: list, saves: int) -> dict:
+    return {"fingerprint": st.fingerprint, "lateness": st.lateness, "crs": st.crs, "watermark": st.watermark,
+            "max_hi": st.max_hi, "bcast": [[ph, encode_events(evs)] for ph, evs in st.bcast.items()],
+            "offsets": [[s, sorted(o) if isinstance(o, (set, frozenset)) else o] for s, o in st.offsets.items()],
+            "counts": dict(st.counts), "batches": st.batches, "finished": st.finished, "segments": list(segments),
+            "saves": saves}
+
+
+def _state_back(d: dict) -> LiveState:
+    try:
+        return LiveState(d["fingerprint"], d["lateness"], d["crs"], d["watermark"], d["max_hi"], {},
+                         {ph: decode_events(b) for ph, b in d["bcast"]}, {s: o for s, o in d["offsets"]}, {},
+                         Counter(d["counts"]), d["batches"], d["finished"], list(d["segments"]), d["saves"])
+    except (KeyError, TypeError, ValueError, CodecError) as e:
+        raise CheckpointError(f"a damaged checkpoint state ({e})") from None
+
+
+def _segment_data(seg: dict) -> dict:
+    return {"full": seg["full"], "phrases": list(seg.get("phrases", ())), "keys": _states(seg["keys"].items()),
+            "dropped": [[ph, list(k)] for ph, k in seg.get("dropped", ())], "seen": list(seg["seen"].items())}
+
+
+def _segment_back(d: dict) -> dict:
+    try:
+        return {"full": d["full"], "phrases": d["phrases"],
+                "keys": {(ph, _key(k)): decode_state(b) for ph, k, b in d["keys"]},
+                "dropped": [(ph, _key(k)) for ph, k in d["dropped"]], "seen": dict(d["seen"])}
+    except (KeyError, TypeError, ValueError, CodecError) as e:
+        raise CheckpointError(f"a damaged checkpoint segment ({e})") from None

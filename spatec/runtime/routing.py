@@ -1,102 +1,87 @@
-"""Which events a phrase reads and which key each goes to (SPEC §4: ``per KEY``)."""
+"""Events to keys, for every runner: one routing (:func:`route`), one hash (:func:`key_buckets`).
+
+A phrase's physical plan (``plan.physical``) says which types it reads, which go
+to the key of their values (``keyed``) and which to every key (``broadcast``).
+An event of a keyed type without a value for the key relates to no other event
+(SPEC §4: ``per`` means the events share its value) and is routed nowhere.
+
+Groups of keys (Spark tasks, live state groups) are chosen by one hash of the
+key's values as text (:func:`key_buckets`, vectorised over a frame's columns, and
+:func:`bucket_of` for keys one at a time: the same numbers).
+"""
 from __future__ import annotations
 
-from spatec.frontend.check import Program
-from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
+import numpy as np
+import pandas as pd
+
+from spatec.plan.nodes import PhrasePlan
 from spatec.runtime.events import event_order
 
 
-def phrase_types(plan: PhrasePlan, program: Program) -> set:
-    """Event types a phrase reads (None among leaves: every type)."""
-    types = set()
-    for n in walk_nodes(plan.root):
-        if isinstance(n, Leaf):
-            types.add(n.type)
-        if getattr(n, "absence", None) is not None:
-            types |= {l.type for l in n.absence.leaves}
-    if None in types:
-        return set(program.events)
-    return types
+def key_of(ev, key: tuple):
+    """The key of an event of a keyed type: its values of ``key``; None when one is missing."""
+    if len(key) == 1:
+        v = ev.attrs.get(key[0])
+        return None if v is None else (v,)
+    k = tuple(ev.attrs.get(a) for a in key)
+    return None if any(v is None for v in k) else k
 
 
-def keyed_types(plan: PhrasePlan, program: Program, types) -> set:
-    """Types that carry every key attribute (partitioned); the others are broadcast."""
-    if not plan.key:
-        return set(types)
-    out = set()
-    for t in types:
-        names = {a.name for a in program.events[t].attrs}
-        if all(k in names for k in plan.key):
-            out.add(t)
-    return out
+def route(phys, evs_by_type: dict) -> tuple[dict, list]:
+    """The events of a batch (type → events) by key: ``(key → events, broadcast events)``,
+    in the order given. Without a key every event goes to the one key ``()``."""
+    by_key: dict = {}
+    broadcast: list = []
+    key = phys.key
+    keyed = phys.keyed
+    for t in phys.types:
+        evs = evs_by_type.get(t, ())
+        if not evs:
+            continue
+        if not key:
+            by_key.setdefault((), []).extend(evs)
+        elif t not in keyed:
+            broadcast.extend(evs)
+        else:
+            for ev in evs:
+                k = key_of(ev, key)
+                if k is None:
+                    continue
+                got = by_key.get(k)
+                if got is None:
+                    by_key[k] = [ev]
+                else:
+                    got.append(ev)
+    return by_key, broadcast
 
 
-def partitions(plan: PhrasePlan, program: Program, evs_by_type: dict, history: dict | None = None) -> dict:
-    """key value → events (broadcast types in every partition), each sorted by event time.
+def partitions(plan: PhrasePlan, evs_by_type: dict, history: dict | None = None) -> dict:
+    """A batch's partitions: key value → its events (broadcast types in every partition),
+    each sorted by event time.
 
     ``history`` (type → events): events of other partitions, held elsewhere
     (another Spark group), that ``successive`` may need as history only."""
-    types = phrase_types(plan, program)
-    keyed = keyed_types(plan, program, types)
-    parts: dict = {}
-    broadcast = []
-    for t in types:
-        for ev in evs_by_type.get(t, ()):
-            if not plan.key:
-                parts.setdefault((), []).append(ev)
-            elif t in keyed:
-                k = tuple(ev.attrs.get(a) for a in plan.key)
-                if any(v is None for v in k):
-                    continue  # an event with no key value relates to no other (SPEC: shares its value)
-                parts.setdefault(k, []).append(ev)
-            else:
-                broadcast.append(ev)
+    phys = plan.physical
+    parts, broadcast = route(phys, evs_by_type)
     if broadcast:
-        if not parts and not keyed:
+        if not parts and not phys.keyed:
             parts[()] = []
         for k in parts:
             parts[k] = parts[k] + broadcast
-    if needs_source_history(plan, program):
-        _add_source_history(plan, program, parts, evs_by_type, types, history or {})
+    if phys.source_history:
+        _add_source_history(phys, parts, evs_by_type, history or {})
     for k in parts:
         parts[k].sort(key=event_order)
     return parts
 
 
-def needs_source_history(plan: PhrasePlan, program: Program) -> bool:
-    """A phrase using ``successive`` partitioned by something other than the source:
-    partitions need other partitions' events of their sources as history."""
-    if not plan.key or not uses_successive(plan):
-        return False
-    for t in phrase_types(plan, program):
-        decl = program.events.get(t)
-        if decl is not None and decl.source is not None and tuple(plan.key) != (decl.source.attr,):
-            return True
-    return False
-
-
-def uses_successive(plan: PhrasePlan) -> bool:
-    from spatec.frontend import ast as A
-
-    exprs = list(plan.deferred)
-    for n in walk_nodes(plan.root):
-        exprs += list(n.preds)
-        if getattr(n, "absence", None) is not None:
-            exprs += list(n.absence.conds)
-    return any(isinstance(x, A.Call) and x.func == "successive" for e in exprs for x in A.walk(e))
-
-
-def _add_source_history(plan: PhrasePlan, program: Program, parts: dict, evs_by_type: dict, types,
-                        history: dict) -> None:
+def _add_source_history(phys, parts: dict, evs_by_type: dict, history: dict) -> None:
     """``successive`` means nothing of the same type and source between (SPEC §4):
     when the partition key is not the source, a partition also needs, as history
     only, the events of its sources that the key sent to other partitions."""
     from spatec.automata.machine import HistoryEv
 
-    for t in types:
-        decl = program.events.get(t)
-        if decl is None or decl.source is None or tuple(plan.key) == (decl.source.attr,):
-            continue
+    for t in phys.source_history:
         by_source: dict = {}
         for ev in list(evs_by_type.get(t, ())) + list(history.get(t, ())):
             if ev.source is not None:
@@ -107,3 +92,30 @@ def _add_source_history(plan: PhrasePlan, program: Program, parts: dict, evs_by_
             extra = [HistoryEv(e.type, e.id, e.source, e.t, e.lo, e.hi, e.loc, e.attrs)
                      for s in sources for e in by_source[s] if id(e) not in mine]
             evs.extend(extra)
+
+
+def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
+    """Each event's group from its key values (as text);
+    -1 for an event without a key value (it relates to nothing)."""
+    n = len(df)
+    if not key:
+        return np.zeros(n, dtype=np.int64)
+    ok = np.ones(n, dtype=bool)
+    h = np.zeros(n, dtype=np.uint64)
+    for k in key:
+        codes, uniques = pd.factorize(df[k], use_na_sentinel=True)      # hash each value once
+        ok &= codes >= 0
+        hu = pd.util.hash_array(np.array([str(u) for u in uniques] + [""], dtype=object))
+        h = h * np.uint64(1_000_003) ^ hu[codes]                        # -1 (missing): the ""
+    out = (h % np.uint64(buckets)).astype(np.int64)
+    out[~ok] = -1
+    return out
+
+
+def bucket_of(keys: list, buckets: int) -> list:
+    """:func:`key_buckets` of keys given one by one (tuples of values, none missing)."""
+    if not keys:
+        return []
+    n = len(keys[0])
+    cols = pd.DataFrame({i: pd.Series([k[i] for k in keys], dtype=object) for i in range(n)})
+    return key_buckets(cols, tuple(range(n)), buckets).tolist()

@@ -3,7 +3,8 @@
 A sink is named by a URL (``spatec live --sink URL``):
 
 =============================  ===================================================
-``console:``                   one line per alert on the terminal (rich)
+``console:``                   one line per alert on the terminal (rich);
+                               ``console:?tz=ZONE``: its times in ZONE
 ``jsonl:///path/dir``          ``<dir>/<phrase>.jsonl``, appended and fsync'd
 ``http://host:port/path``      a webhook: one ``POST`` of the alert's JSON per
                                alert (``https`` too)
@@ -41,6 +42,7 @@ import heapq
 import json
 import logging
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -48,7 +50,7 @@ import urllib.request
 from json.encoder import encode_basestring_ascii as _ascii_str
 from pathlib import Path
 from typing import Collection, Sequence
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pandas as pd
@@ -270,22 +272,38 @@ class AlertSink:
 
 
 class ConsoleSink(AlertSink):
-    name = "console:"
+    """One line per alert. ``tz``: its times (``lo``, ``hi`` and every field that holds a
+    time as spatec writes one, ISO 8601 UTC) shown in that zone, with the offset
+    (``console:?tz=Europe/London``; ``spatec live`` gives the program's zone)."""
 
-    def __init__(self, console=None):
+    name = "console:"       # (whatever the zone: the delivered log knows the sink by it)
+
+    def __init__(self, console=None, tz: str | None = None):
         if console is None:
             from rich.console import Console
 
             console = Console(highlight=False, soft_wrap=True)
         self.console = console
+        self.tz = None if tz in (None, "", "UTC") else tz
+
+    def _time(self, v):
+        if self.tz is None or not isinstance(v, str) or not _UTC_TEXT.match(v):
+            return v
+        from spatec.events.timefmt import format_times, parse_time
+
+        return format_times([parse_time(v)], self.tz)[0]
 
     def deliver(self, alerts):
         for a in alerts:
-            extra = {k: v for k, v in a.items() if k not in ("phrase", "id", "lo", "hi", "hull", "events")}
+            extra = {k: self._time(v) for k, v in a.items() if k not in ("phrase", "id", "lo", "hi", "hull", "events")}
             fields = "  ".join(f"{k}={v}" for k, v in extra.items())
-            self.console.print(f"[bold]{a['phrase']}[/bold] {a['lo']} .. {a['hi']}  {fields}  "
-                               f"[dim]{a['id']}[/dim]")
+            self.console.print(f"[bold]{a['phrase']}[/bold] {self._time(a['lo'])} .. {self._time(a['hi'])}  "
+                               f"{fields}  [dim]{a['id']}[/dim]")
         return list(alerts)
+
+
+#: A time as the sinks write one: ISO 8601 UTC, to the second or the microsecond.
+_UTC_TEXT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z$")
 
 
 class JsonlSink(AlertSink):
@@ -410,7 +428,15 @@ def open_sink(url: str, checkpoint: Path | None, **webhook) -> AlertSink:
     """The sink a URL names (see the module docstring)."""
     u = urlparse(url)
     if u.scheme == "console":
-        return ConsoleSink()
+        tz = parse_qs(u.query).get("tz", [None])[0]
+        if tz is not None:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(tz)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise DataError(f"--sink {url!r}: tz={tz!r} is not a time zone") from None
+        return ConsoleSink(tz=tz)
     if u.scheme == "jsonl":
         path = u.path if not u.netloc else f"/{u.netloc}{u.path}"
         if not path:

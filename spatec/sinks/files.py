@@ -8,7 +8,8 @@ id), then the phrase's emit fields by name. Time-valued emit fields are int64
 composites give the same bytes; files are written whole and then renamed into
 place, so a reader never sees half a file.
 
-- JSON lines: times as ISO 8601 UTC text, NaN and missing values as null.
+- JSON lines: times as ISO 8601 UTC text (or, given a time zone, ISO 8601 with that
+  zone's offset: ``--tz``), NaN and missing values as null.
 - GeoParquet 1.0: ``lo``, ``hi`` and time fields as ``timestamp[us, tz=UTC]``;
   ``hull`` as WKB with the ``geo`` schema metadata (crs omitted: OGC:CRS84);
   ``events`` as ``map<string, string>``.
@@ -103,12 +104,12 @@ def events_dict(v: Any) -> dict[str, str]:
     return {str(k): str(x) for k, x in sorted(items)}
 
 
-def _columns(df: pd.DataFrame, time_fields: Collection[str]) -> dict[str, list]:
-    """Each output column as a list of JSON-ready values, times as ISO text."""
+def _columns(df: pd.DataFrame, time_fields: Collection[str], tz: str | None = None) -> dict[str, list]:
+    """Each output column as a list of JSON-ready values, times as ISO text (UTC, or in ``tz``)."""
     out: dict[str, list] = {}
     for c in df.columns:
         if c in ("lo", "hi") or c in time_fields:
-            out[c] = list(format_times(df[c]))
+            out[c] = list(format_times(df[c], tz))
         elif c == "events":
             out[c] = [events_dict(v) for v in df[c]]
         else:
@@ -128,8 +129,8 @@ def _plain_column(s: pd.Series) -> list:
     return [plain_value(v) for v in values]
 
 
-def json_rows(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[dict[str, Any]]:
-    cols = _columns(df, time_fields)
+def json_rows(df: pd.DataFrame, time_fields: Collection[str], tz: str | None = None) -> Iterator[dict[str, Any]]:
+    cols = _columns(df, time_fields, tz)
     names = [*FIXED, *_emit_fields(df)]
     for values in zip(*(cols[n] for n in names)):
         yield dict(zip(names, values))
@@ -137,30 +138,31 @@ def json_rows(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[dict[s
 
 # --------------------------------------------------------------------------- JSON lines
 
-def write_jsonl(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
-    """One JSON object a line: phrase, id, lo, hi, hull, events, then the emit fields."""
+def write_jsonl(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
+    """One JSON object a line: phrase, id, lo, hi, hull, events, then the emit fields;
+    times in UTC (``Z``), or with ``tz`` in that zone with its offset."""
     df = _ordered(df)
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
-            f.writelines(block for block, _ in _jsonl_lines(df, time_fields))
+            f.writelines(block for block, _ in _jsonl_lines(df, time_fields, tz))
 
     atomic_write(path, write)
 
 
-def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[tuple[Any, list]]:
+def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str], tz: str | None = None) -> Iterator[tuple[Any, list]]:
     """The rows' lines, as ``json.dumps(row, ensure_ascii=False, allow_nan=False)``
     writes :func:`json_rows`'s dicts, in blocks of up to :data:`_CHUNK` lines: each
     block's bytes (a bytes-like object) and the length in bytes of each of its lines."""
     names = [*FIXED, *_emit_fields(df)]
     if len(set(names)) != len(names) or not all(type(n) is str for n in names):
         dumps = json.dumps
-        for row in json_rows(df, time_fields):
+        for row in json_rows(df, time_fields, tz):
             line = (dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
             yield line, [len(line)]
         return
     for a in range(0, len(df), _CHUNK):
-        lines = _jsonl_chunk(df.iloc[a:a + _CHUNK], names, time_fields)
+        lines = _jsonl_chunk(df.iloc[a:a + _CHUNK], names, time_fields, tz)
         ends = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=4 * lines.offset)
         yield memoryview(lines.buffers()[2])[int(ends[0]):int(ends[-1])], np.diff(ends).tolist()
 
@@ -169,7 +171,7 @@ def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str]) -> Iterator[tup
 _CHUNK = 4096
 
 
-def _jsonl_chunk(df: pd.DataFrame, names: list, time_fields: Collection[str]) -> pa.Array:
+def _jsonl_chunk(df: pd.DataFrame, names: list, time_fields: Collection[str], tz: str | None = None) -> pa.Array:
     """The lines of ``df``'s rows (an Arrow string array), built column by column rather
     than row by row.
 
@@ -181,7 +183,7 @@ def _jsonl_chunk(df: pd.DataFrame, names: list, time_fields: Collection[str]) ->
     pieces: list = []
     text = "{"
     for i, name in enumerate(names):
-        between, cols = _json_column(name, df[name], time_fields)
+        between, cols = _json_column(name, df[name], time_fields, tz)
         text += ("" if i == 0 else ", ") + _json_key(name) + ": " + between[0]
         for col, after in zip(cols, between[1:]):
             pieces += [text, col if isinstance(col, pa.Array) else pa.array(col, pa.string())]
@@ -195,11 +197,11 @@ def _json_key(name: str) -> str:
     return json.dumps(name, ensure_ascii=False)
 
 
-def _json_column(name: str, s: pd.Series, time_fields: Collection[str]) -> tuple[tuple, list]:
+def _json_column(name: str, s: pd.Series, time_fields: Collection[str], tz: str | None = None) -> tuple[tuple, list]:
     """A column's texts: the text around and between its values (one more than the columns
     of values) and the columns of values (JSON text, a list or an Arrow string array)."""
     if name in ("lo", "hi") or name in time_fields:
-        return _json_values(list(format_times(s)))
+        return _json_values(list(format_times(s, tz)))
     if name == "events":
         return _json_events(s.tolist())
     arr = arrow_text(s)
@@ -252,7 +254,8 @@ _SCALAR = {
 }
 
 
-def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> pa.Table:
+def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (),
+                     tz: str | None = None) -> pa.Table:
     """Write :func:`write_jsonl`'s lines for one part of a phrase's composites
     (a Spark task's groups) to ``path``; return the keys that
     :func:`merge_jsonl_parts` orders and joins the parts by: ``lo``, ``hi``,
@@ -265,7 +268,7 @@ def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[s
     df = _ordered(df)
     lengths = []
     with open(path, "wb") as f:
-        for block, sizes in _jsonl_lines(df, time_fields):
+        for block, sizes in _jsonl_lines(df, time_fields, tz):
             f.write(block)
             lengths += sizes
     ends = np.cumsum(np.array(lengths, dtype=np.int64))
@@ -282,7 +285,7 @@ MERGE_SEGMENT = directio.SEGMENT
 MERGE_DIRECT = True
 
 
-def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] = ()) -> int:
+def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> int:
     """The JSON lines file of the composites in ``parts`` (``[(path, keys)]`` from
     :func:`write_jsonl_part`, in order): what :func:`write_jsonl` writes for
     all of them at once, a composite in two parts (same id) taken from the
@@ -294,7 +297,7 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
     kinds = {k.schema.metadata[b"kinds"] for _, k in parts}
     if len(kinds) > 1:
         df = _read_parts(parts, time_fields)
-        write_jsonl(df, path, time_fields)
+        write_jsonl(df, path, time_fields, tz)
         return len(df)
     if not parts:
         atomic_write(path, lambda tmp: open(tmp, "wb").close())
@@ -414,8 +417,9 @@ def _geo_metadata(geoms: np.ndarray) -> dict[str, Any]:
     return {"version": "1.0.0", "primary_column": "hull", "columns": {"hull": column}}
 
 
-def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
-    """GeoParquet 1.0: hull as WKB, times as UTC timestamps, events as a string map."""
+def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
+    """GeoParquet 1.0: hull as WKB, times as UTC timestamps, events as a string map.
+    ``tz`` is not used: a timestamp is an instant, whatever zone shows it."""
     table = parquet_table(_ordered(df), time_fields)
     atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
@@ -542,13 +546,14 @@ def read_parquet_composites(path: PathLike) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- GeoJSON
 
-def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
-    """A FeatureCollection: geometry = hull; properties = phrase, id, lo, hi, events, emit fields."""
+def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
+    """A FeatureCollection: geometry = hull; properties = phrase, id, lo, hi, events, emit fields
+    (times in UTC, or with ``tz`` in that zone with its offset)."""
     df = _ordered(df)
     geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
     geojson = shapely.to_geojson(geoms) if len(df) else []
     features = []
-    for row, g in zip(json_rows(df, time_fields), geojson):
+    for row, g in zip(json_rows(df, time_fields, tz), geojson):
         properties = {k: v for k, v in row.items() if k != "hull"}
         features.append({"type": "Feature", "id": row["id"],
                          "geometry": json.loads(g) if g is not None else None,
@@ -571,10 +576,11 @@ class Writer:
 
     fmt: str
     extension: str
-    write: Callable[[pd.DataFrame, PathLike, Collection[str]], None]
+    write: Callable[..., None]
 
-    def __call__(self, df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> None:
-        self.write(df, path, time_fields)
+    def __call__(self, df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (),
+                 tz: str | None = None) -> None:
+        self.write(df, path, time_fields, tz)
 
 
 WRITERS: dict[str, Writer] = {

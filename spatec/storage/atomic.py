@@ -49,16 +49,17 @@ def atomic_bytes(path: PathLike, data: bytes, sync: bool = True) -> None:
 
 
 def write_synced(path: PathLike, data: bytes, mode: str = "wb", at: int | None = None) -> int:
-    """Write ``data`` to ``path`` (``mode`` ``"wb"`` or ``"ab"``; ``at``: truncate there first)
-    and fsync it; the file's size after."""
-    with open(path, mode) as f:
-        if at is not None:
-            f.truncate(at)
-            f.seek(at)
+    """Write ``data`` to ``path`` (``"wb"``) or append it at byte ``at`` (``"ab"``: whatever a
+    crash left past ``at`` is cut first), and fsync; the number of bytes written."""
+    path = Path(path)
+    with open(path, "r+b" if mode == "ab" and path.exists() else "wb") as f:
+        if mode == "ab":
+            f.seek(at or 0)
+            f.truncate()
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-        return f.tell()
+    return len(data)
 
 
 def safe_name(text: str) -> str:

@@ -51,10 +51,11 @@ import numpy as np
 import pandas as pd
 
 from spatec.automata.machine import Composite, composite_id
-from spatec.automata.relations import op_parts
 from spatec.frontend import ast as A
-from spatec.plan.build import expr_vars
-from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
+from spatec.plan.evaluator import chain_preds, x_side
+from spatec.plan.nodes import After, Join, PhrasePlan, walk_nodes
+from spatec.plan.physical import FAST_PATH_SHAPES
+from spatec.plan.predicates import expr_vars
 from spatec.spatial.stamps import concat_ranges
 from spatec.vector.vexpr import (
     Bound,
@@ -67,7 +68,7 @@ from spatec.vector.vexpr import (
     source_codes,
 )
 
-SHAPES = ("leaf", "chain", "after", "between", "pair")
+SHAPES = FAST_PATH_SHAPES
 #: Metres. A hull relation whose distance lies this close to the sum of radii
 #: is decided by the exact scalar test instead of the numpy one.
 MARGIN = 1e-6
@@ -87,156 +88,13 @@ class FastPath:
         return f"fast path: {self.shape} over {self.type} ({', '.join(self.vars)})"
 
 
-# ============================================================================ recognise
-
-def fast_path(plan: PhrasePlan, program=None) -> FastPath | None:
-    """The fast path of ``plan``, or None when its shape is not proven simple.
-
-    ``program`` (optional) lets the absence shapes be refused early when the
-    partition key is not the type's source; without it the evaluator checks
-    the data (one source per partition) instead.
-    """
-    nodes = list(walk_nodes(plan.root))
-    if any(isinstance(n, Or) for n in nodes):
-        return None
-    leaves = plan.leaves
-    if not leaves or any(l.type is None or not l.bound for l in leaves):
-        return None
-    t = leaves[0].type
-    if any(l.type != t for l in leaves) or len({l.var for l in leaves}) != len(leaves):
-        return None
-    if program is not None and t not in program.events:
-        return None
-    if any(_successive_in(f.expr) for f in plan.emit):
-        return None
-    vars_ = tuple(l.var for l in leaves)
-    root = plan.root
-    shape = None
-    if isinstance(root, Leaf):
-        shape = "leaf" if _no_conditions_elsewhere(plan, nodes) else None
-    elif isinstance(root, After):
-        shape = "after" if _after_ok(plan, root, t, nodes) else None
-    elif isinstance(root, Join) and root.absence is not None:
-        shape = "between" if _between_ok(plan, root, t, nodes) else None
-    elif isinstance(root, Join):
-        shape = "chain" if _chain_ok(plan, nodes) else "pair" if _pair_ok(plan, root, nodes) else None
+def fast_path(plan: PhrasePlan) -> FastPath | None:
+    """The fast path the planner chose for ``plan`` (``plan.physical.fast_path``), or None:
+    the general automaton."""
+    shape = plan.physical.fast_path if plan.physical is not None else None
     if shape is None:
         return None
-    if shape in ("after", "between") and program is not None:
-        src = program.events[t].source
-        if src is None or tuple(plan.key) != (src.attr,):
-            return None
-    return FastPath(shape, plan.name, t, vars_, plan)
-
-
-def _successive_in(e) -> bool:
-    return any(isinstance(n, A.Call) and n.func == "successive" for n in A.walk(e))
-
-
-def _no_conditions_elsewhere(plan, nodes) -> bool:
-    """No `successive` anywhere (it needs the history the shapes do not keep)."""
-    if plan.deferred:
-        return False
-    for n in nodes:
-        if any(_successive_in(c) for c in n.preds):
-            return False
-        if getattr(n, "absence", None) is not None and any(_successive_in(c) for c in n.absence.conds):
-            return False
-    return True
-
-
-def _neg_ok(neg, t) -> bool:
-    return bool(neg.leaves) and all(l.type == t for l in neg.leaves)
-
-
-def _after_ok(plan, root: After, t, nodes) -> bool:
-    return isinstance(root.left, Leaf) and _neg_ok(root.absence, t) and _no_conditions_elsewhere(plan, nodes) \
-        and root.absence.window is not None
-
-
-def _pair_ok(plan, root: Join, nodes) -> bool:
-    """Two events related by one operator (``A || B``, ``A ; B within D``, ...): candidates
-    come from a window on the time stamps, so the operator must bound it: ``||``
-    (concurrent stamps) or any operator under ``within``."""
-    if not (isinstance(root.left, Leaf) and isinstance(root.right, Leaf)):
-        return False
-    if root.absence is not None or root.filters or not _no_conditions_elsewhere(plan, nodes):
-        return False
-    if root.op != "and" and root.op not in A.ST_OPS:
-        return False
-    return op_parts(root.op)[0] == "||" or plan.within is not None
-
-
-def _between_ok(plan, root: Join, t, nodes) -> bool:
-    if not (isinstance(root.left, Leaf) and isinstance(root.right, Leaf)) or root.op != ";":
-        return False
-    if root.filters or plan.within is None or not _neg_ok(root.absence, t) or not _no_conditions_elsewhere(plan, nodes):
-        return False
-    return _x_side(root) is not None
-
-
-def _x_side(root: Join):
-    """Which positive variable the absence condition relates X to: "" (none), "A", "B"; None: both."""
-    neg = root.absence
-    a, b = root.left.var, root.right.var
-    with_a = bool(neg.left_space) or any(a in _expr_vars(c) for c in neg.conds)
-    with_b = bool(neg.right_space) or any(b in _expr_vars(c) for c in neg.conds)
-    if with_a and with_b:
-        return None
-    return "A" if with_a else "B" if with_b else ""
-
-
-def _expr_vars(e) -> set:
-    return expr_vars(e)
-
-
-def _chain_pairs(plan) -> set | None:
-    pairs = set()
-    for c in plan.deferred:
-        if not (isinstance(c, A.Call) and c.func == "successive" and all(isinstance(a, A.Var) for a in c.args)):
-            return None
-        names = [a.name for a in c.args]
-        pairs |= set(zip(names, names[1:]))
-    return pairs
-
-
-def _chain_ok(plan, nodes) -> bool:
-    leaves = plan.leaves
-    if len(leaves) < 2:
-        return False
-    vs = [l.var for l in leaves]
-    want = set(zip(vs, vs[1:]))
-    if _chain_pairs(plan) != want:
-        return False
-    for n in nodes:
-        if isinstance(n, Leaf):
-            if any(_successive_in(c) for c in n.preds):
-                return False
-            continue
-        if not isinstance(n, Join) or n.absence is not None or n.filters:
-            return False
-        if n.op not in A.ST_OPS and n.op != "and":
-            return False
-        ls, rs = sorted(n.left.slots), sorted(n.right.slots)
-        if ls + rs != list(range(ls[0], rs[-1] + 1)):
-            return False
-        for c in n.preds:
-            if _successive_in(c) and _implied_pair(c) not in want:
-                return False
-    return True
-
-
-def _implied_pair(c):
-    """``successive(a, b)`` placed at a join: the pair, implied by the chain."""
-    if isinstance(c, A.Call) and c.func == "successive" and len(c.args) == 2 \
-            and all(isinstance(a, A.Var) for a in c.args):
-        return (c.args[0].name, c.args[1].name)
-    return None
-
-
-def _preds(n) -> tuple:
-    """A node's conjuncts without the successive pairs a chain implies."""
-    return tuple(c for c in n.preds if _implied_pair(c) is None)
+    return FastPath(shape, plan.name, plan.leaves[0].type, tuple(l.var for l in plan.leaves), plan)
 
 
 # ============================================================================ columns
@@ -257,11 +115,12 @@ def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
     mine = df["_type"].to_numpy() == fp.type
     if not mine.all():
         pos = pos[mine]
-    key = [k for k in plan.key if k in df.columns]
-    if plan.key and len(key) != len(plan.key):
+    phys = plan.physical
+    key = list(phys.key) if fp.type in phys.keyed else []
+    if phys.key and not key:
         if fp.shape in ("after", "between"):
             return None
-        key = []      # a type without the key is broadcast: one partition of everything
+        # a type without the key is broadcast: one partition of everything
     keyed = np.logical_and.reduce([present(df[k]) for k in key]) if key else np.ones(len(df), dtype=bool)
     src = source_codes(df["_source"])
     pos = pos[src[pos] >= 0] if fp.shape == "chain" else pos[keyed[pos]]
@@ -495,7 +354,7 @@ def _empty(fp: FastPath, cols: Columns) -> Matches:
 def _unary(node, cols: Columns, rows, ev: Evaluator, filters: Filters, var: str) -> np.ndarray:
     """Rows passing ``node``'s patterns and conjuncts over ``var`` alone."""
     ok = filters.mask(node, cols, rows)
-    preds = _preds(node)
+    preds = chain_preds(node)
     if preds and ok.any():
         idx = np.flatnonzero(ok)
         ok[idx] = ev.holds(preds, Bound(cols, {var: rows[idx]}))
@@ -546,7 +405,7 @@ def _chain(fp, cols, final_w, ev, filters) -> Matches:
     for node in walk_nodes(plan.root):
         if not isinstance(node, Join) or not len(start):
             continue
-        preds = _preds(node)
+        preds = chain_preds(node)
         if preds:
             b = Bound(cols, {l.var: start + l.slot for l in plan.leaves})
             start = start[ev.holds(preds, b)]
@@ -769,7 +628,7 @@ def _after(fp, cols, final_w, ev, filters) -> Matches:
     cand = cand[_unary(leaf, cols, cand, ev, filters, leaf.var)]
     if len(cand):
         cand = cand[_unary(node, cols, cand, ev, filters, leaf.var)]
-    related = bool(neg.left_space) or any(leaf.var in _expr_vars(c) for c in neg.conds)
+    related = bool(neg.left_space) or any(leaf.var in expr_vars(c) for c in neg.conds)
     xmask = _x_mask(neg, cols, ev, filters, related)
     # the X that count: later in the source, ending by A.hi + window
     end = group_search(cols.group, cols.hi, cols.group[cand], cols.hi[cand] + neg.window, "right") - 1
@@ -792,7 +651,7 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
     rows = np.arange(cols.n, dtype=np.int64)
     ia = rows[_unary(la, cols, rows, ev, filters, la.var)]
     jb = rows[_unary(lb, cols, rows, ev, filters, lb.var)]
-    side = _x_side(node)
+    side = x_side(node)
     xmask = _x_mask(neg, cols, ev, filters, side != "")
     xpos = np.flatnonzero(xmask)
     g, t = cols.group, cols.t
@@ -834,7 +693,7 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
 
 def _two(fp, cols, node: Join, ev, ii, jj, lo, hi) -> Matches:
     """Pairs (A row, B row) of a two-leaf join that also satisfy its conjuncts."""
-    preds = _preds(node)
+    preds = chain_preds(node)
     near = _near(preds, node.left.var, node.right.var)
     if near is not None and len(ii):
         # a conjunct distance(A, B) < D: first drop the pairs of discs whose centres are
@@ -939,7 +798,7 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
     node: Join = plan.root
     la, lb = node.left, node.right
     w = plan.within
-    time_rel, space = op_parts(node.op)
+    time_rel, space = A.op_parts(node.op)
     rows = np.arange(cols.n, dtype=np.int64)
     ia = rows[_unary(la, cols, rows, ev, filters, la.var)]
     jb = rows[_unary(lb, cols, rows, ev, filters, lb.var)]
@@ -955,7 +814,7 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
             lower = np.maximum(lower, hi[ia] - w)
     else:
         lower, upper = hi[ia] - w, lo[ia] + w             # the span hi - lo is at most `within`
-    near = _near(_preds(node), la.var, lb.var)
+    near = _near(chain_preds(node), la.var, lb.var)
     got = _grid_pairs(cols, ia, jb, lower, upper, near) if near is not None else None
     if got is not None:
         ii, jj = got

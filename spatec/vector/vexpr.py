@@ -36,7 +36,7 @@ from spatec.automata.patterns import PatternCompiler, domain
 from spatec.events.columns import arrow_text, one_array
 from spatec.frontend import ast as A
 from spatec.frontend.check import time_literal_micros
-from spatec.plan.build import expr_vars
+from spatec.plan.predicates import expr_vars
 
 SAFE_INT = 2 ** 53
 

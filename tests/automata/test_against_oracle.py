@@ -209,7 +209,7 @@ def test_live_equals_batch(data):
     lateness = data.draw(st.sampled_from([0, 0, 10 * US, 60 * US]))
     seed = data.draw(st.integers(0, 2 ** 16))
     rnd = random.Random(seed)
-    for key, evs in partitions(plan, c.program, evs_by_type).items():
+    for key, evs in partitions(plan, evs_by_type).items():
         batch, _ = run_partition(am, list(evs), final_w, fastpath=False)
         want = {x.id: (x.lo, x.hi) for x in batch}
         # shuffle within the lateness bound: an event may move before any event up to `lateness` later

@@ -6,7 +6,6 @@ arriving out of order within the lateness bound (the buffer is then scanned whol
 has put it back in order)."""
 from __future__ import annotations
 
-import pickle
 import random
 
 import test_against_oracle as T
@@ -14,6 +13,7 @@ from automata_support import CRS, US, compile_text, frames, row
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spatec.automata.codec import decode_state, encode_state
 from spatec.automata.machine import RunState, build
 from spatec.automata.step import step
 from spatec.runtime.events import event_order, to_evs
@@ -126,9 +126,9 @@ class TestOutOfOrder:
         assert len(out) == 6
 
 
-def test_state_pickled_before_lo_sorted_existed():
-    """An older checkpoint's run state has no ``lo_sorted``: its buffers are scanned whole, and
-    known sorted again after the next pruning."""
+def test_a_state_whose_buffers_are_not_known_sorted():
+    """A run state whose buffers are not known sorted (``lo_sorted`` empty, through the state
+    codec): its buffers are scanned whole, and known sorted again after the next pruning."""
     rows = [row("Bus", "v1", t) for t in range(0, 100, 5)]
     c = compile_text(WITHIN)
     evs, proj = _evs(c, rows)
@@ -138,8 +138,8 @@ def test_state_pickled_before_lo_sorted_existed():
     a_ids, b_ids = [], []
     for i, e in enumerate(ordered):
         if i == 8:
-            del st_.__dict__["lo_sorted"]
-            st_ = pickle.loads(pickle.dumps(st_))
+            st_.lo_sorted = set()
+            st_ = decode_state(encode_state(st_))
             assert st_.lo_sorted == set()
         a_ids += _sig(step(am, st_, [e], watermark=e.hi)[0])
         b_ids += _sig(step(am, ref, [e], watermark=e.hi)[0])
@@ -167,7 +167,7 @@ def test_sorted_buffers_equal_whole_scans(data):
     final_w = max(e.hi for evs in evs_by_type.values() for e in evs)
     lateness = data.draw(st.sampled_from([0, 10 * US, 60 * US]))
     rnd = random.Random(data.draw(st.integers(0, 2 ** 16)))
-    for _key, evs in partitions(plan, c.program, evs_by_type).items():
+    for _key, evs in partitions(plan, evs_by_type).items():
         order = sorted(evs, key=lambda e: (e.hi - rnd.uniform(0, lateness), event_order(e)))
         batches, i = [], 0
         while i < len(order):

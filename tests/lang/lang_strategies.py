@@ -11,7 +11,7 @@ KEYWORDS = {
     "on", "from", "to", "at", "in", "of", "true", "false",
     "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "weekday", "weekend",
     "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-    "November", "December", *A.UNIT_DIMENSION,
+    "November", "December", "run", "while", "gap", *A.UNIT_DIMENSION,
 }
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "weekday", "weekend")
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
@@ -38,15 +38,18 @@ shapes = st.one_of(
 clock = st.from_regex(r"[0-9]{1,2}:[0-9]{2}(:[0-9]{2})?", fullmatch=True)
 date = st.from_regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", fullmatch=True)
 
+# place names: identifiers, stop ids that start with a digit, any text (printed quoted)
+place_names = st.one_of(names, st.from_regex(r"[0-9][A-Za-z0-9_]{0,8}", fullmatch=True),
+                        st.text(min_size=1, max_size=10))
 pattern_atoms = st.one_of(
     st.builds(A.DayPattern, st.sampled_from(DAYS)),
     st.builds(A.MonthPattern, st.sampled_from(MONTHS)),
     st.builds(A.ClockPattern, clock, clock),
     date.map(lambda d: A.DatePattern(d, d, True)),
     st.builds(A.DatePattern, date, date, st.just(False)),
-    st.builds(A.AtPlace, names),
+    st.builds(A.AtPlace, place_names, st.none() | names),
     st.builds(A.InShape, shapes),
-    st.builds(A.NearPlace, distances, names),
+    st.builds(A.NearPlace, distances, place_names),
 )
 event_refs = st.builds(A.EventRef, names, st.none() | names)
 ST_OPS = st.sampled_from(A.ST_OPS)
@@ -66,7 +69,17 @@ def _extend(inner):
     )
 
 
-matches = st.recursive(st.one_of(event_refs, pattern_atoms), _extend, max_leaves=10)
+
+def _pattern_conj(parts):
+    """Patterns beside a run's event type, as the parser groups them: left to right."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = A.Binary("and", out, p)
+    return out
+
+
+pattern_exprs = st.recursive(pattern_atoms, lambda inner: st.one_of(
+    st.builds(A.Binary, st.sampled_from(("and", "or")), inner, inner), st.builds(A.Not, inner)), max_leaves=4)
 
 datetimes = st.from_regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}"
                           r"(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:?[0-9]{2})?", fullmatch=True)
@@ -78,6 +91,7 @@ expr_atoms = st.one_of(
     st.builds(A.TimeLit, datetimes),
     st.builds(A.Var, names),
     st.builds(A.Attr, names, names),
+    st.builds(A.Attr, names, names, names),   # R.first.t
 )
 
 
@@ -91,6 +105,13 @@ def _extend_expr(inner):
 
 
 exprs = st.recursive(expr_atoms, _extend_expr, max_leaves=12)
+
+# a run: `run T -> R`, `run (T and P and ...) -> R`, with `while` and `gap`
+runs = st.builds(
+    A.Run, names, names,
+    st.none() | st.lists(pattern_exprs, min_size=1, max_size=3).map(_pattern_conj),
+    st.none() | exprs, st.none() | durations)
+matches = st.recursive(st.one_of(event_refs, pattern_atoms, runs), _extend, max_leaves=10)
 
 phrases = st.builds(
     A.Phrase, names, matches, per=st.none() | names, where=st.none() | exprs,
@@ -124,6 +145,7 @@ decls = st.one_of(
     phrases, events,
     st.builds(A.PlaceDecl, names, shapes),
     st.builds(A.PlacesFile, strings), st.builds(A.Include, strings),
+    st.builds(A.PlaceSetDecl, names, strings, st.none() | place_clauses),
     st.builds(A.Timezone, strings), st.builds(A.CrsDecl, strings),
 )
 modules = st.builds(A.Module, st.just("gen.spatec"), st.lists(decls, max_size=5).map(tuple))

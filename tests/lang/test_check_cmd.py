@@ -37,7 +37,7 @@ def test_errors_are_rendered_with_line_caret_hint_and_count(capsys, at_root):
     assert err == (
         "lang/corpus/invalid/unknown_type.spatec:4:5: unknown event type BusGSP\n"
         "        BusGSP -> A ; BusGPS -> B\n"
-        "        ^^^^^^^^^^^\n"
+        "        ^^^^^^\n"
         "    hint: did you mean `BusGPS`?\n"
         "1 error\n")
 
@@ -50,7 +50,7 @@ def test_every_file_is_checked_and_errors_counted_together(capsys, at_root):
     assert out == "lang/corpus/valid/sequence.spatec: ok: 1 phrase, 4 event types, 5 places\n"
     lines = [ln for ln in err.splitlines() if ln.startswith("lang/")]
     assert [ln.split(": ")[0] for ln in lines] == [
-        "lang/corpus/invalid/unknown_place.spatec:4:22", "lang/corpus/invalid/unknown_place.spatec:4:36",
+        "lang/corpus/invalid/unknown_place.spatec:4:25", "lang/corpus/invalid/unknown_place.spatec:4:52",
         "lang/corpus/invalid/bound_twice.spatec:4:29"]
     assert err.endswith("3 errors\n")
 

@@ -1,9 +1,9 @@
 """Every example in lang/REFERENCE.md is a program that `spatec check` accepts.
 
 - ```spatec blocks must check cleanly: the block that starts `# bus.spatec`
-  is written beside them as bus.spatec (with lang/corpus/stops.geojson as
-  stops.geojson), and put in front of any block that declares no event type
-  and includes nothing.
+  is written beside them as bus.spatec (with lang/corpus/stops.geojson,
+  stops.csv and named_stops.geojson beside it), and put in front of any block
+  that declares no event type and includes nothing.
 - ```spatec error blocks must fail with exactly the output of the ```text
   block that follows them (the program is checked as example.spatec).
 """
@@ -39,7 +39,8 @@ ERRORS = [(body, BLOCKS[i + 1][1], line) for i, (info, body, line) in enumerate(
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     (tmp_path / "bus.spatec").write_text(PRELUDE, encoding="utf-8")
-    shutil.copy(ROOT / "lang" / "corpus" / "stops.geojson", tmp_path / "stops.geojson")
+    for name in ("stops.geojson", "stops.csv", "named_stops.geojson"):
+        shutil.copy(ROOT / "lang" / "corpus" / name, tmp_path / name)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -77,7 +77,7 @@ def test_decision_time_is_when_a_pending_composite_is_ready(tmp_path, polls5):
     checked = 0
     for plan in compiled.plans:
         am = build(plan, compiled.program, proj)
-        for k, part in list(partitions(plan, compiled.program, evs).items())[:60]:
+        for k, part in list(partitions(plan, evs).items())[:60]:
             st = RunState()
             cut = part[len(part) // 2].hi if part else 0
             step(am, st, part, watermark=cut)
@@ -119,6 +119,7 @@ def test_housekeeping_slices_follow_time_not_batches(tmp_path):
     time's share, one long after at most 1/HOUSEKEEPING_SLICES of the round."""
     from spatec.automata.machine import RunState
     from spatec.runners import live_local as L
+    from spatec.runtime import keyed as K
     from spatec.sinks.alerts import DeliveredLog, SinkSet
 
     compiled = compile_program(program_of(tmp_path, "silent"))
@@ -127,13 +128,13 @@ def test_housekeeping_slices_follow_time_not_batches(tmp_path):
     runner.state.keys[ph.name] = {(f"V{i}",): RunState() for i in range(10_000)}
     runner.state.watermark = 10 ** 15
     pruned = []
-    real = L.step
+    real = K.step
 
     def counting(am, rs, evs, **kw):
         pruned.append(rs)
         return real(am, rs, evs, **kw)
 
-    L.step = counting
+    K.step = counting
     sizes = []
     try:
         for ago in (0.0, 0.05, 10.0):
@@ -141,7 +142,7 @@ def test_housekeeping_slices_follow_time_not_batches(tmp_path):
             runner._housekeeping([])
             sizes.append(len(pruned) - sum(sizes))
     finally:
-        L.step = real
+        K.step = real
     assert sizes[0] == L.HOUSEKEEPING_MIN
     share = 10_000 * 0.05 / L.HOUSEKEEPING_ROUND         # 10,000 keys × 0.05 s / the round
     assert share <= sizes[1] <= share + 50

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from tests.runners.conftest import SHARED
 
 from bench import baselines as B
 from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
 from spatec.runners.replay import ingest
+from tests.runners.conftest import SHARED
 
 EXAMPLES = SHARED / "spec" / "examples"
 #: phrase → (program, variables in order, DuckDB baseline, PySpark baseline)

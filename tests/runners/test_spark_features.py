@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from tests.runners.conftest import REPO, SHARED
 
 from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
@@ -16,6 +15,7 @@ from spatec.runners.replay import ingest
 from spatec.runners.spark.batch import replay_frames_spark
 from spatec.runners.spark.exchange import EXCHANGE_KEY
 from spatec.runners.spark.prefilter import prefilter_regions
+from tests.runners.conftest import REPO, SHARED
 
 SPATEC = Path(sys.executable).parent / "spatec"
 BUS = SHARED / "spec" / "examples" / "bus.spatec"
@@ -101,8 +101,8 @@ def test_python_api(spark, slice10, tmp_path):
     assert sorted(got["id"]) == sorted(want["id"])
     got = got.set_index("id").loc[want["id"]]
     assert (got["events"].map(dict).tolist()) == want["events"].tolist()
-    assert (got["lo"].astype("int64") // 1000).tolist() == want["lo"].tolist() or \
-        (got["lo"].dt.tz_localize(None).astype("int64") // 1000).tolist() == want["lo"].tolist()
+    # Spark's session time zone is UTC: its naive timestamps are the instants of the local runner's
+    assert got["lo"].dt.tz_localize("UTC").tolist() == want["lo"].dt.tz_convert("UTC").tolist()
 
 
 @pytest.fixture

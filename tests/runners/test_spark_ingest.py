@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from tests.runners.conftest import REPO, SHARED
 
 from spatec.plan.program import compile_program
 from spatec.runners.replay import replay_local
 from spatec.runners.spark.batch import replay_spark
 from spatec.runners.spark.ingest import INGEST_ROWS_KEY
+from tests.runners.conftest import REPO, SHARED
 
 BUS = REPO / "examples" / "bus.spatec"
 RAIN = REPO / "examples" / "wet_weather" / "rain_2019-10-01.csv"

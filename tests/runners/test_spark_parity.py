@@ -4,12 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.runners.conftest import REPO, SHARED
 
-from spatec.errors import SpatecError
+from spatec.errors import SpatecError, UnsupportedError
 from spatec.plan.program import compile_program
 from spatec.runners.replay import replay_local
 from spatec.runners.spark.batch import replay_spark
+from tests.runners.conftest import REPO, SHARED
 
 RAIN = REPO / "examples" / "wet_weather" / "rain_2019-10-01.csv"
 ROADWORKS = REPO / "examples" / "roadworks" / "roadworks_2019-10-01.csv"
@@ -22,6 +22,9 @@ EXTRA = {"Rain": RAIN, "RoadWorks": ROADWORKS}
 def _compile(path: Path):
     try:
         return compile_program(path)
+    except UnsupportedError as e:
+        # runs, phrases over phrases, place sets: checked by the front end, no back end yet
+        pytest.skip(f"{path.name}: {e}")
     except SpatecError as e:
         pytest.skip(f"{path.name} does not check: {str(e).splitlines()[0]}")
 

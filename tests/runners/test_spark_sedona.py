@@ -13,7 +13,7 @@ from spatec.runners.replay import ingest
 from spatec.runners.spark.batch import replay_frames_spark
 from spatec.runners.spark.exchange import EXCHANGE_KEY, phrase_groups, spark_events
 from spatec.runners.spark.prefilter import prefilter_regions
-from spatec.runners.spark.sedona import executed_plan, proximity_bound, sedona_prefilter
+from spatec.runners.spark.sedona import executed_plan, sedona_prefilter
 from spatec.runners.spark.session import ENGINE_KEY, sedona_missing
 from spatec.spatial.crs import choose_crs
 
@@ -61,16 +61,6 @@ def _compiled(tmp_path, text):
     return compile_program(p)
 
 
-def test_proximity_bound_reads_the_phrase(tmp_path):
-    c = _compiled(tmp_path, CLOSE)
-    assert proximity_bound(c.plan("CloseBuses"), c.program) == 50.0
-    assert proximity_bound(c.plan("SamePlace"), c.program) == 0.0
-    for name in ("silent_and_bunching", "stuck", "hospital_to_station"):
-        got = compile_program(SHARED / "spec" / "examples" / f"{name}.spatec")
-        # keyed (per vehicle, or Bunching's line inferred from A.line == B.line), absences, chains
-        assert all(proximity_bound(p, got.program) is None for p in got.plans)
-
-
 @pytest.mark.slow
 def test_leaf_patterns_as_broadcast_index_join(sedona, slice20, tmp_path):
     c = _compiled(tmp_path, FILTERABLE)
@@ -96,6 +86,7 @@ def test_nearby_buses_of_any_line_as_distance_join(sedona, slice10, tmp_path):
     crs = choose_crs(c.program, frames)
     events = {"BusGPS": spark_events(sedona, c.program, "BusGPS", frames["BusGPS"])}
     grouped = phrase_groups(c.plan("CloseBuses"), c.program, events, crs, "sedona-spark", 8)
+    assert c.plan("CloseBuses").physical.proximity == 50.0     # the planner's choice (tests/plan)
     groups = grouped.groupBy("_b").count().toPandas()
     assert len(groups) > 1                                  # not one partition
     assert groups["count"].max() < len(frames["BusGPS"])

@@ -88,3 +88,110 @@ class TestProjector:
     def test_rejects_non_metric(self, crs):
         with pytest.raises(ValueError):
             Projector(crs)
+
+
+# ------------------------------------------------------------------------------ choosing the CRS
+
+import logging  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+import pandas as pd  # noqa: E402
+
+from spatec.spatial.crs import (  # noqa: E402
+    choose_crs,
+    crs_warning,
+    far_positions,
+    median_centre,
+    merge_cells,
+    metric_crs,
+    position_cells,
+)
+
+
+def _frame(lons, lats):
+    """Canonical point events (only the columns the CRS choice reads)."""
+    return pd.DataFrame({"_place": "point", "_lon": np.asarray(lons, float), "_lat": np.asarray(lats, float),
+                         "_geom": None})
+
+
+def _cambridge(n=500, seed=1):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-0.2, 0.6, n), rng.uniform(52.0, 52.4, n)
+
+
+NO_PROGRAM = SimpleNamespace(crs=None, places={})
+
+
+class TestChooseCrs:
+    def test_an_outlier_cannot_move_it(self, caplog):
+        lons, lats = _cambridge()
+        alone = choose_crs(NO_PROGRAM, {"BusGPS": _frame(lons, lats)})
+        # the issue's stray fix: its bounding box centre would be in EPSG:32745
+        with_far = choose_crs(NO_PROGRAM, {"BusGPS": _frame([*lons, 179.5], [*lats, -60.0])})
+        assert alone == with_far == "EPSG:32631"
+        # a handful of them, anywhere, neither
+        more = choose_crs(NO_PROGRAM, {"BusGPS": _frame([*lons, 179.5, -170, 100], [*lats, -60, 80, 10])})
+        assert more == alone
+
+    def test_median_not_bounding_box(self):
+        # most of the fleet west of Greenwich (zone 30), a long tail east into zone 31
+        lons = np.r_[np.full(60, -0.5), np.linspace(0.1, 8.0, 40)]
+        lats = np.full(100, 52.2)
+        assert choose_crs(NO_PROGRAM, {"T": _frame(lons, lats)}) == "EPSG:32630"
+
+    def test_far_positions_warn(self, caplog):
+        lons, lats = _cambridge()
+        with caplog.at_level(logging.WARNING, logger="spatec.crs"):
+            crs = choose_crs(NO_PROGRAM, {"BusGPS": _frame([*lons, 100.0, 100.01], [*lats, 10.0, 10.0])})
+        assert crs == "EPSG:32631"
+        [record] = [r for r in caplog.records if r.name == "spatec.crs"]
+        assert "2 of 502 positions lie too far from EPSG:32631 to be measured within 0.1 m" in record.message
+        assert "lon 100.0, lat 10.0" in record.message
+
+    def test_near_positions_do_not_warn(self, caplog):
+        lons, lats = _cambridge()
+        with caplog.at_level(logging.WARNING, logger="spatec.crs"):
+            choose_crs(NO_PROGRAM, {"BusGPS": _frame(lons, lats)})
+        assert not [r for r in caplog.records if r.name == "spatec.crs"]
+
+    def test_an_override_is_checked_too(self, caplog):
+        lons, lats = _cambridge()
+        with caplog.at_level(logging.WARNING, logger="spatec.crs"):
+            # Sydney's zone for Cambridge data: every position is far from it
+            assert choose_crs(NO_PROGRAM, {"BusGPS": _frame(lons, lats)}, "EPSG:32756") == "EPSG:32756"
+        assert "500 of 500 positions" in caplog.records[-1].message
+
+    def test_the_scale_error_decides(self):
+        # transverse Mercator is accurate near its central meridian's great circle, which
+        # runs through the antimeridian too: 179.5 E, 60 S is measurable in zone 31
+        assert far_positions("EPSG:32631", position_cells([179.5], [-60.0]))[0] == 0
+        # 5 degrees off the zone's meridian at the equator is not (scale error ~0.4 %)
+        n, _, err = far_positions("EPSG:32631", position_cells([8.0], [0.0]))
+        assert n == 1 and 0.1 < err < 1.0
+        assert far_positions("EPSG:32631", position_cells([3.5], [0.0]))[0] == 0
+
+    def test_chunks_merge_to_the_whole(self):
+        rng = np.random.default_rng(5)
+        lons, lats = rng.uniform(-10, 30, 3000), rng.uniform(35, 60, 3000)
+        whole = position_cells(lons, lats)
+        parts = [position_cells(lons[i::3], lats[i::3]) for i in range(3)]
+        assert merge_cells(parts) == whole
+        assert median_centre(merge_cells(reversed(parts))) == median_centre(whole)
+        # the Spark ingest passes chunks' cells: the same CRS as from the frames
+        assert choose_crs(NO_PROGRAM, {}, cells=merge_cells(parts)) == choose_crs(NO_PROGRAM, {"T": _frame(lons, lats)})
+
+    def test_program_crs_and_places(self):
+        prog = SimpleNamespace(crs="EPSG:27700", places={})
+        assert choose_crs(prog, {"T": _frame(*_cambridge())}) == "EPSG:27700"
+        place = SimpleNamespace(kind="circle", lon=151.2, lat=-33.9)
+        assert choose_crs(SimpleNamespace(crs=None, places={"opera": place}), {}) == "EPSG:32756"
+
+    def test_warning_text_without_far_positions(self):
+        assert crs_warning("EPSG:32631", position_cells(*_cambridge())) is None
+
+    @pytest.mark.parametrize("crs, why", [("EPSG:4326", "not a projected CRS in metres"),
+                                          ("EPSG:2263", "not a projected CRS in metres"),   # US feet
+                                          ("EPSG:99999", "unknown CRS")])
+    def test_metric_crs(self, crs, why):
+        with pytest.raises(ValueError, match=why):
+            metric_crs(crs)

@@ -237,7 +237,7 @@ def check_same(text, rows, shape, name="Ph"):
     (every output column) and per partition through ``run_partition``."""
     c = compiled_or_reject(text)
     plan = c.plan(name)
-    fp = fast_path(plan, c.program)
+    fp = fast_path(plan)
     assert fp is not None and fp.shape == shape, text
     fr = frames(rows)
     proj = Projector(CRS)
@@ -265,7 +265,7 @@ def check_partitions(c, fr, name):
     final_w = max(e.hi for evs in evs_by_type.values() for e in evs)
     plan = c.plan(name)
     am = build(plan, c.program, proj)
-    for key, evs in partitions(plan, c.program, evs_by_type).items():
+    for key, evs in partitions(plan, evs_by_type).items():
         fast, st_f = run_partition(am, list(evs), final_w, fastpath=True)
         slow, st_s = run_partition(am, list(evs), final_w, fastpath=False)
         a = sorted(_key(am, x, proj, st_f) for x in fast)

@@ -43,7 +43,7 @@ def test_example_phrases(hour, name):
         vehicles = sorted(hour["vehicle"].unique())[::2]
         hour = hour[hour["vehicle"].isin(vehicles)].reset_index(drop=True)
     frames = {"BusGPS": hour}
-    fast = [p for p in c.plans if fast_path(p, c.program) is not None]
+    fast = [p for p in c.plans if fast_path(p) is not None]
     assert fast, "every program here has a fast-path phrase"
     names = [p.name for p in fast]
     general = replay_frames(c, frames, phrases=names, fastpath=False).frames
@@ -55,7 +55,7 @@ def test_example_phrases(hour, name):
         pd.testing.assert_frame_equal(local[plan.name], general[plan.name], check_dtype=False)
         am = build(plan, c.program, proj)
         rows = []
-        for evs_k in partitions(plan, c.program, evs).values():
+        for evs_k in partitions(plan, evs).values():
             got, st = run_partition(am, evs_k, final_w, fastpath=True)
             rows += [output_row(am, x, proj, st) for x in got]
         pd.testing.assert_frame_equal(rows_frame(plan, rows), general[plan.name], check_dtype=False)

@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spatec.automata.machine import Ev
+from spatec.errors import UnsupportedError
+from spatec.plan.evaluator import chain_preds
 from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
 from spatec.runtime.events import to_evs
@@ -28,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def shape(text, name="Ph"):
     c = compile_text(text)
-    fp = F.fast_path(c.plan(name), c.program)
+    fp = F.fast_path(c.plan(name))
     return None if fp is None else fp.shape
 
 
@@ -79,15 +81,18 @@ class TestRecognise:
                 "EntersRoadWorks": None, "RainySlowJourney": None}
         got = {}
         for path in sorted((REPO / "examples").glob("*/*.spatec")):
-            c = compile_program(path)
+            try:
+                c = compile_program(path)
+            except UnsupportedError:
+                continue  # runs, phrases over phrases, place sets: no plan yet (spatec/plan/support.py)
             for plan in c.plans:
-                fp = F.fast_path(plan, c.program)
+                fp = F.fast_path(plan)
                 got[plan.name] = None if fp is None else fp.shape
         assert got == want
 
     def test_plain_data(self):
         c = compile_text("phrase Ph per vehicle = Bus -> A ; not Bus -> X within 1 min\n")
-        fp = F.fast_path(c.plan("Ph"), c.program)
+        fp = F.fast_path(c.plan("Ph"))
         assert fp == F.FastPath("after", "Ph", "Bus", ("A",), c.plan("Ph"))
         assert fp.describe() == "fast path: after over Bus (A)"
 
@@ -235,7 +240,7 @@ def _replay_same(c, fr):
 
 def _run_frame(c, fr):
     proj = Projector(CRS)
-    fp = F.fast_path(c.plan("Ph"), c.program)
+    fp = F.fast_path(c.plan("Ph"))
     final = max(int(df["_hi"].max()) for df in fr.values())
     return F.run_frame(fp, fr[fp.type], c.program, proj, final, lambda d: to_evs(d, c.program, proj))
 
@@ -313,7 +318,7 @@ class TestIds:
 def test_near_reads_only_an_upper_bound_on_the_pair_distance(cond, want):
     c = compile_text(f"phrase Ph = Bus -> A || Bus -> B where {cond} and A.vehicle < B.vehicle\n")
     node = c.plan("Ph").root
-    assert F._near(F._preds(node), "A", "B") == want
+    assert F._near(chain_preds(node), "A", "B") == want
 
 
 def test_pairs_at_the_distance_bound_are_kept():
@@ -360,13 +365,13 @@ def test_equal_leaf_patterns_are_tested_once_over_every_row(monkeypatch):
     c = compile_text(text)
     fr = frames(rows)
     calls.clear()
-    F.run_frame(F.fast_path(c.plan("Ph"), c.program), fr["Bus"], c.program, Projector(CRS), 10 ** 18,
+    F.run_frame(F.fast_path(c.plan("Ph")), fr["Bus"], c.program, Projector(CRS), 10 ** 18,
                 lambda d: to_evs(d, c.program, Projector(CRS)))
     top = [x for x in calls if type(x[0]).__name__ == "Not"]
     assert len(top) == 1 and top[0][2] == len(fr["Bus"])
 
     pats = vexpr.Patterns(c.program.places, c.program.timezone, Projector(CRS))
-    cols = F.frame_columns(F.fast_path(c.plan("Ph"), c.program), fr["Bus"], Projector(CRS), None)
+    cols = F.frame_columns(F.fast_path(c.plan("Ph")), fr["Bus"], Projector(CRS), None)
     patterns = c.plan("Ph").root.left.filters
     every = np.arange(cols.n)
     first = pats.mask(patterns, cols, every)
@@ -375,7 +380,7 @@ def test_equal_leaf_patterns_are_tested_once_over_every_row(monkeypatch):
     again = pats.mask(patterns, cols, every)
     assert not calls and (again == ~first).all()
     pats.mask(patterns, cols, every[1:])
-    other = F.frame_columns(F.fast_path(c.plan("Ph"), c.program), fr["Bus"], Projector(CRS), None)
+    other = F.frame_columns(F.fast_path(c.plan("Ph")), fr["Bus"], Projector(CRS), None)
     pats.mask(patterns, other, every)
     assert len([x for x in calls if type(x[0]).__name__ == "Not"]) == 2
 

@@ -61,37 +61,45 @@ from spatec.spatial.crs import Projector, choose_crs
 
 
 def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, phrases=None,
-                 master=None, ui=None, spark=None, prefilter_leaves: bool = True, conf: dict | None = None):
-    """``spatec replay --runner spark``: ingest, run every phrase on Spark, write one file per phrase."""
+                 master=None, ui=None, spark=None, prefilter_leaves: bool = True, conf: dict | None = None,
+                 tz: str | None = None, log_dir=None):
+    """``spatec replay --runner spark``: ingest, run every phrase on Spark, write one file per phrase
+    (text times in ``tz``, default UTC). ``log_dir``: where a session started here logs (Spark's and
+    the JVM's log lines, :func:`~spatec.runners.spark.session.get_or_create`)."""
     from spatec.runners.replay import ingest, write_outputs
 
     if spark is None:
-        spark = _start(master, conf, ui)
+        spark = _start(master, conf, ui, log_dir)
     if exchange_mode(spark) == "staged":
         # the events are typed and staged in Spark tasks: the driver never holds them
         from spatec.runners.spark.ingest import replay_inputs_spark
 
         result = replay_inputs_spark(spark, compiled, inputs, out, crs=crs, phrases=phrases, ui=ui,
-                                     prefilter_leaves=prefilter_leaves, fmt=fmt)
+                                     prefilter_leaves=prefilter_leaves, fmt=fmt, tz=tz)
         if fmt in ("jsonl", "parquet"):      # the tasks wrote the files (match.PARTS)
             return result
     else:
         frames, summary = ingest(compiled, inputs, out, ui)
         if ui:
+            from spatec.runners.replay import phrase_events
+
             ui.stage("matching on Spark")
+            ui.matching(phrase_events(compiled, frames, phrases))
         result = replay_frames_spark(spark, compiled, frames, crs=crs, phrases=phrases,
                                      prefilter_leaves=prefilter_leaves)
+        if ui:
+            ui.matched()
         result.ingest = summary
-    result.paths = write_outputs(compiled, result.frames, out, fmt)
+    result.paths = write_outputs(compiled, result.frames, out, fmt, tz)
     return result
 
 
-def _start(master, conf, ui=None):
+def _start(master, conf, ui=None, log_dir=None):
     from spatec.runners.spark.session import get_or_create
 
     if ui:
         ui.stage("starting Spark")
-    spark = get_or_create(master, conf)
+    spark = get_or_create(master, conf, log_dir=log_dir)
     warm_workers(spark)
     return spark
 

@@ -14,6 +14,7 @@ import json
 import os
 import uuid
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -30,7 +31,7 @@ from spatec.runners.spark.staging import (
 )
 from spatec.runtime.batch import phrase_rows
 from spatec.runtime.events import attribute_names
-from spatec.runtime.routing import keyed_types, needs_source_history, phrase_types
+from spatec.runtime.routing import key_buckets
 from spatec.runtime.rows import STD_COLUMNS, rows_frame
 from spatec.spatial.crs import Projector
 from spatec.storage.atomic import safe_name
@@ -107,8 +108,9 @@ def phrase_groups(plan: PhrasePlan, program, events: dict, crs: str, engine: str
     """
     from pyspark.sql import functions as F
 
-    types = sorted(t for t in phrase_types(plan, program) if t in events)
-    keyed = keyed_types(plan, program, types)
+    phys = plan.physical
+    types = [t for t in phys.types if t in events]
+    keyed = set(phys.keyed)
     drop = prefilter_regions(plan, program, crs) if engine else {}
     dfs = {}
     for t in types:
@@ -117,20 +119,18 @@ def phrase_groups(plan: PhrasePlan, program, events: dict, crs: str, engine: str
             df = prefilter(df, drop[t], crs, engine)
         dfs[t] = df
 
-    if not plan.key and engine == "sedona-spark" and types:
-        from spatec.runners.spark.sedona import proximity_bound, proximity_groups
+    if phys.proximity is not None and engine == "sedona-spark" and types:
+        from spatec.runners.spark.sedona import proximity_groups
 
-        bound = proximity_bound(plan, program)
-        if bound is not None:
-            got = proximity_groups(plan, _union([dfs[t] for t in types]), crs, buckets, bound)
-            if got is not None:
-                return got
+        got = proximity_groups(plan, _union([dfs[t] for t in types]), crs, buckets, phys.proximity)
+        if got is not None:
+            return got
 
     def bucketed(t):
         df = dfs[t]
-        if not plan.key:
+        if not phys.key:
             return df.withColumn("_b", F.lit(0))
-        return df.where(_has_key(plan, t, df)).withColumn("_b", _bucket(plan, t, buckets))
+        return with_bucket(df, t, phys.key, buckets).where(F.col("_b") >= 0)
 
     parts = [bucketed(t) for t in types if t in keyed]
     bcast = [dfs[t] for t in types if t not in keyed]
@@ -144,50 +144,41 @@ def phrase_groups(plan: PhrasePlan, program, events: dict, crs: str, engine: str
     if bcast:
         present = k.select("_b").distinct()
         k = _union([k] + [b.crossJoin(F.broadcast(present)) for b in bcast])
-    if needs_source_history(plan, program):
-        k = _union([k.withColumn("_hist", F.lit(False))] + _history_rows(plan, program, dfs, keyed, k, buckets))
+    if phys.source_history:
+        k = _union([k.withColumn("_hist", F.lit(False))] + _history_rows(phys, dfs, k, buckets))
     return k
 
 
-def _has_key(plan: PhrasePlan, t: str, df):
-    from pyspark.sql import functions as F
+def with_bucket(df, t: str, key: tuple, buckets: int, name: str = "_b"):
+    """``df`` (events of type ``t``) with a column ``name``: each event's group from its key
+    values (:func:`~spatec.runtime.routing.key_buckets`, the one hash every runner uses;
+    -1 without a key value), computed on the key columns in Arrow batches."""
+    from pyspark.sql.types import IntegerType, StructField, StructType
 
-    cond = None
-    for k in plan.key:
-        c = F.col(_col(t, k))
-        ok = c.isNotNull()
-        if dict(df.dtypes)[_col(t, k)] in ("double", "float"):
-            ok = ok & ~F.isnan(c)
-        cond = ok if cond is None else cond & ok
-    return cond
+    cols = [_col(t, k) for k in key]
+    schema = StructType(list(df.schema.fields) + [StructField(name, IntegerType(), False)])
 
+    def fn(batches):
+        for b in batches:
+            keys = pa.Table.from_batches([b.select(cols)]).to_pandas()
+            bs = key_buckets(keys, cols, buckets).astype(np.int32)
+            yield pa.RecordBatch.from_arrays([*b.columns, pa.array(bs)], names=[*b.schema.names, name])
 
-def _bucket(plan: PhrasePlan, t: str, buckets: int):
-    """The group of an event from its key values (as strings: one key value,
-    whatever the type that carries it, hashes alike)."""
-    from pyspark.sql import functions as F
-
-    h = F.xxhash64(*[F.col(_col(t, k)).cast("string") for k in plan.key])
-    return F.pmod(h, F.lit(buckets)).cast("int")
+    return df.mapInArrow(fn, schema)
 
 
-def _history_rows(plan: PhrasePlan, program, dfs: dict, keyed, k, buckets: int) -> list:
+def _history_rows(phys, dfs: dict, k, buckets: int) -> list:
     """For ``successive`` under a key that is not the source: each group also gets,
     flagged ``_hist``, the events of its sources that are not its own (see
     :func:`spatec.runtime.routing.partitions`)."""
     from pyspark.sql import functions as F
 
     out = []
-    for t in sorted(keyed):
-        decl = program.events[t]
-        if decl.source is None or tuple(plan.key) == (decl.source.attr,):
-            continue
+    for t in phys.source_history:
         pairs = k.where(F.col("_type") == t).select(F.col("_b").alias("_hb"), F.col("_source").alias("_hsrc")) \
             .distinct()
-        ev = dfs[t].where(F.col("_source").isNotNull())
-        ev = ev.withColumn("_own", F.when(_has_key(plan, t, ev), _bucket(plan, t, buckets)))
-        h = ev.join(pairs, ev["_source"] == pairs["_hsrc"]).where(~F.coalesce(F.col("_own") == F.col("_hb"),
-                                                                              F.lit(False)))
+        ev = with_bucket(dfs[t].where(F.col("_source").isNotNull()), t, phys.key, buckets, "_own")
+        h = ev.join(pairs, ev["_source"] == pairs["_hsrc"]).where(F.col("_own") != F.col("_hb"))
         h = h.drop("_hsrc", "_own").withColumnRenamed("_hb", "_b")
         out.append(h.withColumn("_hist", F.lit(True)))
     return out

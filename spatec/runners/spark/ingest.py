@@ -19,7 +19,8 @@ From those the driver makes exactly the decisions a whole-input ingest makes:
   <id>``), as :func:`spatec.runners.replay.ingest` makes it. Only sources whose
   time spans overlap in two chunks are examined, from the per-chunk key
   files; the tasks that match then leave the copies out;
-- the metric CRS (the centre of the bounding box) and the final watermark;
+- the metric CRS (the median of the positions, from each chunk's counts per
+  cell: :func:`~spatec.spatial.crs.position_cells`) and the final watermark;
 - the rejects file, in input order, and the read/used/rejected counts.
 
 Other formats (JSONL, SIRI-VM polls) are read on the driver as before and
@@ -55,8 +56,7 @@ from spatec.events.canonical import (
 )
 from spatec.events.raw import RawBatch
 from spatec.plan.program import Compiled
-from spatec.runtime.routing import phrase_types
-from spatec.spatial.crs import choose_crs
+from spatec.spatial.crs import choose_crs, event_extents, extent_cells, merge_cells
 
 #: Setting: about how many input rows one ingest task types and stages.
 INGEST_ROWS_KEY = "spark.spatec.ingestRows"
@@ -196,7 +196,7 @@ def _write_chunk(b: RawBatch, index: int, inp: int, t: str, k: int, fmt: str, ro
 def chunk_result(index: int, inp: int, res: IngestResult, program, plans, buckets: int, root: str,
                  windows: dict | None = None) -> dict:
     """One chunk's ingest result staged for every phrase that reads its type, and what
-    the driver needs of it (counts, rejects, keys for duplicates, bounds, latest time).
+    the driver needs of it (counts, rejects, keys for duplicates, position cells, latest time).
     ``windows``: phrase → :func:`~spatec.runners.spark.scheduling.time_window`."""
     from spatec.runners.spark.staging import Stager, column_dtypes
 
@@ -205,18 +205,18 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
     tag = f"c{index}"
     out = {"index": index, "input": inp, "type": t, "read": res.read, "used": res.used,
            "rejected": res.rejected, "rejects": res.rejects, "stages": {}, "dtypes": None,
-           "max_hi": None, "bounds": None, "keys": None, "sources": None, "spans": None}
+           "max_hi": None, "cells": None, "keys": None, "sources": None, "spans": None}
     if not len(ev):
         return out
     stager = Stager(program, {t: ev}, root, tag, texts={t: res.texts})
     for plan in plans:
-        if t in phrase_types(plan, program):
+        if t in plan.physical.types:
             out["stages"][plan.name] = stager.stage(plan, buckets, (windows or {}).get(plan.name))
     out["dtypes"] = column_dtypes(program, t, ev)
     hi = ev["_hi"].to_numpy(np.int64)
     out["max_hi"] = int(hi.max())
-    x0, x1, y0, y1 = _extents(ev)
-    out["bounds"] = _bounds(x0, x1, y0, y1)
+    x0, x1, y0, y1 = event_extents(ev)
+    out["cells"] = extent_cells(x0, x1, y0, y1)
     keys = {"row": ev["_row"].to_numpy(np.int64), "hi": hi, "x0": x0, "y0": y0}
     if not (np.array_equal(x0, x1, equal_nan=True) and np.array_equal(y0, y1, equal_nan=True)):
         keys.update(x1=x1, y1=y1)          # geometries: their extents (points: x0, y0 alone)
@@ -234,29 +234,6 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
     out["keys"] = os.path.join(root, f"{tag}-keys.npz")
     np.savez(out["keys"], **keys)
     return out
-
-
-def _extents(ev: pd.DataFrame):
-    """Each event's longitude and latitude extent (a point's, a geometry's bounds)."""
-    import shapely
-
-    n = len(ev)
-    kinds = ev["_place"].to_numpy()
-    lon = np.where(kinds == "point", ev["_lon"].to_numpy(float), np.nan)
-    lat = np.where(kinds == "point", ev["_lat"].to_numpy(float), np.nan)
-    x0, x1, y0, y1 = lon, lon.copy(), lat, lat.copy()
-    geo = np.flatnonzero(kinds == "geom")
-    if len(geo):
-        b = shapely.bounds(shapely.from_wkt(ev["_geom"].to_numpy()[geo]))
-        x0[geo], y0[geo], x1[geo], y1[geo] = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
-    assert len(x0) == n
-    return x0, x1, y0, y1
-
-
-def _bounds(x0, x1, y0, y1):
-    if not np.isfinite(x0).any() or not np.isfinite(y0).any():
-        return None
-    return (float(np.nanmin(x0)), float(np.nanmax(x1)), float(np.nanmin(y0)), float(np.nanmax(y1)))
 
 
 def ingest_fn(program, plans, chunks: list, tasks: list, buckets: int, root: str, windows: dict | None = None,
@@ -288,7 +265,7 @@ def ingest_fn(program, plans, chunks: list, tasks: list, buckets: int, root: str
 # ------------------------------------------------------------------------------- the driver
 
 def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrases=None, ui=None,
-                        prefilter_leaves: bool = True, fmt: str | None = None):
+                        prefilter_leaves: bool = True, fmt: str | None = None, tz: str | None = None):
     """``spatec replay`` on the staged exchange: ingest in Spark tasks, match, and the
     rejects written under ``out/_rejects``; a :class:`~spatec.runners.local.ReplayResult`
     with ``ingest`` (the counts per input) set.
@@ -360,8 +337,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
                 ui.ingested(*row)
         if len(rejects):
             write_rejects(rejects, out)
-        bounds = [r["bounds"] for r in results if r["bounds"] is not None]
-        crs = choose_crs(program, {}, crs, bounds=bounds)
+        crs = choose_crs(program, {}, crs, cells=merge_cells(r["cells"] for r in results))
         his = [r["max_hi"] for r in results if r["max_hi"] is not None]
         final_w = max(his) if his else 0
         dtypes = {}
@@ -374,9 +350,12 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         clock.step("decide")
         if ui:
             ui.stage("matching on Spark")
+            ui.matching({p.name: sum(g["rows"] for g in staged[p.name].values()) for p in plans})
         engine = engine_name(spark) if prefilter_leaves else None
         raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root,
-                         fmt if fmt in PARTS else True, drop)
+                         fmt if fmt in PARTS else True, drop, tz=tz)
+        if ui:
+            ui.matched()
         clock.step("match tasks")
         result = ReplayResult({}, crs)
         if fmt in PARTS:
@@ -386,8 +365,8 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             os.makedirs(out, exist_ok=True)
             for plan in plans:
                 if fmt == "jsonl":
-                    n = merge_jsonl_parts(raw[plan.name], result.paths[plan.name], time_fields(plan))
-                else:
+                    n = merge_jsonl_parts(raw[plan.name], result.paths[plan.name], time_fields(plan), tz)
+                else:       # an instant is an instant: GeoParquet's times do not depend on tz
                     n = merge_parquet_parts(raw[plan.name], result.paths[plan.name], rows_frame(plan, []),
                                             time_fields(plan))
                 result.counts[plan.name] = n
@@ -412,7 +391,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
 def cross_chunk_duplicates(results: list, chunks: dict):
     """Copies of an event in a later chunk than its first: ``drop`` (chunk → ids to
     leave out) and the rejects they are (:class:`pandas.DataFrame` per chunk; the
-    chunk's counts, bounds and latest time recomputed without them)."""
+    chunk's counts, cells and latest time recomputed without them)."""
     from spatec.events.timefmt import format_time
 
     drop: dict = {}
@@ -462,7 +441,7 @@ def cross_chunk_duplicates(results: list, chunks: dict):
             keep = np.ones(len(k["row"]), bool)
             keep[j] = False
             ext = [k[a if a in k.files else a[0] + "0"][keep] for a in ("x0", "x1", "y0", "y1")]
-            r["bounds"] = _bounds(*ext)
+            r["cells"] = extent_cells(*ext)
             r["max_hi"] = int(k["hi"][keep].max()) if keep.any() else None
             r["used"] -= len(j)
             r["rejected"] += len(j)

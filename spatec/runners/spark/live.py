@@ -4,10 +4,10 @@ The query::
 
     spatec_feed source (one per --source)          offsets = poll sequence numbers
       └─ fan-out (in the source's read): canonical events → run-time events, one
-         row per (phrase, bucket, event), the event pickled
+         row per (phrase, bucket, event), the event encoded (:mod:`spatec.automata.codec`)
           └─ withWatermark(event time = hi, allowed lateness)
               └─ groupBy(phrase, bucket).transformWithStateInPandas(LiveProcessor,
-                 EventTime; a ListState per bucket: key → pickled RunState, the
+                 EventTime; a ListState per bucket: key → encoded RunState, the
                  broadcast buffer, the keys waiting and the timer; RocksDB)
                   └─ foreachBatch: alerts to the sinks (each id once), late events to
                      ``<out>/late/<TYPE>.jsonl``
@@ -32,7 +32,7 @@ life of a checkpoint and kept in it): one call of the processor per bucket and
 micro-batch, not per key. A bucket's state is one value (a ListState, cut
 in rows of a MiB: Spark 4.0.1 may read a large ValueState update only in
 part, SPARK-53870, where a ListState's rows travel as Arrow): each key's run
-state, pickled (a batch unpickles and pickles again only the keys it
+state, encoded (a batch decodes and encodes again only the keys it
 touches), its broadcast buffer, its keys waiting for a decision (key → the
 watermark that decides the first, :func:`spatec.automata.step.next_decision`)
 and the one event-time timer registered for the earliest of them. One read
@@ -87,28 +87,33 @@ import io
 import json
 import logging
 import os
-import pickle
 import threading
 import time
-import zlib
 from collections import Counter, deque
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Sequence
 
+import msgpack
 import pandas as pd
 import pyarrow as pa
 
 from spatec.errors import UnsupportedError
+from spatec.plan import data
+from spatec.runtime.checkpoint import CheckpointError
+from spatec.storage.atomic import atomic_bytes, write_synced
 
 log = logging.getLogger("spatec.live.spark")
 
 SOURCE_NAME = "spatec_feed"
 END_BASE = 4_102_444_800_000_000      # µs, 2100-01-01: end markers carry END_BASE + last event time
 END_FLAG = "_end"
-CURSOR = "_cursor.pkl"
+CURSOR = "_cursor.mp"
+CURSOR_MAGIC = b"SPCU\x01"
 FANOUT_SCHEMA = "phrase string, bucket int, key string, id string, hi long, arrived double, ev binary"
 OUT_SCHEMA = "kind string, phrase string, id string, hi long, arrived double, payload string"
 STATE_SCHEMA = "state binary"
+META_MAGIC = b"SPSG\x01"        # a state group: its keys' states, broadcast buffer, keys due, timer
 BUCKETS = 16          # state groups per phrase (fixed for the life of a checkpoint)
 STATE_CHUNK = 1 << 20  # bytes per row of a bucket's state
 STREAMING_CONF = {
@@ -144,10 +149,10 @@ def _reader_class():
 
         def __init__(self, options):
             from spatec.feeds.sources import open_source, parse_source
-            from spatec.plan.program import compile_program
+            from spatec.plan import data
 
             self.opts = dict(options)
-            self.compiled = compile_program(self.opts["program"])
+            self.compiled = data.loads(self.opts["compiled"])    # the program and its plans, as data
             self.spec = parse_source(self.opts["source"])
             self.decl = self.compiled.program.events[self.spec.type]
             self.dir = _spool_dir(self.opts["spool"], self.opts["source"])
@@ -186,7 +191,7 @@ def _reader_class():
         def __setstate__(self, state):
             self.__dict__.update(state)
 
-        # -- ids seen: an append-only log (``_seen.<generation>.log``, pickled dicts of id → hi,
+        # -- ids seen: an append-only log (``_seen.<generation>.log``, MessagePack maps of id → hi,
         # one per commit; the cursor says how many bytes of it are committed), rewritten with
         # only the ids still kept once most of it is forgotten
         def _seen_path(self, gen: int) -> Path:
@@ -198,12 +203,7 @@ def _reader_class():
             if p.exists():
                 with open(p, "rb") as f:
                     data = f.read(cur.get("seen_bytes", 0))
-                buf = io.BytesIO(data)
-                while buf.tell() < len(data):
-                    try:
-                        seen.update(pickle.load(buf))
-                    except Exception:  # a write cut by a crash, past the committed length
-                        break
+                seen.update(_read_log(data))
             return seen
 
         def _take(self, seq: int, ids: dict) -> None:
@@ -218,8 +218,7 @@ def _reader_class():
         def _load_cursor(self) -> dict:
             p = self.dir / CURSOR
             if p.exists():
-                with open(p, "rb") as f:
-                    return pickle.load(f)
+                return _read_cursor(p)
             return {"seq": -1, "seen": {}, "counts": Counter(), "max_hi": -(1 << 62), "source": None,
                     "seen_gen": 0, "seen_bytes": 0}
 
@@ -345,21 +344,17 @@ def _reader_class():
                 # most of the log is forgotten: a new generation with only the ids kept
                 gen = self.seen_gen + 1
                 committed = {i: hi for i, hi in self.seen.items() if all(i not in u for u in self.unlogged.values())}
-                size = _write_synced(self._seen_path(gen), pickle.dumps(committed, pickle.HIGHEST_PROTOCOL), "wb")
+                size = write_synced(self._seen_path(gen), _log_entry(committed), "wb")
                 old, self.seen_gen, self.logged = log_path, gen, len(committed)
             else:
                 old = None
                 if new:
-                    size += _write_synced(log_path, pickle.dumps(new, pickle.HIGHEST_PROTOCOL), "ab", at=size)
+                    size += write_synced(log_path, _log_entry(new), "ab", at=size)
                     self.logged += len(new)
-            cur = {"seq": seq, "counts": self.counts, "max_hi": self.max_hi, "source": source,
+            cur = {"seq": seq, "counts": dict(self.counts), "max_hi": self.max_hi,
+                   "source": sorted(source) if isinstance(source, (set, frozenset)) else source,
                    "seen_gen": self.seen_gen, "seen_bytes": size}
-            tmp = self.dir / f".{CURSOR}.tmp"
-            with open(tmp, "wb") as f:
-                pickle.dump(cur, f, protocol=pickle.HIGHEST_PROTOCOL)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.dir / CURSOR)
+            atomic_bytes(self.dir / CURSOR, CURSOR_MAGIC + msgpack.packb(cur, use_bin_type=True))
             if old is not None:
                 old.unlink(missing_ok=True)
 
@@ -373,17 +368,31 @@ def _ipc(table) -> bytes:
     return sink.getvalue()
 
 
-def _write_synced(path: Path, data: bytes, mode: str, at: int | None = None) -> int:
-    """Write (``wb``) or append at byte ``at`` (``ab``: what a crash left past it is cut), fsync;
-    the number of bytes written."""
-    with open(path, "r+b" if mode == "ab" and path.exists() else "wb") as f:
-        if mode == "ab":
-            f.seek(at or 0)
-            f.truncate()
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return len(data)
+def _log_entry(ids: dict) -> bytes:
+    return msgpack.packb(ids, use_bin_type=True)
+
+
+def _read_log(data: bytes) -> dict:
+    """The ids of a seen log's committed bytes (whole MessagePack maps, one per commit)."""
+    out: dict = {}
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(data)
+    try:
+        for entry in unpacker:
+            out.update(entry)
+    except (ValueError, msgpack.FormatError, msgpack.StackError):
+        pass    # a write cut by a crash, past the committed length
+    return out
+
+
+def _read_cursor(path: Path) -> dict:
+    data = path.read_bytes()
+    if data[:len(CURSOR_MAGIC)] != CURSOR_MAGIC:
+        raise CheckpointError(f"{path}: not a spatec live reader's cursor (an older spatec's: "
+                              f"use a new checkpoint directory)")
+    cur = msgpack.unpackb(data[len(CURSOR_MAGIC):], raw=False, strict_map_key=False)
+    cur["counts"] = Counter(cur.get("counts", {}))
+    return cur
 
 
 def _jsonable(v):
@@ -414,33 +423,21 @@ def _data_source_class():
 
 # ------------------------------------------------------------------------------ fan-out
 
-def bucket_of(key_text: str, buckets: int) -> int:
-    """The state group of a key (its JSON text): the same in every process and run."""
-    return zlib.crc32(key_text.encode("utf-8")) % buckets
-
-
 def _fanout(compiled, crs: str, phrase_names: Sequence[str], buckets: int):
     """``mapInPandas`` function: spooled polls → one row per (phrase, bucket, event): an event
-    of a keyed type in its key's bucket, an event of a broadcast type in every bucket of
-    the phrase (key ""), every event of a phrase without a key in bucket 0."""
-    from spatec.runtime.checkpoint import StatePickler
+    of a keyed type in its key's bucket (:func:`~spatec.runtime.routing.route`, the one
+    hash :func:`~spatec.runtime.routing.bucket_of`), an event of a broadcast type in every
+    bucket of the phrase (key ""), every event of a phrase without a key in bucket 0."""
+    from spatec.automata.codec import encode_events
     from spatec.runtime.events import to_evs
-    from spatec.runtime.routing import keyed_types, phrase_types
+    from spatec.runtime.routing import bucket_of, route
     from spatec.spatial.crs import Projector
 
     plans = [p for p in compiled.plans if p.name in phrase_names]
-    routes = {}
+    readers: dict = {}
     for p in plans:
-        types = phrase_types(p, compiled.program)
-        keyed = keyed_types(p, compiled.program, types)
-        key = p.key if keyed else ()
-        for t in types:
-            routes.setdefault(t, []).append((p.name, key, t in keyed))
-
-    def dumps(ev) -> bytes:
-        b = io.BytesIO()
-        StatePickler(b, protocol=pickle.HIGHEST_PROTOCOL).dump(ev)
-        return b.getvalue()
+        for t in p.physical.types:
+            readers.setdefault(t, []).append(p)
 
     def fn(batches):
         proj = Projector(crs)
@@ -466,20 +463,24 @@ def _fanout(compiled, crs: str, phrase_names: Sequence[str], buckets: int):
                 df = pa.ipc.open_stream(blob).read_all().to_pandas()
                 for t, part in df.groupby("_type", sort=False):
                     evs = to_evs(part.reset_index(drop=True), compiled.program, proj)
-                    for name, key, keyed in routes.get(t, ()):
-                        for ev in evs:
-                            if not key:
-                                add(name, 0, "[]", ev, dumps(ev), arrived)
-                            elif keyed:
-                                k = tuple(ev.attrs.get(a) for a in key)
-                                if any(v is None for v in k):
-                                    continue   # no key value: relates to no other event
-                                text = json.dumps(k, default=str)
-                                add(name, bucket_of(text, buckets), text, ev, dumps(ev), arrived)
-                            else:
-                                data = dumps(ev)
-                                for bk in range(buckets):
-                                    add(name, bk, "", ev, data, arrived)
+                    blobs = {}
+                    for p in readers.get(t, ()):
+                        by_key, bcast = route(p.physical, {t: evs})
+                        keys = list(by_key)
+                        bks = bucket_of(keys, buckets) if p.physical.key else [0] * len(keys)
+                        for k, bk in zip(keys, bks):
+                            text = json.dumps(list(k), default=str)
+                            for ev in by_key[k]:
+                                data = blobs.get(id(ev))
+                                if data is None:
+                                    data = blobs[id(ev)] = encode_events([ev])
+                                add(p.name, bk, text, ev, data, arrived)
+                        for ev in bcast:
+                            data = blobs.get(id(ev))
+                            if data is None:
+                                data = blobs[id(ev)] = encode_events([ev])
+                            for bk in range(buckets):
+                                add(p.name, bk, "", ev, data, arrived)
             yield pd.DataFrame(out, columns=list(cols))
 
     return fn
@@ -487,16 +488,17 @@ def _fanout(compiled, crs: str, phrase_names: Sequence[str], buckets: int):
 
 # ------------------------------------------------------------------------------ the processor
 
-def _processor(compiled, crs: str, lateness: int):
+def _processor(compiled_data: str, crs: str, lateness: int):
     from pyspark.sql.streaming import StatefulProcessor
 
     class LiveProcessor(StatefulProcessor):
-        """One (phrase, bucket), its state in one ListState (the pickled state cut in rows of
-        STATE_CHUNK bytes): each key's pickled RunState (only
-        the keys a batch touches are unpickled and pickled again), the bucket's broadcast
-        buffer, its keys waiting for a decision (key → the watermark that decides the first)
-        and its timer. One read and one write of the state store per bucket and batch: a
-        round trip to the JVM's state server costs more than pickling a key's state."""
+        """One (phrase, bucket), its state in one ListState (its bytes cut in rows of
+        STATE_CHUNK): each key's run state in the automaton's codec (only the keys a batch
+        touches are decoded and encoded again), the bucket's broadcast buffer, its keys
+        waiting for a decision (key → the watermark that decides the first) and its timer,
+        stepped by the keyed runtime (:mod:`spatec.runtime.keyed`). One read and one write
+        of the state store per bucket and batch: a round trip to the JVM's state server
+        costs more than encoding a key's state."""
 
         def init(self, handle):
             self.handle = handle
@@ -508,11 +510,13 @@ def _processor(compiled, crs: str, lateness: int):
 
         def _phrase(self, name):
             if self.phrases is None:
-                from spatec.runners.live_local import _Phrase
+                from spatec.plan import data
+                from spatec.runtime.keyed import KeyedPhrase
                 from spatec.spatial.crs import Projector
 
+                compiled = data.loads(compiled_data)
                 self.proj = Projector(crs)
-                self.phrases = {p.name: _Phrase(p, compiled.program, self.proj) for p in compiled.plans}
+                self.phrases = {p.name: KeyedPhrase(p, compiled.program, self.proj) for p in compiled.plans}
             return self.phrases[name]
 
         def _watermark(self, timer_values):
@@ -527,11 +531,8 @@ def _processor(compiled, crs: str, lateness: int):
             return wm_us, False
 
         def _run(self, key, evs, arrival, timer_values, fired: bool = False):
-            from spatec.automata.machine import Composite, RunState
-            from spatec.automata.step import next_decision, step
-            from spatec.runtime.events import event_order
-            from spatec.runtime.rows import hulls_wkt, output_row
-            from spatec.spatial.stamps import UNIVERSE
+            from spatec.runtime.keyed import KeyedState, advance, late_record
+            from spatec.runtime.rows import hulls_wkt
 
             phrase, bucket = key[0], int(key[1])
             rows = {c: [] for c in ("kind", "phrase", "id", "hi", "arrived", "payload")}
@@ -541,72 +542,32 @@ def _processor(compiled, crs: str, lateness: int):
             wm_ms = timer_values.getCurrentWatermarkInMs()
             wm, final = self._watermark(timer_values)
             got_meta = b"".join(c for (c,) in self.bucket.get())
-            meta = pickle.loads(got_meta) if got_meta else {"keys": {}, "bcast": [], "due": {}, "timer": None}
-            blobs = meta["keys"]
+            meta = _meta_back(got_meta)
             if fired:
                 meta["timer"] = None      # Spark deletes the timer that fired
+            store = _Store(meta["keys"])
+            ks = KeyedState(store, meta["bcast"], meta["due"])
             by_key: dict = {}
             bnew = []
             for k, e in evs:
                 if e.hi < wm:
                     if k or bucket == 0:  # a broadcast event comes to every bucket: report it once
-                        _row(rows, "late", phrase, e.id, e.hi, arrival.get(e.id), _late_record(e, wm))
+                        _row(rows, "late", phrase, e.id, e.hi, arrival.get(e.id),
+                             json.dumps(late_record(e, wm), default=str))
                 elif k:
                     by_key.setdefault(k, []).append(e)
                 else:
                     bnew.append(e)
-            due = meta["due"]
-            todo = set(by_key)
-            if bnew:
-                todo.update(blobs)
-            todo.update(k for k, d in due.items() if final or d <= wm)
-            buf = meta["bcast"]
-            found = []
-            for k in todo:
-                got_rs = blobs.get(k)
-                evs_k = by_key.get(k, [])
-                if got_rs is not None:
-                    rs = pickle.loads(got_rs)
-                else:
-                    rs = RunState()
-                    evs_k = list(buf) + evs_k
-                if bnew:
-                    evs_k = evs_k + bnew
-                if len(evs_k) > 1:
-                    evs_k.sort(key=event_order)
-                got, late = step(ph.am, rs, evs_k, watermark=wm, final=final)
-                for e in late:
-                    _row(rows, "late", phrase, e.id, e.hi, arrival.get(e.id), _late_record(e, wm))
-                for c in got:
-                    # the row now (emit fields read the key's state as it is now), the hull later
-                    row = output_row(ph.am, Composite(c.phrase, c.id, c.lo, c.hi, UNIVERSE, c.bindings, c.events),
-                                     self.proj, rs)
-                    t = max((arrival[e.id] for e in c.events if e.id in arrival), default=None)
-                    found.append((c, row, t))
-                if ph.keyed == ph.types and rs.size() == 0:
-                    # an empty state is a fresh one (keyed types only): nothing to keep
-                    blobs.pop(k, None)
-                else:
-                    b = io.BytesIO()
-                    _pickler(b).dump(rs)
-                    blobs[k] = b.getvalue()
-                d = None if final else next_decision(ph.am, rs)
-                if d is None:
-                    due.pop(k, None)
-                else:
-                    due[k] = d
-            if final:
-                due.clear()
-            if found:
-                for (c, row, t), h in zip(found, hulls_wkt([c for c, _, _ in found], self.proj)):
+            done = advance(ph, ks, by_key, bnew, wm, True, final=final, drop_empty=True)
+            for e in done.late:
+                _row(rows, "late", phrase, e.id, e.hi, arrival.get(e.id), json.dumps(late_record(e, wm), default=str))
+            if done.found:
+                for (c, row), h in zip(done.found, hulls_wkt([c for c, _ in done.found], self.proj)):
                     row["hull"] = h
+                    t = max((arrival[e.id] for e in c.events if e.id in arrival), default=None)
                     _row(rows, "alert", phrase, c.id, int(c.hi), t, json.dumps(row, default=str))
-            if bnew:
-                buf.extend(bnew)
-            if buf and ph.horizon is not None and wm > -(1 << 61):
-                cut = wm - ph.horizon
-                buf[:] = [e for e in buf if e.hi >= cut]
             # one timer for the bucket: at its first decision
+            due = ks.due
             want = None
             if due:
                 first = min(due.values())
@@ -617,21 +578,22 @@ def _processor(compiled, crs: str, lateness: int):
                 if want is not None:
                     self.handle.registerTimer(want)
                 meta["timer"] = want
-            if blobs or buf or due or meta["timer"] is not None:
-                b = io.BytesIO()
-                _pickler(b).dump(meta)
-                data = b.getvalue()
+            blobs = store.encoded()
+            if blobs or ks.bcast or due or meta["timer"] is not None:
+                data = _meta_data(blobs, ks.bcast, due, meta["timer"])
                 self.bucket.put([(data[i:i + STATE_CHUNK],) for i in range(0, len(data), STATE_CHUNK)])
             elif got_meta:
                 self.bucket.clear()
             return _out_frame(rows)
 
         def handleInputRows(self, key, rows, timerValues):
+            from spatec.automata.codec import decode_events
+
             evs, arrival = [], {}
             for pdf in rows:
                 for k, i, a, b in zip(pdf["key"], pdf["id"], pdf["arrived"], pdf["ev"]):
                     if b:
-                        evs.append((k, pickle.loads(b)))
+                        evs.append((k, decode_events(b)[0]))
                         arrival[i] = float(a)
             yield self._run(key, evs, arrival, timerValues)
 
@@ -644,10 +606,60 @@ def _processor(compiled, crs: str, lateness: int):
     return LiveProcessor()
 
 
-def _pickler(f):
-    from spatec.runtime.checkpoint import StatePickler
+class _Store(MutableMapping):
+    """A state group's keys: key → run state, each decoded (:mod:`spatec.automata.codec`) when
+    first read; :meth:`encoded` gives back the bytes of every key, those read encoded again."""
 
-    return StatePickler(f, protocol=pickle.HIGHEST_PROTOCOL)
+    def __init__(self, blobs: dict):
+        self.blobs, self.live = blobs, {}
+
+    def __getitem__(self, k):
+        rs = self.live.get(k)
+        if rs is None:
+            from spatec.automata.codec import decode_state
+
+            rs = self.live[k] = decode_state(self.blobs[k])
+        return rs
+
+    def __setitem__(self, k, rs):
+        self.live[k] = rs
+
+    def __delitem__(self, k):
+        found = self.live.pop(k, None) is not None
+        if self.blobs.pop(k, None) is None and not found:
+            raise KeyError(k)
+
+    def __iter__(self):
+        return iter(set(self.blobs) | set(self.live))
+
+    def __len__(self):
+        return len(set(self.blobs) | set(self.live))
+
+    def encoded(self) -> dict:
+        from spatec.automata.codec import encode_state
+
+        for k, rs in self.live.items():
+            self.blobs[k] = encode_state(rs)
+        self.live = {}
+        return self.blobs
+
+
+def _meta_data(blobs: dict, bcast: list, due: dict, timer) -> bytes:
+    from spatec.automata.codec import encode_events
+
+    return META_MAGIC + msgpack.packb({"keys": list(blobs.items()), "bcast": encode_events(bcast),
+                                       "due": list(due.items()), "timer": timer}, use_bin_type=True)
+
+
+def _meta_back(data: bytes) -> dict:
+    from spatec.automata.codec import decode_events
+
+    if not data:
+        return {"keys": {}, "bcast": [], "due": {}, "timer": None}
+    if data[:len(META_MAGIC)] != META_MAGIC:
+        raise CheckpointError("a Spark live state group of another spatec version; use a new checkpoint directory")
+    m = msgpack.unpackb(data[len(META_MAGIC):], raw=False, strict_map_key=False)
+    return {"keys": dict(m["keys"]), "bcast": decode_events(m["bcast"]), "due": dict(m["due"]), "timer": m["timer"]}
 
 
 def _out_frame(rows) -> pd.DataFrame:
@@ -667,14 +679,6 @@ def _row(rows, kind, phrase, cid, hi, arrived, payload):
     rows["hi"].append(int(hi))
     rows["arrived"].append(arrived)
     rows["payload"].append(payload)
-
-
-def _late_record(e, wm) -> str:
-    from spatec.events.timefmt import format_time
-
-    return json.dumps({"_id": e.id, "_source": e.source, "_t": format_time(e.t), "_lo": format_time(e.lo),
-                       "_hi": format_time(e.hi), **{k: v for k, v in e.attrs.items()},
-                       "watermark": format_time(wm)}, default=str)
 
 
 # ------------------------------------------------------------------------------ the driver
@@ -725,10 +729,11 @@ class SparkLive:
         for k, v in STREAMING_CONF.items():
             spark.conf.set(k, v)
         spark.dataSource.register(_data_source_class())
+        compiled_data = data.dumps(compiled)    # the program and its plans, as data, for the workers
         streams = []
         for s in self.sources:
             streams.append(spark.readStream.format(SOURCE_NAME)
-                           .option("program", os.path.abspath(compiled.program.root))
+                           .option("compiled", compiled_data)
                            .option("source", s).option("spool", str(self.ck / "spool"))
                            .option("out", str(self.out)).option("lateness", str(self.lateness))
                            .option("maxPolls", str(max_polls))
@@ -743,7 +748,7 @@ class SparkLive:
         events = (events.withColumn("hi_ts", F.timestamp_micros("hi"))
                   .withWatermark("hi_ts", f"{self.lateness // 1000} milliseconds").drop("hi_ts"))
         out = events.groupBy("phrase", "bucket").transformWithStateInPandas(
-            _processor(compiled, self.crs, self.lateness), OUT_SCHEMA, "Append", "EventTime")
+            _processor(compiled_data, self.crs, self.lateness), OUT_SCHEMA, "Append", "EventTime")
         self.query = (out.writeStream.foreachBatch(self._batch)
                       .option("checkpointLocation", str(self.ck / "spark"))
                       .trigger(processingTime=f"{max(trigger, 0):g} seconds")
@@ -776,14 +781,13 @@ class SparkLive:
             self.on_batch(batch_id, delivered, trig)
 
     def _write_late(self, late) -> None:
+        from spatec.runtime.keyed import write_late
+
         by_type: dict = {}
         for r in late:
-            by_type.setdefault(r["id"].split(":", 1)[0], []).append(r["payload"] + "\n")
+            by_type.setdefault(r["id"].split(":", 1)[0], []).append(r["payload"])
         for t, lines in by_type.items():
-            p = self.out / "late" / f"{t}.jsonl"
-            p.parent.mkdir(parents=True, exist_ok=True)
-            with open(p, "a", encoding="utf-8") as f:
-                f.write("".join(lines))
+            write_late(self.out, t, lines)
 
     # -- driving it
     def idle_for(self) -> float:
@@ -800,8 +804,7 @@ class SparkLive:
         """Counters of the sources' readers (read, used, rejected, duplicates), as last committed."""
         c = Counter()
         for cur in (self.ck / "spool").glob(f"spark-*/{CURSOR}"):
-            with open(cur, "rb") as f:
-                c.update(pickle.load(f)["counts"])
+            c.update(_read_cursor(cur)["counts"])
         return c
 
     def end_input(self, timeout: float = 600.0) -> None:

@@ -38,21 +38,21 @@ from spatec.storage.atomic import safe_name
 
 
 def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
-               root: str, collect: bool | str, drop: dict | None = None) -> dict:
+               root: str, collect: bool | str, drop: dict | None = None, tz: str | None = None) -> dict:
     """Every phrase over its staged groups (``staged``: phrase → :func:`merge_stages`):
     per phrase, a lazy DataFrame of :data:`RAW_SCHEMA`, or with ``collect`` its rows,
     run now and read back from the files the tasks pickled them to under ``root``;
     with ``collect="jsonl"`` or ``"parquet"``, the tasks' parts of the output file
     instead (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`,
-    :func:`~spatec.sinks.files.merge_parquet_parts`)."""
+    :func:`~spatec.sinks.files.merge_parquet_parts`; JSON lines times in ``tz``, default UTC)."""
     if collect:
-        return _one_job(spark, plans, program, staged, crs, final_w, dtypes, engine, root, collect, drop)
+        return _one_job(spark, plans, program, staged, crs, final_w, dtypes, engine, root, collect, drop, tz)
     return {plan.name: staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
                                      None, drop) for plan in plans}
 
 
 def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
-             root: str, collect: bool | str, drop: dict | None) -> dict:
+             root: str, collect: bool | str, drop: dict | None, tz: str | None = None) -> dict:
     """Every phrase's groups matched in one Spark job: the groups of all phrases dealt
     to the tasks together by size (:func:`dealt`), so the phrases share the Python
     workers, and one phrase's short tail is filled by another's groups instead of each
@@ -70,7 +70,7 @@ def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes
         items += [(i, g, spec) for g, spec in enumerate(specs)]
         regions = prefilter_regions(plan, program, crs) if engine else {}
         ones.append(staged_item_fn(plan, program, crs, final_w, dtypes, regions, engine, rows_dir, drop or {},
-                                   part, log))
+                                   part, log, tz))
     out: dict = {plan.name: [] for plan in plans}
     if items:
         seeds, tasks = dealt(spark, [spec["rows"] for _, _, spec in items])
@@ -108,7 +108,8 @@ PARTS = ("jsonl", "parquet")
 
 
 def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
-                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, part: str | None = None):
+                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, part: str | None = None,
+                  tz: str | None = None):
     """The phrase's composites (:data:`RAW_SCHEMA`; with ``rows_dir``, :data:`ROWS_SCHEMA`:
     where each group pickled its rows): one Spark task per group of :func:`merge_stages`.
     ``drop``: chunk → ids of its events found again in an earlier chunk (dropped)."""
@@ -120,7 +121,7 @@ def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, fina
     regions = prefilter_regions(plan, program, crs) if engine else {}
     seeds, tasks = dealt(spark, [spec["rows"] for spec in specs])
     fn = staged_fn(plan, program, crs, final_w, dtypes, dict(enumerate(specs)), regions,
-                   engine, tasks, rows_dir, drop or {}, part, log=task_log(spark))
+                   engine, tasks, rows_dir, drop or {}, part, log=task_log(spark), tz=tz)
     return seeds.mapInPandas(fn, schema)
 
 
@@ -138,11 +139,11 @@ def read_rows(results) -> list:
 
 def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, regions: dict,
               engine: str | None, tasks: list, rows_dir: str | None = None, drop: dict | None = None,
-              part: str | None = None, log: str | None = None):
+              part: str | None = None, log: str | None = None, tz: str | None = None):
     """The function each task runs: its groups (``tasks``: the groups each seed stands
     for, :func:`dealt`), each by :func:`staged_item_fn`; with ``rows_dir``, also other
     tasks' unbegun groups (claims)."""
-    one = staged_item_fn(plan, program, crs, final_w, dtypes, regions, engine, rows_dir, drop, part, log)
+    one = staged_item_fn(plan, program, crs, final_w, dtypes, regions, engine, rows_dir, drop, part, log, tz)
 
     def run(batches):
         proj = Projector(crs)
@@ -160,7 +161,7 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
 
 def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, regions: dict,
                    engine: str | None, rows_dir: str | None = None, drop: dict | None = None,
-                   part: str | None = None, log: str | None = None):
+                   part: str | None = None, log: str | None = None, tz: str | None = None):
     """``one(g, spec, taken, projector)``: a group's Arrow files → (leaf pre-filter) →
     :func:`~spatec.runtime.batch.phrase_rows` → raw output rows (or, with
     ``rows_dir``, the rows pickled to a file there, and where; with ``part``
@@ -203,8 +204,10 @@ def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: di
         path = os.path.join(rows_dir, f"g{int(g)}.{part or 'pickle'}")
         tmp = f"{path}.{os.getpid()}.tmp"     # (two attempts of one task may both write it)
         if part:      # the output file's part, and the keys the driver merges them by
-            write_part = write_jsonl_part if part == "jsonl" else write_parquet_part
-            keys = write_part(rows_frame(plan, rows), tmp, time_fields(plan))   # deduplicated
+            if part == "jsonl":     # (text times in tz; GeoParquet's are instants)
+                keys = write_jsonl_part(rows_frame(plan, rows), tmp, time_fields(plan), tz)   # deduplicated
+            else:
+                keys = write_parquet_part(rows_frame(plan, rows), tmp, time_fields(plan))
             write_arrow(keys, tmp + ".keys")
             os.replace(tmp + ".keys", path + ".keys")
         else:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import shapely
 
 from spatec.frontend import ast as A
-from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
+from spatec.plan.nodes import PhrasePlan
 from spatec.spatial.crs import Projector
 from spatec.storage.atomic import safe_name
 
@@ -48,65 +48,22 @@ def task_engine(name: str) -> str:
     return name
 
 
-def _necessary(p, compiler):
-    """Regions ``{name: Loc}`` an event must possibly meet to satisfy pattern ``p``; None: no such set."""
-    if isinstance(p, A.AtPlace):
-        return {p.place: compiler.region(p.place)}
-    if isinstance(p, A.NearPlace):
-        return {f"{p.place}_{p.distance.metres():g}m": compiler.region(p.place, p.distance.metres())}
-    if isinstance(p, A.InShape):
-        return {f"shape{abs(hash(p.shape)) % 10**8}": compiler.shape_region(p.shape)}
-    if isinstance(p, A.Certainly):
-        return _necessary(p.pattern, compiler)   # certainly inside implies possibly
-    if isinstance(p, A.Binary) and p.op in ("and", "or"):
-        a, b = _necessary(p.left, compiler), _necessary(p.right, compiler)
-        if p.op == "and":
-            return a if a is not None else b
-        return {**a, **b} if a is not None and b is not None else None
-    return None
-
-
 def prefilter_regions(plan: PhrasePlan, program, crs: str) -> dict:
-    """Event type → regions, for the types whose every use is a positive leaf whose
-    space pattern needs one of those regions. A type that is negated, bound in
-    ``successive`` or read by an unfiltered leaf is never filtered: absences and
-    ``successive`` need the events that match no positive leaf."""
+    """Event type → ``{name: Loc}``: the phrase's pre-filter regions
+    (``plan.physical.prefilter``, :mod:`spatec.plan.prefilter`) projected with ``crs``."""
     from spatec.automata.patterns import PatternCompiler
 
     compiler = PatternCompiler(program.places, program.timezone, Projector(crs))
-    blocked, regions = set(), {}
-    for n in walk_nodes(plan.root):
-        if getattr(n, "absence", None) is not None:
-            blocked |= {l.type for l in n.absence.leaves}
-        for neg in _negations(n):
-            blocked |= {l.type for l in neg.leaves}
-    if "successive" in repr(plan.deferred) or "successive" in repr(plan.emit):
-        blocked |= set(plan.vars.values())
-    for n in walk_nodes(plan.root):
-        if not isinstance(n, Leaf):
-            continue
-        if n.type is None:
-            return {}
-        if "successive" in repr(n.preds):
-            blocked.add(n.type)
-        need = None
-        for f in n.filters:
-            got = _necessary(f, compiler)
-            if got is not None:
-                need = got
-                break
-        if need is None:
-            blocked.add(n.type)
-        else:
-            regions.setdefault(n.type, {}).update(need)
-    return {t: r for t, r in regions.items() if t not in blocked}
+    return {t: {r.name: _region(r.pattern, compiler) for r in rs} for t, rs in plan.physical.prefilter}
 
 
-def _negations(n):
-    for attr in ("absence", "negation"):
-        v = getattr(n, attr, None)
-        if v is not None and hasattr(v, "leaves"):
-            yield v
+def _region(p, compiler):
+    if isinstance(p, A.AtPlace):
+        return compiler.region(p.place)
+    if isinstance(p, A.NearPlace):
+        return compiler.region(p.place, p.distance.metres())
+    return compiler.shape_region(p.shape)
+
 
 
 def prefilter(df, regions: dict, crs: str, engine: str):

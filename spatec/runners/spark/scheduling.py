@@ -10,7 +10,7 @@ import time
 
 import pandas as pd
 
-from spatec.plan.nodes import After, PhrasePlan, walk_nodes
+from spatec.plan.nodes import PhrasePlan
 
 #: Setting: the shortest stretch of time (seconds) that a phrase without a key is
 #: cut into for Spark (:func:`time_window`); default an hour.
@@ -29,26 +29,16 @@ def time_window(spark, plan: PhrasePlan) -> int | None:
     span into a stretch is in the one before too, and few are), and two spans (so
     that no event is in three). None for a phrase with a key, or not so bounded: it
     is one group."""
-    if plan.key or not local_in_time(plan):
+    if plan.physical.key or not plan.physical.local_in_time:
         return None
     least = int(float(spark.conf.get(TIME_WINDOW_KEY, str(TIME_WINDOW))) * 1_000_000)
     return max(least, 2 * plan.span_bound, 1)
 
 
-def local_in_time(plan: PhrasePlan) -> bool:
-    """Whether every match of ``plan`` lies within ``span_bound`` and depends on its own
-    events only (no absence, no ``successive``, no negated leaf): then the matches that
-    start in ``[t0, t1)`` are exactly those among the events that start in
-    ``[t0, t1 + span]`` (:func:`time_window`, :func:`split_in_time`)."""
-    if plan.span_bound is None or plan.deferred or plan.negated:
-        return False
-    return not any(isinstance(n, After) or getattr(n, "absence", None) is not None for n in walk_nodes(plan.root))
-
-
 def split_in_time(groups: list, plan: PhrasePlan, cores: int, most: int | None = None) -> list:
     """Groups of a phrase with a key (specs of :func:`merge_stages`) with one or a few keys
     holding much more than their share of the events, each cut into stretches of time
-    matched apart, when the phrase is :func:`local_in_time`: a stretch's spec reports the
+    matched apart, when the phrase is local in time (``plan.physical.local_in_time``): a stretch's spec reports the
     matches that start in it (``own``) from the events that start in it or up to a span
     after (``lo_range``, :func:`staged_fn`). Keys cannot be cut, but their matches can:
     Bunching's lines, one of which held 29% of its bus-day's matching, a core's tail.
@@ -58,7 +48,7 @@ def split_in_time(groups: list, plan: PhrasePlan, cores: int, most: int | None =
     grow with the days replayed while the keys do not (Bunching's lines), and a task
     holds its stretch's events, so this bounds a task's memory whatever the input's size
     (Bunching over 16 bus-days: 2.3 GB a worker before)."""
-    if not plan.key or not groups or not local_in_time(plan):
+    if not plan.physical.key or not groups or not plan.physical.local_in_time:
         return groups
     share = sum(spec["rows"] for spec in groups) / max(1, cores * GROUPS_PER_CORE)
     if most:

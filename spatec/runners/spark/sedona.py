@@ -8,8 +8,9 @@ DataFrames (the shuffle exchange; the Python API's ``replay``).
   stops alike) of the events against the places.
 - **Proximity across keys** (:func:`proximity_groups`): a phrase of two events
   with no key, bounded in time and in space (``A || B where distance(A, B) < 50 m``,
-  ``A ||= B``: any two buses, whatever their line), is not one partition: a Sedona
-  distance join, with a time bucket as an equality key
+  ``A ||= B``: any two buses, whatever their line; the planner's
+  ``plan.physical.proximity``, :mod:`spatec.plan.proximity`), is not one partition:
+  a Sedona distance join, with a time bucket as an equality key
   (``sedona.join.optimizationmode=all``), finds the pairs of events close enough in
   space and time to be a match, and the events are cut into groups of nearby
   pivots with their partners, each matched apart by the local runner's code.
@@ -27,8 +28,7 @@ import pyarrow as pa
 import shapely
 
 from spatec.errors import UnsupportedError
-from spatec.frontend import ast as A
-from spatec.plan.nodes import Join, Leaf, PhrasePlan
+from spatec.plan.nodes import PhrasePlan
 from spatec.spatial.crs import Projector
 from spatec.spatial.engines import SPATIAL_SQL_FUNCTIONS, SedonaSparkEngine
 
@@ -140,53 +140,6 @@ def sedona_prefilter(df, regions: dict, crs: str):
 
 
 # ------------------------------------------------------------------------------- proximity
-
-def proximity_bound(plan: PhrasePlan, program) -> float | None:
-    """Metres: how far apart two events' location stamps can be in a match of a
-    phrase that a distance join can cut (:func:`proximity_groups`); None for any
-    other phrase. That is a phrase with no key whose root relates two events
-    (``A op B``) of types placed at points, every match lying within its span and
-    depending on its own two events only (no absence, no ``successive``: then the
-    matches among any subset of the events are matches of the whole), and that asks
-    ``overlap`` (``||=``, ``;=``, ``overlap(A, B)``: 0 m) or ``distance(A, B) < D``
-    (or ``<=``) of the two."""
-    from spatec.runners.spark.scheduling import local_in_time
-
-    root = plan.root
-    if plan.key or not local_in_time(plan) or not isinstance(root, Join):
-        return None
-    if not (isinstance(root.left, Leaf) and isinstance(root.right, Leaf)):
-        return None
-    for leaf in (root.left, root.right):
-        decl = program.events.get(leaf.type) if leaf.type is not None else None
-        if decl is None or decl.place is None or decl.place.lon is None:
-            return None
-    pair = {root.left.var, root.right.var}
-    bound = 0.0 if root.op.endswith("=") else None
-    for c in root.preds:
-        got = _distance_bound(c, pair)
-        if got is not None:
-            bound = got if bound is None else min(bound, got)
-    return bound
-
-
-def _distance_bound(c, pair: set) -> float | None:
-    def is_pair(x, func):
-        return isinstance(x, A.Call) and x.func == func and len(x.args) == 2 and \
-            all(isinstance(a, A.Var) for a in x.args) and {a.name for a in x.args} == pair
-
-    if is_pair(c, "overlap"):
-        return 0.0
-    if not isinstance(c, A.BinOp):
-        return None
-    left, op, right = c.left, c.op, c.right
-    if op in (">", ">="):
-        left, right, op = right, left, {">": "<", ">=": "<="}[op]
-    if op in ("<", "<=") and is_pair(left, "distance") and isinstance(right, A.Quantity) \
-            and right.dimension == "distance":
-        return right.metres()
-    return None
-
 
 def proximity_groups(plan: PhrasePlan, events, crs: str, buckets: int, bound: float):
     """The phrase's events (``events``: every type it reads, canonical rows) in groups

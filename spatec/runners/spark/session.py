@@ -10,6 +10,7 @@ settings given say otherwise: a replay on a laptop opens no port to the network.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -88,7 +89,8 @@ def with_jar(conf: dict, jar: str | None) -> dict:
     return {**conf, "spark.jars": ",".join(jars + [jar])}
 
 
-def get_or_create(master: str | None = None, conf: dict | None = None, app_name: str = "spatec"):
+def get_or_create(master: str | None = None, conf: dict | None = None, app_name: str = "spatec",
+                  log_dir=None):
     """A SparkSession for spatec jobs (the active one is reused, with its settings).
 
     ``master`` defaults to ``local[*]``; ``conf`` overrides :data:`DEFAULTS` and
@@ -98,6 +100,10 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
     not here: a job without one does not pay for it. :data:`ENGINE_KEY` is
     ``sedona-spark`` when Sedona's jar is there, else ``sedonadb`` (in-process, in
     the Python workers).
+
+    ``log_dir``: a JVM started here writes everything it prints (Spark's log lines, the
+    JVM's warnings, the Python workers' stderr) to ``log_dir/spark.log`` instead of the
+    terminal (:func:`logging_to`), and keeps Spark's warnings there.
     """
     from pyspark.sql import SparkSession
 
@@ -113,11 +119,33 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
     settings.setdefault(ENGINE_KEY, "sedona-spark" if _sedona_jars(settings) else "sedonadb")
     for k, v in settings.items():
         b = b.config(k, v)
-    spark = b.getOrCreate()
+    if log_dir is not None and SparkSession.getActiveSession() is None:
+        with logging_to(log_dir):
+            spark = b.getOrCreate()
+    else:
+        spark = b.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
     if spark.conf.get(ENGINE_KEY, None) is None:
         spark.conf.set(ENGINE_KEY, settings[ENGINE_KEY])
-    spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def logging_to(log_dir):
+    """Standard error (file descriptor 2) sent to ``log_dir/spark.log`` while the JVM starts:
+    the JVM inherits it, so what it and its children print goes there for good, while
+    Python's own standard error is given back at once."""
+    os.makedirs(log_dir, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(os.path.join(log_dir, "spark.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
 
 
 def spatial_engine(spark) -> str:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from spatec.plan.nodes import PhrasePlan
 from spatec.runtime.events import attribute_names
-from spatec.runtime.routing import keyed_types, needs_source_history, phrase_types
+from spatec.runtime.routing import key_buckets
 from spatec.storage.atomic import safe_name
 
 CANONICAL = ("_type", "_id", "_source", "_t", "_lo", "_hi", "_place", "_lon", "_lat", "_r", "_geom")
@@ -56,13 +56,10 @@ class Stager:
 
     def used(self, plan: PhrasePlan, t: str) -> pa.Table:
         """Type ``t``'s table with the columns the phrase can read: the canonical ones but
-        ``_type`` (one value per file), and the attributes the plan names anywhere (every
-        attribute its expressions read, its key, the source). The worker puts the others
-        back as missing (:func:`staged_fn`)."""
-        decl = self.program.events[t]
-        text = repr(plan)
-        keep = {a for a in attribute_names(self.program, t) if f"'{a}'" in text}
-        keep |= set(plan.key) | ({decl.source.attr} if decl.source is not None else set())
+        ``_type`` (one value per file), and the attributes the plan reads
+        (``plan.physical.attributes``: its expressions, key and source). The worker puts
+        the others back as missing (:func:`~spatec.runners.spark.match.staged_fn`)."""
+        keep = set(plan.physical.attributes_of(t))
         return self.table(t, tuple(c for c in (*CANONICAL, *attribute_names(self.program, t))
                                    if c != "_type" and (c in CANONICAL or c in keep)))
 
@@ -80,14 +77,13 @@ class Stager:
         ``window`` (µs, :func:`time_window`; a phrase without a key): the groups
         are stretches of time instead, ``[g W, (g + 1) W)``, each holding the
         events that a match starting in it can bind (``"window"`` in the result)."""
-        program = self.program
-        types = sorted(t for t in phrase_types(plan, program) if t in self.frames)
-        keyed = keyed_types(plan, program, types)
+        phys = plan.physical
+        types = [t for t in phys.types if t in self.frames]
+        keyed = set(phys.keyed)
         tag = safe_name(plan.name)
         out: dict = {"groups": {}, "all": {}, "src": {}, "rows": {}, "lo": {}}
         if window:
             out["window"] = window
-        history = needs_source_history(plan, program)
         for t in types:
             if t not in keyed:
                 out["all"][t] = self.write(self.used(plan, t), f"{tag}-all-{safe_name(t)}")
@@ -96,7 +92,7 @@ class Stager:
             if window:
                 bs, order = window_groups(df["_lo"].to_numpy(np.int64), window, plan.span_bound)
             else:
-                b = key_buckets(df, plan.key, buckets)
+                b = key_buckets(df, phys.key, buckets)
                 rows = np.flatnonzero(b >= 0)
                 order = rows[np.argsort(b[rows], kind="stable")]
                 bs = b[order]
@@ -110,8 +106,7 @@ class Stager:
                     out["lo"][g] = widened(out["lo"].get(g), (int(lo[idx].min()), int(lo[idx].max())))
                     out["groups"].setdefault(g, {})[t] = self.write(table.take(pa.array(idx)),
                                                                     f"{tag}-b{g}-{safe_name(t)}")
-            decl = program.events[t]
-            if history and decl.source is not None and tuple(plan.key) != (decl.source.attr,):
+            if t in phys.source_history:
                 out["src"][t] = self.write(table.append_column("_g", pa.array(b.astype(np.int32))),
                                            f"{tag}-src-{safe_name(t)}")
         return out
@@ -176,24 +171,6 @@ def merge_stages(chunks: list) -> dict:
 def widened(span: tuple | None, more: tuple) -> tuple:
     """The least and greatest of ``span`` (None: none yet) and ``more``."""
     return more if span is None else (min(span[0], more[0]), max(span[1], more[1]))
-
-
-def key_buckets(df: pd.DataFrame, key, buckets: int) -> np.ndarray:
-    """Each event's group from its key values (as strings, like :func:`_bucket`);
-    -1 for an event without a key value (it relates to nothing)."""
-    n = len(df)
-    if not key:
-        return np.zeros(n, dtype=np.int64)
-    ok = np.ones(n, dtype=bool)
-    h = np.zeros(n, dtype=np.uint64)
-    for k in key:
-        codes, uniques = pd.factorize(df[k], use_na_sentinel=True)      # hash each value once
-        ok &= codes >= 0
-        hu = pd.util.hash_array(np.array([str(u) for u in uniques] + [""], dtype=object))
-        h = h * np.uint64(1_000_003) ^ hu[codes]                        # -1 (missing): the ""
-    out = (h % np.uint64(buckets)).astype(np.int64)
-    out[~ok] = -1
-    return out
 
 
 def load_staged(files: list, drop: dict) -> pa.Table:

@@ -1,0 +1,90 @@
+"""Pass 2, ``place_predicates``: ``where`` is split into conjuncts; each goes to the
+lowest node that binds all its variables; a conjunct mentioning a negated variable
+becomes part of that absence; ``successive`` conjuncts are also decided at the end
+with the full history of their source."""
+from __future__ import annotations
+
+import dataclasses
+
+from spatec.errors import PlanError
+from spatec.frontend import ast as A
+from spatec.frontend.check import PhraseInfo
+from spatec.plan.nodes import After, Join, Leaf, Or, definite_vars, walk_nodes
+from spatec.plan.physical import is_successive
+
+
+def split_conjuncts(e) -> list:
+    if e is None:
+        return []
+    if isinstance(e, A.BoolOp) and e.op == "and":
+        return split_conjuncts(e.left) + split_conjuncts(e.right)
+    return [e]
+
+
+def expr_vars(e) -> set[str]:
+    out: set[str] = set()
+    for n in A.walk(e):
+        if isinstance(n, (A.Var,)):
+            out.add(n.name)
+        elif isinstance(n, A.Attr):
+            out.add(n.var)
+    return out
+
+
+def place_predicates(root, conjuncts, info: PhraseInfo):
+    """Attach each conjunct to the lowest node binding its variables; return (root, deferred)."""
+    negs = {}
+    for n in walk_nodes(root):
+        if isinstance(n, (Join, After)) and n.absence is not None and n.absence.var:
+            negs[n.absence.var] = n.id
+    at_node: dict[int, list] = {}
+    neg_conds: dict[int, list] = {}
+    deferred = []
+    for c in conjuncts:
+        vs = expr_vars(c)
+        neg = [negs[v] for v in vs if v in negs]
+        if neg:
+            if len(set(neg)) > 1:
+                raise PlanError("a condition cannot relate two negated events")
+            neg_conds.setdefault(neg[0], []).append(c)
+            continue
+        if is_successive(c):
+            deferred.append(c)
+            if not (isinstance(c, A.Call) and c.func == "successive"):
+                continue  # decided only with the whole history
+            # successive(A, B, C) implies successive(A, B) and successive(B, C): each pair
+            # filters early, at the node that first binds it
+            for a, b in zip(c.args, c.args[1:]):
+                pair = A.Call("successive", (a, b), span=c.span)
+                at_node.setdefault(_lowest(root, {a.name, b.name}).id, []).append(pair)
+            continue
+        target = _lowest(root, vs)
+        at_node.setdefault(target.id, []).append(c)
+
+    def rebuild(n):
+        if isinstance(n, Leaf):
+            return dataclasses.replace(n, preds=tuple(at_node.get(n.id, ())))
+        kw = {"preds": tuple(at_node.get(n.id, ()))}
+        if isinstance(n, (Join, Or)):
+            kw["left"], kw["right"] = rebuild(n.left), rebuild(n.right)
+        else:
+            kw["left"] = rebuild(n.left)
+        if isinstance(n, (Join, After)) and n.absence is not None:
+            kw["absence"] = dataclasses.replace(n.absence, conds=tuple(neg_conds.get(n.id, ())))
+        return dataclasses.replace(n, **kw)
+
+    return rebuild(root), deferred
+
+
+def _lowest(n, vs: set[str]):
+    """The deepest node whose every match binds all of ``vs`` (never below an `or`:
+    a conjunct placed in one branch would not restrict the other)."""
+    children = []
+    if isinstance(n, Join):
+        children = [n.left, n.right]
+    elif isinstance(n, After):
+        children = [n.left]
+    for c in children:
+        if vs <= definite_vars(c):
+            return _lowest(c, vs)
+    return n
