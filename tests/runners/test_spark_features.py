@@ -143,7 +143,8 @@ def test_standalone_cluster_matches_local(standalone, slice10, tmp_path):
     prog = tmp_path / "cluster.spatec"
     prog.write_text(CLUSTER_PROGRAM)
     runs = {"local": ["--runner", "local"], "staged": ["--master", standalone]}
-    if sedona_missing() is None:
+    missing = sedona_missing()
+    if missing is None:
         runs["sedona"] = ["--master", standalone, "--conf", "spark.spatec.staging=off",
                           "--conf", "spark.spatec.spatial.engine=sedona-spark"]
     outs = {}
@@ -157,6 +158,8 @@ def test_standalone_cluster_matches_local(standalone, slice10, tmp_path):
     for name in runs:
         assert outs[name] == outs["local"], name
     assert len(outs["local"]["Bunching.jsonl"]) > 0 and len(outs["local"]["CloseBuses.jsonl"]) > 0
+    if missing is not None:     # the staged run was checked; the Sedona one could not be had
+        pytest.skip(f"the cluster's staged run equals the local runner's; its Sedona run skipped: {missing}")
 
 
 SUCCESSIVE_PER_LINE = f'''
