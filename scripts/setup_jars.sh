@@ -21,8 +21,9 @@ while read -r coord sum; do
     echo "setup: $(cat jars/UNAVAILABLE)" >&2
     exit 0
   fi
-  if ! log=$(mvn -B -q dependency:copy -Dartifact="$coord" -DoutputDirectory=jars 2>&1); then
-    echo "Maven could not fetch $coord: $(printf '%s\n' "$log" | grep -m1 -E 'ERROR' | cut -c1-300)" > jars/UNAVAILABLE
+  if ! log=$(mvn -B -q -Dstyle.color=never dependency:copy -Dartifact="$coord" -DoutputDirectory=jars 2>&1); then
+    why=$(printf '%s\n' "$log" | sed 's/\x1b\[[0-9;]*m//g' | grep -m1 -E 'ERROR' | cut -c1-300)
+    echo "Maven could not fetch $coord: ${why:-mvn failed}" > jars/UNAVAILABLE
     echo "setup: $(cat jars/UNAVAILABLE)" >&2
     exit 0
   fi
