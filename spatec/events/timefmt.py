@@ -38,6 +38,7 @@ import datetime as _dt
 import hashlib
 import json
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -49,6 +50,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spatec.errors import DataError
 from spatec.events.raw import (
     FLOAT_PATTERN,
     FLOAT_RE,
@@ -472,3 +474,17 @@ def event_ids_arrow(type_name: str, source: Any, t: Any) -> pa.Array:
     if not pa.types.is_string(src.type):
         src = src.cast(pa.string())
     return pc.binary_join_element_wise(type_name, src, times, ":")
+
+
+# ------------------------------------------------------------------------------ durations typed by people
+
+_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0,
+          "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``"10 min"``, ``"30s"``, ``"1.5h"``, ``"500ms"``, ``"20"`` (seconds) → seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
+    if not m or (m.group(2) and m.group(2) not in _UNITS):
+        raise DataError(f"{text!r} is not a duration; write e.g. 30s, 10 min, 1h")
+    return float(m.group(1)) * _UNITS.get(m.group(2) or "s")

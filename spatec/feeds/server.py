@@ -1,7 +1,11 @@
 """`spatec feed serve`: recorded polls served over HTTP on 127.0.0.1.
 
 Each GET returns the poll current at the recording's clock (``speed`` × real
-time since start), or with ``speed == 0`` the next poll on each request.
+time since start), or with ``speed == 0`` the next poll on each request. A client
+that says which poll it had last (``?after=N``, N from the ``X-Poll-Seq`` header)
+gets the next one: at ``speed > 0`` the one after N if the clock has passed it
+(``204`` without ``X-Feed-End`` if not yet), so a client slower than the feed
+catches up instead of skipping polls.
 ``GET /health`` answers ``ok``. Past the end it answers ``204 No Content`` (or
 starts again with ``loop``).
 """
@@ -65,6 +69,8 @@ class FeedServer:
             at = (time.monotonic() - self._t0) * self.speed
             if at > span:
                 if not self.loop:
+                    if after is not None and -1 <= after < n - 1:
+                        return after + 1, self.polls[after + 1]   # a slow client catching up
                     return None
                 at = at % (span + 1e-9) if span > 0 else 0.0
             clock = self.polls[0].received + at
@@ -76,7 +82,19 @@ class FeedServer:
                     lo = mid
                 else:
                     hi = mid - 1
+            if after is not None and -1 <= after < lo:
+                # a client that numbers its polls gets the next one it has not had (none is
+                # skipped however slowly it polls); ``after`` at or past the clock: nothing new
+                lo = after + 1
+            elif after is not None and after >= lo:
+                return None if not self.loop else (lo, self.polls[lo])
             return lo, self.polls[lo]
+
+    def past_end(self) -> bool:
+        """Whether the recording's clock has passed its last poll (speed > 0, no loop)."""
+        if self.speed == 0 or self._t0 is None or self.loop:
+            return False
+        return (time.monotonic() - self._t0) * self.speed > self.polls[-1].received - self.polls[0].received
 
     def body(self, i: int, poll: Poll) -> bytes:
         if self.fmt == "sirivm":
@@ -116,9 +134,11 @@ class FeedServer:
                 server.requests += 1
                 q = parse_qs(urlparse(self.path).query)
                 after = q.get("after", [None])[0]
-                got = server.current(int(after) if after is not None and after.lstrip("-").isdigit() else None)
+                after = int(after) if after is not None and after.lstrip("-").isdigit() else None
+                got = server.current(after)
                 if got is None:
-                    self._send(204, headers={"X-Feed-End": "1"})
+                    end = server.speed == 0 or server.past_end() or after is None
+                    self._send(204, headers={"X-Feed-End": "1"} if end else None)
                     return
                 i, poll = got
                 body = server.body(i, poll)

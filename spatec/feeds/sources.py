@@ -333,6 +333,7 @@ class HttpFeedSource:
         self.seq = -1            # last sequence number fetched (spooled)
         self.server_seq = None   # the feed's number of the last poll spooled, if it numbers them
         self.errors = 0
+        self.skipped = 0         # polls the feed numbered that were never received
         self.ended = False       # the feed said it has nothing more (204 with X-Feed-End)
         self._last_body: bytes | None = None
 
@@ -399,6 +400,16 @@ class HttpFeedSource:
             log.warning("%s: poll failed (%s)", self.spec.url, e)
             return None
 
+    def note_seq(self, server: int | None) -> None:
+        """Count and report polls the feed numbered but this client never got (it polled
+        slower than the feed changed, and the feed does not serve ``?after=N``)."""
+        if server is not None and self.server_seq is not None and server > self.server_seq + 1:
+            missed = server - self.server_seq - 1
+            self.skipped += missed
+            log.warning("%s: %d poll(s) of the feed were skipped (numbers %d..%d never received): "
+                        "positions in them are missing; poll more often (--trigger)", self.spec.url, missed,
+                        self.server_seq + 1, server - 1)
+
     def poll(self) -> list[Item]:
         got = self.fetch()
         if got is None:
@@ -410,6 +421,7 @@ class HttpFeedSource:
         # left out, the next GET would ask for the one after the last spooled, the same
         # empty poll, forever, and `--until-idle` would take that for the end of input.
         self._last_body = body
+        self.note_seq(server)
         self.seq += 1
         self.server_seq = server
         arrived = time.time()

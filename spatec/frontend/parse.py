@@ -46,6 +46,28 @@ def parser() -> Lark:
                      maybe_placeholders=True)
 
 
+@functools.lru_cache(maxsize=1)
+def expr_parser() -> Lark:
+    """The LALR parser of one predicate (``where`` text on its own: a subscription's filter)."""
+    return Lark.open(str(GRAMMAR), parser="lalr", propagate_positions=True, start="expr",
+                     maybe_placeholders=True)
+
+
+def parse_expr(text: str, file: str = "<filter>"):
+    """Parse one predicate (the language's ``where`` expression). Raises :class:`ParseError`."""
+    p = expr_parser()
+    try:
+        tree = p.parse(text)
+    except UnexpectedInput as e:
+        raise ParseError([_syntax_diagnostic(e, text, file, p)]) from None
+    builder = _Builder(file)
+    node = builder.build(tree)
+    if builder.problems:
+        raise ParseError([Diagnostic(q.span, q.message, q.hint, _line(text, q.span.line))
+                          for q in builder.problems])
+    return node
+
+
 def _cache_file() -> str | bool:
     """A per-user cache of the parser tables (Lark checks the grammar's hash when loading it)."""
     import hashlib

@@ -30,15 +30,18 @@ them, and a batch does not wait for the disk; only a crash of the machine
 itself can lose the last ones, and then alerts of the last batches may be
 delivered again (a JSON lines sink still skips them, from its own file).
 
-Webhook failures: connection errors, timeouts, 408, 429 and 5xx are retried
-with exponential backoff (``backoff * 2**k`` seconds, ``retries`` times);
-after the last try — or at once for any other 4xx — the alert goes to the
-dead-letter file (``<checkpoint>/dead_letter.jsonl``) with the error, and
-counts as handled.
+Webhooks: each target has a queue of its own (a file, ``<checkpoint>/outbox/``)
+and a thread that posts from it, so a slow receiver holds up nothing else; each
+delivery is recorded as it succeeds. Connection errors, timeouts, 408, 429 and
+5xx are retried with exponential backoff (``backoff * 2**k`` seconds,
+``retries`` times); after the last try — or at once for any other 4xx — the
+alert goes to the dead-letter file (``<checkpoint>/dead_letter.jsonl``) with
+the error, and counts as handled. See :class:`WebhookSink`.
 """
 from __future__ import annotations
 
 import heapq
+from collections import deque
 import json
 import logging
 import os
@@ -195,19 +198,25 @@ class DeliveredLog:
         self._new: list[str] = []
         self._f = None             # the file, open for appending once there is something to add
         self._syncer: _Syncer | None = None
+        self._lock = threading.RLock()   # queued sinks record deliveries from their own threads
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         return key in self.hi
 
     def add(self, sink: str, cid: str, hi: int) -> None:
         hi = int(hi)
-        self.hi[(sink, cid)] = hi
-        heapq.heappush(self._heap, (hi, sink, cid))
-        self._new.append(_log_line(sink, cid, hi))
+        with self._lock:
+            self.hi[(sink, cid)] = hi
+            heapq.heappush(self._heap, (hi, sink, cid))
+            self._new.append(_log_line(sink, cid, hi))
 
     def flush(self) -> None:
         """Write the new lines (to the operating system: a killed process loses none); a
         thread of their own syncs them to the disk."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
         if self.path is not None and self._new:
             if self._f is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,7 +229,11 @@ class DeliveredLog:
 
     def close(self) -> None:
         """Flush, sync and close the file."""
-        self.flush()
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        self._flush()
         if self._f is not None:
             self._syncer.close()
             self._f.close()
@@ -228,6 +241,10 @@ class DeliveredLog:
 
     def prune(self, before: int) -> int:
         """Forget alerts with ``hi < before``. Returns how many were dropped."""
+        with self._lock:
+            return self._prune(before)
+
+    def _prune(self, before: int) -> int:
         n = 0
         heap = self._heap
         while heap and heap[0][0] < before:
@@ -237,10 +254,10 @@ class DeliveredLog:
                 n += 1
         if not n:
             return 0
-        self.flush()
+        self._flush()
         self._stale += n
         if self.path is not None and self._stale >= len(self.hi):
-            self.close()
+            self._close()
             tmp = self.path.with_name(f".{self.path.name}.tmp")
             with open(tmp, "w", encoding="utf-8") as f:
                 for (s, c), v in self.hi.items():
@@ -374,54 +391,188 @@ def _cut_partial_line(path: Path) -> None:
         f.truncate(keep)
 
 
+def post_alert(url: str, alert: dict, timeout: float, data: bytes | None = None) -> tuple[bool, bool, str]:
+    """One ``POST`` of an alert's JSON with ``Idempotency-Key: <composite id>``:
+    ``(ok, retryable, error)``. Connection errors, timeouts, 408, 429 and 5xx are retryable."""
+    body = data if data is not None else json.dumps(alert, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    req = urllib.request.Request(url, data=body, method="POST",
+                                 headers={"Content-Type": "application/json", "Idempotency-Key": alert["id"]})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            r.read()
+            return True, False, ""
+    except urllib.error.HTTPError as e:
+        retry = e.code in (408, 429) or e.code >= 500
+        return False, retry, f"HTTP {e.code} {e.reason}"
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return False, True, f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+
+
+def dead_letter(path: Path | None, sink: str, alert: dict, error: str, attempts: int) -> None:
+    """Append an alert that could not be delivered to the dead-letter file (and log it)."""
+    log.warning("%s: alert %s dead-lettered after %d attempt(s): %s", sink, alert["id"], attempts, error)
+    if path is not None:
+        _fsync_append(path, [json.dumps({"sink": sink, "error": error, "attempts": attempts,
+                                         "at": time.time(), "alert": alert}) + "\n"])
+
+
 class WebhookSink(AlertSink):
-    """POST each alert as JSON; retry with exponential backoff; dead-letter after the last try."""
+    """POST each alert as JSON from a queue of the target's own, on a thread of its own: a
+    slow or failing receiver never holds up the batches or the other sinks.
+
+    The queue is a file, ``<checkpoint>/outbox/<target>.jsonl``: :meth:`deliver` appends the
+    alerts to it (written before the batch is committed) and returns; the worker posts them in
+    order, retrying with exponential backoff (``backoff * 2**k`` s, at most ``max_backoff``,
+    ``retries`` times; connection errors, timeouts, 408, 429, 5xx), then dead-letters
+    (``<checkpoint>/dead_letter.jsonl``; any other 4xx at once). Each success (or dead
+    letter) is recorded as it happens (``on_done``: the :class:`SinkSet` logs it as
+    delivered). After a crash the outbox's alerts not recorded are posted again: the receiver
+    sees an alert twice at most for the one request in flight when the process died, with the
+    same ``Idempotency-Key``. :meth:`close` (SIGTERM) waits for the request in flight at most
+    ``timeout`` seconds; what is queued stays in the outbox for the next start.
+    """
 
     def __init__(self, url: str, dead_letter: Path | None, retries: int = 5, backoff: float = 0.5,
-                 timeout: float = 10.0, max_backoff: float = 30.0):
+                 timeout: float = 10.0, max_backoff: float = 30.0, outbox: Path | None = None):
+        from spatec.storage.atomic import safe_name
+
         self.url, self.name = url, url
         self.dead_letter = Path(dead_letter) if dead_letter is not None else None
         self.retries, self.backoff, self.timeout, self.max_backoff = retries, backoff, timeout, max_backoff
         self.attempts = 0
         self.dead = 0
+        self.on_done = None                     # (sink name, alert) → None, from the worker thread
+        base = Path(outbox) if outbox is not None else (
+            self.dead_letter.parent / "outbox" if self.dead_letter is not None else None)
+        self.outbox = base / f"{safe_name(url)}.jsonl" if base is not None else None
+        self.queue: deque = deque()
+        self.queued: set = set()
+        self._cv = threading.Condition()
+        self._stop = threading.Event()
+        self._busy = False
+        self._f = None
+        self._thread: threading.Thread | None = None
+        self.drain_on_close = True
+        self.drain_timeout = 300.0
 
-    def _post(self, alert: dict) -> tuple[bool, bool, str]:
-        """(ok, retryable, error)."""
-        body = json.dumps(alert, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        req = urllib.request.Request(self.url, data=body, method="POST",
-                                     headers={"Content-Type": "application/json",
-                                              "Idempotency-Key": alert["id"]})
-        self.attempts += 1
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                r.read()
-                return True, False, ""
-        except urllib.error.HTTPError as e:
-            retry = e.code in (408, 429) or e.code >= 500
-            return False, retry, f"HTTP {e.code} {e.reason}"
-        except (urllib.error.URLError, OSError) as e:
-            return False, True, f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+    def stop_now(self) -> None:
+        """A signal: do not drain the queue on close."""
+        self.drain_on_close = False
+        self._stop.set()
+        with self._cv:
+            self._cv.notify_all()
+
+    def already(self, known):
+        """Queue again what the outbox holds that was never recorded as delivered."""
+        if self.outbox is None or not self.outbox.exists():
+            return []
+        _cut_partial_line(self.outbox)
+        keep = []
+        for line in self.outbox.read_text(encoding="utf-8").splitlines():
+            try:
+                a = json.loads(line)
+            except ValueError:
+                continue
+            if not known((self.name, a["id"])) and a["id"] not in self.queued:
+                self.queued.add(a["id"])
+                keep.append(a)
+        self.queue.extend(keep)
+        self._rewrite(keep)
+        return []
+
+    def _rewrite(self, alerts) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+        tmp = self.outbox.with_name(self.outbox.name + ".tmp")
+        tmp.write_text("".join(json.dumps(a, ensure_ascii=False) + "\n" for a in alerts), encoding="utf-8")
+        os.replace(tmp, self.outbox)
 
     def deliver(self, alerts):
-        for a in alerts:
-            tries = 0
-            while True:
-                ok, retry, err = self._post(a)
-                if ok:
-                    break
-                if not retry or tries >= self.retries:
-                    self._dead(a, err, tries + 1)
-                    break
-                time.sleep(min(self.backoff * (2 ** tries), self.max_backoff))
-                tries += 1
-        return list(alerts)
+        new = [a for a in alerts if a["id"] not in self.queued]
+        if not new:
+            return []
+        if self.outbox is not None:
+            if self._f is None:
+                self.outbox.parent.mkdir(parents=True, exist_ok=True)
+                self._f = open(self.outbox, "a", encoding="utf-8")
+            self._f.write("".join(json.dumps(a, ensure_ascii=False, allow_nan=False) + "\n" for a in new))
+            self._f.flush()          # in the operating system: a killed process loses none
+        with self._cv:
+            for a in new:
+                self.queued.add(a["id"])
+                self.queue.append(a)
+            self._cv.notify()
+        self._start()
+        return []
 
-    def _dead(self, alert: dict, error: str, attempts: int) -> None:
-        self.dead += 1
-        log.warning("%s: alert %s dead-lettered after %d attempt(s): %s", self.url, alert["id"], attempts, error)
-        if self.dead_letter is not None:
-            _fsync_append(self.dead_letter, [json.dumps({"sink": self.url, "error": error, "attempts": attempts,
-                                                         "at": time.time(), "alert": alert}) + "\n"])
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"webhook {self.url}", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._cv:
+                while not self.queue and not self._stop.is_set():
+                    if self._f is not None and self.outbox is not None and not self._busy:
+                        self._rewrite([])       # everything delivered: the outbox starts again empty
+                    self._cv.wait(0.5)
+                if self._stop.is_set():
+                    return
+                a = self.queue[0]
+                self._busy = True
+            ok = self._send(a)
+            with self._cv:
+                self._busy = False
+                if ok is None:
+                    return                       # stopped while retrying: it stays queued
+                self.queue.popleft()
+                self.queued.discard(a["id"])
+            if self.on_done is not None:
+                self.on_done(self.name, a)
+
+    def _send(self, a: dict):
+        """True: delivered; False: dead-lettered; None: stopped first."""
+        data = json.dumps(a, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        tries = 0
+        while True:
+            self.attempts += 1
+            ok, retry, err = post_alert(self.url, a, self.timeout, data)
+            if ok:
+                return True
+            if not retry or tries >= self.retries:
+                self.dead += 1
+                dead_letter(self.dead_letter, self.url, a, err, tries + 1)
+                return False
+            if self._stop.wait(min(self.backoff * (2 ** tries), self.max_backoff)):
+                return None
+            tries += 1
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until the queue is empty (tests, end of input)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and not self._stop.is_set():
+            with self._cv:
+                if not self.queue and not self._busy:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def close(self) -> None:
+        """Stop the worker. At the end of input (``drain_on_close``) the queue is posted first
+        (for at most ``drain_timeout`` s); on a signal (``stop_now``) only the request in flight
+        is waited for, and the rest stays in the outbox for the next start."""
+        if self.drain_on_close and self._thread is not None:
+            self.drain(self.drain_timeout)
+        self._stop.set()
+        with self._cv:
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(min(self.timeout, 5.0) + 0.5)
+        if self._f is not None:
+            self._f.close()
+            self._f = None
 
 
 def open_sink(url: str, checkpoint: Path | None, **webhook) -> AlertSink:
@@ -451,19 +602,32 @@ def open_sink(url: str, checkpoint: Path | None, **webhook) -> AlertSink:
 class SinkSet:
     """Every sink of a run and the delivered log: deliver each alert once per sink."""
 
-    def __init__(self, sinks: Sequence[AlertSink], delivered: DeliveredLog):
+    def __init__(self, sinks: Sequence[AlertSink], delivered: DeliveredLog, gate=None):
         self.sinks, self.log = list(sinks), delivered
+        self.gate = gate              # alerts → the ones to deliver (the others are held back)
         for s in self.sinks:
             for cid, hi in s.already(self.log.__contains__):
                 self.log.add(s.name, cid, hi)
+            if hasattr(s, "on_done"):
+                s.on_done = self._done
         self.log.flush()
         self.delivered = 0
         self.skipped = 0
+
+    def _done(self, name: str, alert: dict) -> None:
+        """A queued sink delivered (or dead-lettered) an alert: record it now."""
+        from spatec.events.timefmt import parse_time
+
+        self.log.add(name, alert["id"], parse_time(alert["hi"]))
+        self.log.flush()
+        self.delivered += 1
 
     def deliver(self, alerts: list[dict], his: dict) -> int:
         """Deliver ``alerts`` (``his``: id → hi µs) to every sink that has not had them."""
         n = 0
         logged = self.log.hi
+        if self.gate is not None:
+            alerts = self.gate(alerts)
         for s in self.sinks:
             name = s.name
             todo = [a for a in alerts if (name, a["id"]) not in logged]
@@ -480,6 +644,6 @@ class SinkSet:
         return n
 
     def close(self) -> None:
-        self.log.close()
-        for s in self.sinks:
+        for s in self.sinks:     # first: a queued sink records what it finishes meanwhile
             s.close()
+        self.log.close()

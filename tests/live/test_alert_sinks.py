@@ -53,7 +53,9 @@ def hook(request):
 @pytest.mark.parametrize("hook", [[503, 500, 429]], indirect=True)
 def test_webhook_retries_then_delivers(hook, tmp_path):
     sink = WebhookSink(hook.url, tmp_path / "dead_letter.jsonl", retries=5, backoff=0.01)
-    assert sink.deliver([ALERT]) == [ALERT]
+    assert sink.deliver([ALERT]) == []          # queued: the worker posts it
+    assert sink.drain(10)
+    sink.close()
     assert hook.got == [ALERT] and hook.keys == ["c0ffee"] and sink.attempts == 4
     assert not (tmp_path / "dead_letter.jsonl").exists()
 
@@ -62,6 +64,7 @@ def test_webhook_retries_then_delivers(hook, tmp_path):
 def test_webhook_always_failing_goes_to_dead_letter(hook, tmp_path):
     sink = WebhookSink(hook.url, tmp_path / "dead_letter.jsonl", retries=3, backoff=0.01)
     sink.deliver([ALERT])
+    assert sink.drain(10)
     assert sink.attempts == 4 and hook.got == []
     dead = [json.loads(x) for x in (tmp_path / "dead_letter.jsonl").read_text().splitlines()]
     assert dead[0]["alert"] == ALERT and dead[0]["attempts"] == 4 and "500" in dead[0]["error"]
@@ -71,12 +74,14 @@ def test_webhook_always_failing_goes_to_dead_letter(hook, tmp_path):
 def test_webhook_client_error_is_not_retried(hook, tmp_path):
     sink = WebhookSink(hook.url, tmp_path / "dl.jsonl", retries=3, backoff=0.01)
     sink.deliver([ALERT])
+    assert sink.drain(10)
     assert sink.attempts == 1 and (tmp_path / "dl.jsonl").exists()
 
 
 def test_webhook_unreachable_goes_to_dead_letter(tmp_path):
     sink = WebhookSink("http://127.0.0.1:9/x", tmp_path / "dl.jsonl", retries=1, backoff=0.01, timeout=1)
     sink.deliver([ALERT])
+    assert sink.drain(10)
     assert sink.dead == 1
 
 
@@ -85,9 +90,14 @@ def test_each_id_once_per_sink_across_restarts(hook, tmp_path):
     log = tmp_path / "delivered.jsonl"
     b = dict(ALERT, id="beef")
     s = SinkSet([JsonlSink(out), open_sink(hook.url, tmp_path)], DeliveredLog(log))
-    assert s.deliver([ALERT], {"c0ffee": 5}) == 2
+    assert s.deliver([ALERT], {"c0ffee": 5}) == 1          # the webhook's is queued
+    assert s.sinks[1].drain(10)
+    s.close()
+    assert s.delivered == 2
     s = SinkSet([JsonlSink(out), open_sink(hook.url, tmp_path)], DeliveredLog(log))   # a restart
-    assert s.deliver([ALERT, b], {"c0ffee": 5, "beef": 6}) == 2
+    assert s.deliver([ALERT, b], {"c0ffee": 5, "beef": 6}) == 1
+    assert s.sinks[1].drain(10)
+    s.close()
     lines = (out / "Silent.jsonl").read_text().splitlines()
     assert [json.loads(x)["id"] for x in lines] == ["c0ffee", "beef"]
     assert [a["id"] for a in hook.got] == ["c0ffee", "beef"]

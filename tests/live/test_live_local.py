@@ -137,6 +137,7 @@ def test_malformed_feed_input_is_counted_never_fatal(tmp_path, polls5):
     rejects = [json.loads(x) for x in (ck / "_rejects" / "BusGPS.jsonl").read_text().splitlines()]
     reasons = " | ".join(r["reason"] for r in rejects)
     assert "invalid JSON" in reasons and "no request_data" in reasons and "lon" in reasons
+    assert c["duplicates"] > 0 and "duplicate of" not in reasons     # repeats counted, not listed
     want = batch_alerts(compiled, feed_events(compiled, good), exclude=late_ids(ck))
     assert_same_alerts(sink_alerts(sink, compiled), want)
 

@@ -1,0 +1,190 @@
+"""Push deliveries: webhooks, NATS subjects, MQTT topics.
+
+A push subscription is delivered by one process at a time: the one holding its key in
+the ``spatec_owners`` bucket (claimed when free, renewed every second). Its pusher (an
+asyncio task of its own, so a slow target holds up nobody else) takes the subscription's
+buffer from its cursor — the log sequence of the last alert delivered, kept in the
+``spatec_cursors`` bucket and written as each delivery succeeds — and sends each alert
+with its composite id (webhook: ``Idempotency-Key``; NATS: ``Nats-Msg-Id``; MQTT: the
+alert's JSON, whose ``id`` is the composite id), retrying with backoff; after the last
+try the alert goes to ``<state>/dead_letter.jsonl``. A process that dies mid-delivery
+leaves the cursor at the last success: the next owner sends again at most the one alert
+that was in flight.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from urllib.parse import urlparse
+
+from spatec.service.broker import OWNERS, kv_update
+from spatec.service.engine import OWNER_TTL
+from spatec.sinks.alerts import dead_letter, post_alert
+
+log = logging.getLogger("spatec.service")
+
+RETRIES = 5
+BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+TIMEOUT = 10.0
+
+
+class Deliveries:
+    def __init__(self, service):
+        self.svc = service
+        self.pushers: dict[str, tuple] = {}     # sub id → (revision, task)
+        self.sent = 0
+        self.dead = 0
+
+    async def step(self) -> None:
+        kv = self.svc.broker.owners
+        hub = self.svc.hub
+        for sid in list(self.pushers):
+            rev, task = self.pushers[sid]
+            if sid not in hub.subs or task.done():
+                task.cancel()
+                del self.pushers[sid]
+                try:
+                    await kv.delete(f"push.{sid}")
+                except Exception:  # noqa: BLE001 - gone already
+                    pass
+                continue
+            try:
+                new = await kv_update(self.svc.broker.js, OWNERS, f"push.{sid}", self.svc.member.encode(), rev,
+                                      OWNER_TTL)
+                self.pushers[sid] = (new, task)
+            except Exception:  # noqa: BLE001 - lost it
+                task.cancel()
+                del self.pushers[sid]
+        for sid, st in list(hub.subs.items()):
+            if sid in self.pushers or st.sub.deliver.get("sse"):
+                continue
+            try:
+                rev = await kv.create(f"push.{sid}", self.svc.member.encode(), msg_ttl=OWNER_TTL)
+            except Exception:  # noqa: BLE001 - another process delivers it
+                continue
+            self.pushers[sid] = (rev, asyncio.create_task(self._push(sid), name=f"push {sid}"))
+
+    async def stop(self) -> None:
+        for sid, (_, task) in list(self.pushers.items()):
+            task.cancel()
+        await asyncio.gather(*(t for _, t in self.pushers.values()), return_exceptions=True)
+        for sid in list(self.pushers):
+            try:
+                await self.svc.broker.owners.delete(f"push.{sid}")
+            except Exception:  # noqa: BLE001 - gone already
+                pass
+        self.pushers.clear()
+
+    async def _push(self, sid: str) -> None:
+        hub, cursors = self.svc.hub, self.svc.broker.cursors
+        try:
+            cursor = int((await cursors.get(sid)).value)
+        except Exception:  # noqa: BLE001 - nothing delivered yet
+            cursor = hub.subs[sid].sub.start_seq - 1
+        target = None
+        try:
+            while sid in hub.subs:
+                st = hub.subs[sid]
+                todo = st.after(cursor)
+                if not todo:
+                    st.changed.clear()
+                    if not st.after(cursor):
+                        try:
+                            await asyncio.wait_for(st.changed.wait(), 1.0)
+                        except asyncio.TimeoutError:
+                            pass
+                    continue
+                if target is None:
+                    target = await asyncio.to_thread(_Target.of, st.sub.deliver, self.svc.broker)
+                for e in todo:
+                    ok = await self._send(target, e, st.sub.deliver)
+                    cursor = e.seq
+                    await cursors.put(sid, str(cursor).encode())
+                    if ok:
+                        self.sent += 1
+                    if sid not in hub.subs:
+                        break
+        finally:
+            if target is not None:
+                await asyncio.to_thread(target.close)
+
+    async def _send(self, target, e, deliver) -> bool:
+        tries = 0
+        while True:
+            ok, retry, err = await target.send(e)
+            if ok:
+                return True
+            if not retry or tries >= RETRIES:
+                self.dead += 1
+                await asyncio.to_thread(dead_letter, self.svc.state / "dead_letter.jsonl",
+                                        json.dumps(deliver), e.alert, err, tries + 1)
+                return False
+            await asyncio.sleep(min(BACKOFF * 2 ** tries, MAX_BACKOFF))
+            tries += 1
+
+
+class _Target:
+    """Where a push subscription's alerts go."""
+
+    @staticmethod
+    def of(deliver: dict, broker) -> "_Target":
+        kind, v = next(iter(deliver.items()))
+        if kind == "webhook":
+            return _Webhook(v)
+        if kind == "nats":
+            return _Nats(v, broker)
+        return _Mqtt(v["url"], v["topic"])
+
+    def close(self) -> None:
+        pass
+
+
+class _Webhook(_Target):
+    def __init__(self, url: str):
+        self.url = url
+
+    async def send(self, e):
+        return await asyncio.to_thread(post_alert, self.url, e.alert, TIMEOUT, e.data.encode("utf-8"))
+
+
+class _Nats(_Target):
+    def __init__(self, subject: str, broker):
+        self.subject, self.broker = subject, broker
+
+    async def send(self, e):
+        try:
+            await self.broker.nc.publish(self.subject, e.data.encode("utf-8"), headers={"Nats-Msg-Id": e.id})
+            await self.broker.nc.flush(timeout=TIMEOUT)
+            return True, False, ""
+        except Exception as ex:  # noqa: BLE001 - retried
+            return False, True, f"{type(ex).__name__}: {ex}"
+
+
+class _Mqtt(_Target):
+    """MQTT 3.1.1, QoS 1 (paho-mqtt), one connection per subscription."""
+
+    def __init__(self, url: str, topic: str):
+        import paho.mqtt.client as mqtt
+
+        u = urlparse(url)
+        self.topic = topic
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
+        self.client.connect(u.hostname or "127.0.0.1", u.port or 1883, keepalive=30)
+        self.client.loop_start()
+
+    async def send(self, e):
+        def pub():
+            try:
+                info = self.client.publish(self.topic, e.data.encode("utf-8"), qos=1)
+                info.wait_for_publish(TIMEOUT)
+                return (True, False, "") if info.is_published() else (False, True, "not acknowledged")
+            except Exception as ex:  # noqa: BLE001 - retried
+                return False, True, f"{type(ex).__name__}: {ex}"
+
+        return await asyncio.to_thread(pub)
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()

@@ -1,0 +1,376 @@
+"""Detection inside the service: sources polled into the input log, the local live runner
+reading that log, its alerts published to the alert log.
+
+Work is split by source. Each source has an owner: the process holding its key in the
+``spatec_owners`` bucket (a short TTL, renewed every second; a process owns at most its
+fair share of the sources, so two processes split two sources). The owner runs two
+threads for it:
+
+- a **poller** that fetches the feed (asking numbered feeds for the poll after the last
+  one in the log, ``?after=N``) and publishes each poll to the input stream with
+  ``Nats-Msg-Id`` = source and poll number: no poll is lost or logged twice, whoever
+  polls, across restarts and take-overs;
+- a **detector**: :class:`~spatec.runners.live_local.LocalLive` over a
+  :class:`LogSource` (the source's polls from the input stream, its offset a stream
+  sequence), with a sink that publishes each alert to the alert stream with
+  ``Nats-Msg-Id`` = the composite id and waits for the server's acknowledgement before the
+  batch is committed. Its checkpoint is in ``<state>/runners/<source>``.
+
+When an owner dies its keys lapse (:data:`OWNER_TTL`) and another process takes the source:
+its detector reads the source's input from the log (from its own checkpoint, or from the
+log's start) and publishes what it decides; composites the dead owner had already published
+are dropped by JetStream's duplicate detection. Nothing is lost, nothing is logged twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+from spatec.feeds.sources import HttpFeedSource, Item, SourceSpec, feed_batch, parse_source
+from spatec.service.broker import INPUT, OWNERS, kv_update, token
+
+log = logging.getLogger("spatec.service")
+
+OWNER_TTL = 6          # s: an owner's key lapses this long after its last renewal (renewed every second)
+POLLS_PER_BATCH = 50   # polls a detector takes from the log per micro-batch at most
+
+
+def input_subject(source_id: str) -> str:
+    return f"spatec.input.{token(source_id)}"
+
+
+def alert_subject(phrase: str) -> str:
+    return f"spatec.alerts.{token(phrase)}"
+
+
+def call(loop, coro, timeout: float = 30.0):
+    """Run a coroutine on the service's event loop from a thread; its result."""
+    return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+
+# ------------------------------------------------------------------------------ the poller
+
+class Poller:
+    """Fetches one HTTP feed into the input stream (a thread)."""
+
+    def __init__(self, spec: SourceSpec, broker, loop, spool: Path, interval: float, stats: dict):
+        self.spec, self.broker, self.loop, self.interval = spec, broker, loop, interval
+        self.id = source_id(spec)
+        self.subject = input_subject(self.id)
+        self.feed = HttpFeedSource(spec, spool)
+        self.stats = stats
+        self.stop = threading.Event()
+        self.logged = 0          # the input stream's sequence of the last poll this poller logged
+        self.thread = threading.Thread(target=self._run, name=f"poll {spec.url}", daemon=True)
+
+    def start(self) -> "Poller":
+        self.thread.start()
+        return self
+
+    def _last_logged(self):
+        from nats.js.errors import NotFoundError
+
+        try:
+            m = call(self.loop, self.broker.js.get_last_msg(INPUT, self.subject))
+        except NotFoundError:
+            return None
+        h = m.headers or {}
+        return int(h["X-Poll-Seq"]) if h.get("X-Poll-Seq", "").lstrip("-").isdigit() else None
+
+    def _run(self) -> None:
+        feed = self.feed
+        try:
+            feed.server_seq = self._last_logged()
+        except Exception as e:  # noqa: BLE001 - the broker went away while starting
+            log.warning("%s: cannot read the input log (%s)", self.spec.url, e)
+            return
+        last_body = None
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            got = feed.fetch()
+            if got is not None and got[0]:
+                body, server = got
+                if server is None and body == last_body:
+                    got = None       # an unnumbered feed that has not changed
+                else:
+                    last_body = body
+                    feed.note_seq(server)
+                    self.stats["skipped_polls"] = feed.skipped
+                    msg_id = f"{self.id}#{server}" if server is not None else \
+                        f"{self.id}#sha1:{hashlib.sha1(body).hexdigest()}"
+                    headers = {"Nats-Msg-Id": msg_id, "Spatec-Received": repr(time.time())}
+                    if server is not None:
+                        headers["X-Poll-Seq"] = str(server)
+                    try:
+                        ack = call(self.loop, self.broker.js.publish(self.subject, body, headers=headers))
+                        self.logged = ack.seq
+                        feed.server_seq = server
+                        self.stats["polls"] = self.stats.get("polls", 0) + 1
+                    except Exception as e:  # noqa: BLE001 - logged; the poll is asked for again
+                        log.warning("%s: logging a poll failed (%s)", self.spec.url, e)
+                        self.stop.wait(0.5)
+                        continue
+                    if server is not None:
+                        continue     # a numbered feed may have more waiting: ask again at once
+            wait = self.interval - (time.monotonic() - t0)
+            self.stop.wait(max(wait, 0.02))
+
+
+def source_id(spec: SourceSpec) -> str:
+    return f"{spec.type}@{spec.url}"
+
+
+# ------------------------------------------------------------------------------ the detector's source
+
+class LogSource:
+    """A source's polls from the input stream, for :class:`LocalLive` (its offset: the stream
+    sequence of the last poll used)."""
+
+    def __init__(self, spec: SourceSpec, broker, loop, columns=None, gate=None):
+        self.spec, self.broker, self.loop, self.columns = spec, broker, loop, columns
+        self.gate = gate
+        self.id = source_id(spec)
+        self.subject = input_subject(self.id)
+        self.fmt = spec.kind
+        self.committed = 0
+        self.next = 1
+
+    def restore(self, offset) -> None:
+        self.committed = int((offset or {}).get("seq", 0))
+        self.next = self.committed + 1
+
+    def offset(self) -> dict:
+        return {"seq": self.committed}
+
+    def pending(self) -> list:
+        return []
+
+    def poll(self) -> list[Item]:
+        """The polls logged since the last call (up to :data:`POLLS_PER_BATCH`), as one item: the
+        runner types them in one go (a backlog after a restart or a take-over is read fast)."""
+        items = self._polls()
+        if len(items) <= 1:
+            return items
+        last = items[-1]
+        return [Item(self.id, last.offset, last.name, last.arrived,
+                     [b for it in items for b in it.batches], last.server)]
+
+    def _polls(self) -> list[Item]:
+        from nats.js.errors import NotFoundError
+
+        out = []
+        for _ in range(POLLS_PER_BATCH):
+            try:
+                m = call(self.loop, self.broker.js.get_msg(INPUT, seq=self.next, subject=self.subject, next=True))
+            except NotFoundError:
+                break
+            except Exception as e:  # noqa: BLE001 - the broker is away: try again next batch
+                log.warning("%s: reading the input log failed (%s)", self.spec.url, e)
+                break
+            h = m.headers or {}
+            received = float(h.get("Spatec-Received", time.time()))
+            server = int(h["X-Poll-Seq"]) if h.get("X-Poll-Seq", "").isdigit() else None
+            name = f"{self.spec.url}#{server if server is not None else m.seq}"
+            item = Item(self.id, m.seq, name, received, [feed_batch(self.fmt, name, m.data, received, self.columns)],
+                        server)
+            if self.gate is not None:
+                self.gate.saw(self.spec.type, item)
+            out.append(item)
+            self.next = m.seq + 1
+        return out
+
+    def commit(self, items) -> None:
+        for it in items:
+            if it.source == self.id and it.offset > self.committed:
+                self.committed = it.offset
+
+    def release(self, upto=None) -> None:
+        pass
+
+
+# ------------------------------------------------------------------------------ the detector's sink
+
+class LogSink:
+    """Publishes alerts to the alert stream (``Nats-Msg-Id`` = composite id) and waits for the
+    server to have them; only then are they handled (and the batch may be committed)."""
+
+    name = "nats-log"
+
+    def __init__(self, broker, loop):
+        self.broker, self.loop = broker, loop
+
+    def already(self, known):
+        return []
+
+    def deliver(self, alerts: list[dict]) -> list[dict]:
+        if not alerts:
+            return []
+        return call(self.loop, self._publish(alerts), timeout=120.0)
+
+    async def _publish(self, alerts):
+        js = self.broker.js
+        now = repr(time.time())
+        futs = [js.publish(alert_subject(a["phrase"]), json.dumps(a, ensure_ascii=False, allow_nan=False).encode(),
+                           headers={"Nats-Msg-Id": a["id"], "Spatec-Decided": now}) for a in alerts]
+        await asyncio.gather(*futs)
+        return list(alerts)
+
+    def close(self) -> None:
+        pass
+
+
+class Detector:
+    """The live runner of one source, on a thread."""
+
+    def __init__(self, compiled, spec: SourceSpec, broker, loop, state: Path, lateness: int, trigger: float,
+                 checkpoint_every: float | None, gate=None, stats: dict | None = None, crs: str | None = None):
+        from spatec.runners.live_local import LocalLive
+        from spatec.sinks.alerts import DeliveredLog, SinkSet
+
+        self.spec = spec
+        self.dir = Path(state) / "runners" / token(source_id(spec))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cols = [a.name for a in compiled.program.events[spec.type].attrs]
+        self.gate = gate() if gate is not None else None      # a fresh outage gate per runner
+        self.source = src = LogSource(spec, broker, loop, cols, self.gate)
+        sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(self.dir / "delivered.jsonl"), gate=self.gate)
+        self.runner = LocalLive(compiled, [src], sinks, self.dir, self.dir, lateness=lateness, crs=crs,
+                                checkpoint_every=checkpoint_every)
+        if self.gate is not None:
+            self.gate.bind(self.runner, self.dir)
+        self.trigger = trigger
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=f"detect {spec.url}", daemon=True)
+
+    def start(self) -> "Detector":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self.runner.run(trigger=self.trigger, stop=self.stop)
+        except BaseException as e:  # noqa: BLE001 - reported by the service's status
+            self.error = e
+            log.exception("detector of %s failed", self.spec.url)
+
+
+# ------------------------------------------------------------------------------ ownership
+
+class Engine:
+    """Which sources this process runs, kept in step with the ``spatec_owners`` bucket."""
+
+    def __init__(self, compiled, sources: list[str], broker, state: Path, lateness: int, trigger: float,
+                 checkpoint_every: float | None, member: str, gate=None, crs: str | None = None):
+        self.compiled, self.broker, self.state = compiled, broker, Path(state)
+        self.crs = crs      # the service's metric CRS: hulls and areas measured alike
+        self.specs = [parse_source(s) for s in sources]
+        for sp in self.specs:
+            if sp.kind == "dir":
+                from spatec.errors import SpatecError
+
+                raise SpatecError(f"--source {sp.url}: spatec serve polls HTTP feeds (sirivm+http://, "
+                                  "gtfsrt+http://); a directory source is for spatec live")
+        self.lateness, self.trigger, self.checkpoint_every = lateness, trigger, checkpoint_every
+        self.member, self.gate = member, gate
+        self.owned: dict[str, tuple] = {}      # source id → (revision, poller, detector)
+        self.stats: dict = {}
+
+    def fair_share(self, members: int) -> int:
+        return -(-len(self.specs) // max(1, members))
+
+    async def step(self, loop) -> None:
+        """Renew what this process owns; take or give up sources toward its fair share."""
+        kv = self.broker.owners
+        members = await self._members()
+        for sid in list(self.owned):
+            rev, poller, det = self.owned[sid]
+            try:
+                new = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(), rev, OWNER_TTL)
+                self.owned[sid] = (new, poller, det)
+            except Exception as e:  # noqa: BLE001 - lost it (lapsed, or taken by another process)
+                log.warning("lost the source %s (%s); stopping its detector", sid, type(e).__name__)
+                await self._release(sid, delete=False)
+        fair = self.fair_share(members)
+        while len(self.owned) > fair:
+            sid = sorted(self.owned)[-1]
+            log.info("giving source %s to another process (fair share %d)", sid, fair)
+            await self._release(sid, delete=True)
+        for sp in self.specs:
+            if len(self.owned) >= fair:
+                break
+            sid = source_id(sp)
+            if sid in self.owned:
+                continue
+            try:
+                rev = await kv.create(f"src.{token(sid)}", self.member.encode(), msg_ttl=OWNER_TTL)
+            except Exception:  # noqa: BLE001 - another process owns it
+                continue
+            log.info("running source %s", sid)
+            spool = self.state / "spool"
+            poller = Poller(sp, self.broker, loop, spool, max(self.trigger, 0.05), self.stats).start()
+            det = await asyncio.to_thread(Detector, self.compiled, sp, self.broker, loop, self.state, self.lateness,
+                                          self.trigger, self.checkpoint_every, self.gate, self.stats, self.crs)
+            self.owned[sid] = (rev, poller, det)
+            try:     # making the runner took a while: renew before it starts
+                rev = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(), rev, OWNER_TTL)
+            except Exception:  # noqa: BLE001 - lapsed meanwhile: another process may have it now
+                log.warning("lost the source %s while starting its runner", sid)
+                await self._release(sid, delete=False)
+                continue
+            det.start()
+            self.owned[sid] = (rev, poller, det)
+
+    async def _members(self) -> int:
+        """How many processes are alive (each renews its ``member.`` key)."""
+        await self._heartbeat()
+        try:
+            keys = [k for k in await self.broker.owners.keys() if k.startswith("member.")]
+        except Exception:  # noqa: BLE001 - no keys (cannot happen after the heartbeat, but harmless)
+            return 1
+        return max(1, len(keys))
+
+    async def _heartbeat(self) -> None:
+        kv = self.broker.owners
+        key = f"member.{token(self.member)}"
+        try:
+            await kv.create(key, b"1", msg_ttl=OWNER_TTL)
+        except Exception:  # noqa: BLE001 - exists: renew it
+            e = await kv.get(key)
+            await kv_update(self.broker.js, OWNERS, key, b"1", e.revision, OWNER_TTL)
+
+    async def _release(self, sid: str, delete: bool) -> None:
+        rev, poller, det = self.owned.pop(sid)
+        poller.stop.set()
+        det.stop.set()
+        for t, limit in ((poller.thread, 15), (det.thread, 30)):
+            if t.ident is not None:
+                await asyncio.to_thread(t.join, limit)
+        if delete:
+            try:
+                await self.broker.owners.delete(f"src.{token(sid)}")
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+    async def stop(self) -> None:
+        for sid in list(self.owned):
+            await self._release(sid, delete=True)
+        try:
+            await self.broker.owners.delete(f"member.{token(self.member)}")
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+    def status(self) -> dict:
+        out = {"owned": sorted(self.owned), **self.stats}
+        for sid, (_, poller, det) in self.owned.items():
+            st = det.runner.state
+            out.setdefault("runners", {})[sid] = {**dict(st.counts), "batches": st.batches,
+                                                  "logged": poller.logged, "offset": det.source.committed,
+                                                  "watermark": st.watermark,
+                                                  "error": repr(det.error) if det.error else None}
+        return out
