@@ -29,11 +29,22 @@ that (``--scales``, e.g. ``1,4,16``), written once as Parquet under
    ~1 s of kernel time per GiB when touched again): ``--again 5`` shows
    the spread.
 
-Peak memory is the largest resident set of the child's whole process tree
-(driver, JVM, Python workers), sampled every 0.1 s from /proc during step 2.
+Peak memory is the largest resident set of the child's process tree, sampled
+every 0.1 s from /proc during step 2: ``driver_mb`` (the Python driver and its
+JVM, whose executor threads run in it in local mode), ``workers_mb`` (Spark's
+Python workers) and ``peak_rss_mb`` (their largest sum).
+
+``--formats jsonl,parquet`` replays each program to each output format (the
+baselines run with the first); ``--local-runner 1,4`` also replays with the
+local runner, alone in its own process (its time and peak memory), at those
+scales. ``--programs three`` is the scaling benchmark's program
+(``bench/three_phrases.spatec``: HospitalToStation, Stuck and Silent over one
+ingest); its baseline times are the three baselines' added up.
 
     .venv/bin/python bench/bench_replay.py                      # bus-day, every program
     .venv/bin/python bench/bench_replay.py --scales 1,4,16 --programs hospital_to_station,stuck
+    .venv/bin/python bench/bench_replay.py --scales 1,4,16 --programs three --formats jsonl,parquet \
+        --local-runner 1,4 --again 2
 """
 from __future__ import annotations
 
@@ -55,7 +66,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 SHARED = ROOT.parent / "shared"
 HOUR = SHARED / "datasets" / "cambridge" / "sirivm_2019-10-01_0854-1000.csv.gz"
 EXAMPLES = SHARED / "spec" / "examples"
-PROGRAMS = {  # program → (file, phrase with a baseline or None)
+PROGRAMS = {  # program → (file, phrases with a baseline)
+    "three": (ROOT / "bench" / "three_phrases.spatec", ("HospitalToStation", "Stuck", "Silent")),
     "hospital_to_station": (EXAMPLES / "hospital_to_station.spatec", "HospitalToStation"),
     "stuck": (EXAMPLES / "stuck.spatec", "Stuck"),
     "silent": (ROOT / "examples" / "silent" / "silent.spatec", "Silent"),
@@ -70,8 +82,14 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spatec
 
 # ------------------------------------------------------------------------------- memory
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and all its descendants (from /proc), MiB."""
+#: Command-line words of a Spark Python worker (pyspark's daemon and the workers it forks).
+WORKER_MARKS = ("spatec.runners.spark.daemon", "pyspark.daemon", "pyspark.worker")
+
+
+def tree_rss_mb(pid: int) -> tuple[float, float]:
+    """Resident memory (MiB) of ``pid`` and all its descendants (from /proc): the driver's
+    (the Python driver and its JVM, with Spark's executor threads in local mode) and the
+    Python workers' (pyspark's daemon and the workers it forks)."""
     children: dict = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -81,25 +99,36 @@ def tree_rss_mb(pid: int) -> float:
                 children.setdefault(ppid, []).append(int(d))
             except (OSError, IndexError, ValueError):
                 pass
-    total, todo = 0, [pid]
+    driver = workers = 0
+    todo = [(pid, False)]
     while todo:
-        p = todo.pop()
-        todo.extend(children.get(p, ()))
+        p, worker = todo.pop()
         try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            # a Python worker's command line (the JVM's names the daemon module in a setting)
+            worker = worker or (b"java" not in argv[0] and any(m.encode() in argv for m in WORKER_MARKS))
             with open(f"/proc/{p}/status") as f:
                 for line in f:
                     if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
+                        kb = int(line.split()[1])
+                        if worker:
+                            workers += kb
+                        else:
+                            driver += kb
         except OSError:
             pass
-    return total / 1024
+        todo.extend((c, worker) for c in children.get(p, ()))
+    return driver / 1024, workers / 1024
 
 
 class PeakMemory:
-    """Samples the process tree's RSS in a thread between ``start`` and ``stop``."""
+    """Samples the process tree's RSS in a thread between ``start`` and ``stop``: the
+    peaks of the driver's, the workers' and their sum."""
 
     def __init__(self, every: float = 0.1):
-        self.every, self.peak, self._stop = every, 0.0, threading.Event()
+        self.every, self._stop = every, threading.Event()
+        self.peak = self.driver = self.workers = 0.0
 
     def __enter__(self):
         self._t = threading.Thread(target=self._run, daemon=True)
@@ -108,7 +137,8 @@ class PeakMemory:
 
     def _run(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, tree_rss_mb(os.getpid()))
+            d, w = tree_rss_mb(os.getpid())
+            self.driver, self.workers, self.peak = max(self.driver, d), max(self.workers, w), max(self.peak, d + w)
             self._stop.wait(self.every)
 
     def __exit__(self, *exc):
@@ -141,58 +171,78 @@ def timed(fn):
     return out, time.perf_counter() - t
 
 
-def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1) -> dict:
+def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1, fmt: str = "jsonl",
+          runner: str = "spark") -> dict:
     import baselines as B
 
     from spatec.plan.program import compile_program
     from spatec.runners.local import replay_frames
-    from spatec.runners.replay import ingest
+    from spatec.runners.replay import ingest, replay_local
     from spatec.runners.spark.batch import replay_spark, warm_workers
     from spatec.runners.spark.session import get_or_create
     from spatec.spatial.crs import choose_crs
 
-    path, phrase = PROGRAMS[program]
+    path, phrases = PROGRAMS[program]
+    phrases = (phrases,) if isinstance(phrases, str) else tuple(p for p in (phrases or ()) if p)
     data = bus_day(scale)
-    spark = get_or_create(None, {"spark.ui.enabled": "false", "spark.driver.memory": "8g"})
-    warm_workers(spark)
     c = compile_program(path)
     inputs = [("BusGPS", str(data))]
+    load = os.getloadavg()[0]
+    if runner == "local":       # the local runner alone in this process: its time and peak memory
+        with tempfile.TemporaryDirectory() as d:
+            with PeakMemory() as mem:
+                result, t = timed(lambda: replay_local(c, inputs, Path(d), fmt))
+        return {"scale": scale, "program": program, "format": fmt, "runner": "local",
+                "fixes": result.ingest.read, "composites": sum(result.counts.values()), "total_s": t,
+                "fixes_per_s": result.ingest.read / t, "driver_mb": mem.driver, "workers_mb": 0.0,
+                "peak_rss_mb": mem.peak, "load": load}
+    spark = get_or_create(None, {"spark.driver.memory": "8g"})
+    warm_workers(spark)
     with tempfile.TemporaryDirectory() as d:
         out = Path(d)
         with PeakMemory() as mem:
             # what `spatec replay` runs: ingest (in Spark tasks on the staged exchange), match, write
-            result, t_total = timed(lambda: replay_spark(c, inputs, out / "a", spark=spark))
+            result, t_total = timed(lambda: replay_spark(c, inputs, out / "a", fmt=fmt, spark=spark))
         t_ingest, t_match = result.seconds["ingest"], result.seconds["match"]
         t_write = t_total - t_ingest - t_match
         # the same again in this session: the steady state of a long-lived session (a notebook)
-        agains = [timed(lambda: replay_spark(c, inputs, out / f"b{i}", spark=spark))[1] for i in range(max(1, again))]
+        agains = [timed(lambda: replay_spark(c, inputs, out / f"b{i}", fmt=fmt, spark=spark))[1]
+                  for i in range(max(1, again))]
         t_again = statistics.median(agains)
         n = result.ingest.read
-        row = {"scale": scale, "program": program, "fixes": n, "composites": sum(result.counts.values()),
-               "spark_s": t_total, "fixes_per_s": n / t_total, "ingest_s": t_ingest, "match_s": t_match,
-               "write_s": t_write, "peak_rss_mb": mem.peak, "again_s": t_again, "fixes_per_s_again": n / t_again}
+        row = {"scale": scale, "program": program, "format": fmt, "runner": "spark", "fixes": n,
+               "composites": sum(result.counts.values()), "total_s": t_total, "fixes_per_s": n / t_total,
+               "ingest_s": t_ingest, "match_s": t_match, "write_s": t_write, "driver_mb": mem.driver,
+               "workers_mb": mem.workers, "peak_rss_mb": mem.peak, "again_s": t_again,
+               "fixes_per_s_again": n / t_again, "load": load}
         if again > 1:
             row.update(again_min_s=min(agains), again_max_s=max(agains))
-        if local or (baselines and phrase):
+        if local or (baselines and phrases):
             frames, _summary = ingest(c, inputs, out / "c")     # canonical events, for the others (untimed)
         if local and scale == 1:
             lo, t_local = timed(lambda: replay_frames(c, frames))
             assert lo.counts == result.counts, (lo.counts, result.counts)
             row.update(local_match_s=t_local)
-        if baselines and phrase:
+        if baselines and phrases:
             crs = choose_crs(c.program, frames)
-            mine = {tuple(e[v] for v in sorted(e)) for e in result.frames[phrase]["events"]}
             df = frames["BusGPS"]
-            name = {"HospitalToStation": "hospital_to_station", "Stuck": "stuck", "Silent": "silent"}[phrase]
-            args = (df, crs, B.places_of(c.program)) if phrase == "HospitalToStation" else (df, crs)
-            duck, t_duck = timed(lambda: getattr(B, f"duckdb_{name}")(*args))
-            ps, t_ps = timed(lambda: getattr(B, f"pyspark_{name}")(spark, *args))
-            assert duck == mine, (len(duck), len(mine))
-            assert ps == mine, (len(ps), len(mine))
+            t_duck = t_ps = 0.0
+            for phrase in phrases:
+                got = result.frames[phrase]
+                mine = {tuple(e[v] for v in sorted(e)) for e in got["events"]}
+                name = {"HospitalToStation": "hospital_to_station", "Stuck": "stuck", "Silent": "silent"}[phrase]
+                args = (df, crs, B.places_of(c.program)) if phrase == "HospitalToStation" else (df, crs)
+                duck, t = timed(lambda: getattr(B, f"duckdb_{name}")(*args))
+                t_duck += t
+                ps, t = timed(lambda: getattr(B, f"pyspark_{name}")(spark, *args))
+                t_ps += t
+                assert duck == mine, (phrase, len(duck), len(mine))
+                assert ps == mine, (phrase, len(ps), len(mine))
             # spatec end to end (reading and typing the input included) against the
             # baselines from canonical events already in memory
             row.update(duckdb_s=t_duck, pyspark_s=t_ps, spatec_vs_pyspark=t_total / t_ps,
-                       match_vs_pyspark=t_match / t_ps, spatec_vs_duckdb=t_total / t_duck)
+                       match_vs_pyspark=t_match / t_ps, spatec_vs_duckdb=t_total / t_duck,
+                       again_vs_duckdb=t_again / t_duck)
     return row
 
 
@@ -205,10 +255,14 @@ def main(argv=None) -> int:
     ap.add_argument("--local", action="store_true", help="also time the local runner (scale 1)")
     ap.add_argument("--no-baselines", action="store_true")
     ap.add_argument("--again", type=int, default=1, help="replays after the first, in the same session (median)")
-    ap.add_argument("--child", nargs=2, metavar=("SCALE", "PROGRAM"), help=argparse.SUPPRESS)
+    ap.add_argument("--formats", default="jsonl", help="output formats, comma-separated: jsonl,parquet")
+    ap.add_argument("--local-runner", default="", metavar="SCALES",
+                    help="also replay with --runner local, alone in its process, at these scales (e.g. 1,4)")
+    ap.add_argument("--child", nargs=4, metavar=("SCALE", "PROGRAM", "FORMAT", "RUNNER"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        row = child(int(args.child[0]), args.child[1], args.local, not args.no_baselines, args.again)
+        row = child(int(args.child[0]), args.child[1], args.local, not args.no_baselines, args.again,
+                    args.child[2], args.child[3])
         print("RESULT " + json.dumps(row), flush=True)
         return 0
 
@@ -217,15 +271,19 @@ def main(argv=None) -> int:
     rows = []
     for scale in [int(s) for s in args.scales.split(",")]:
         bus_day(scale)
-        for program in args.programs.split(","):
-            cmd = [sys.executable, __file__, "--child", str(scale), program]
+        local_scales = {int(x) for x in args.local_runner.split(",") if x}
+        runs = [(p, f, "spark") for p in args.programs.split(",") for f in args.formats.split(",")]
+        if scale in local_scales:
+            runs += [(p, f, "local") for p in args.programs.split(",") for f in args.formats.split(",")]
+        for program, fmt, runner in runs:
+            cmd = [sys.executable, __file__, "--child", str(scale), program, fmt, runner]
             cmd += ["--local"] if args.local else []
-            cmd += ["--no-baselines"] if args.no_baselines else []
+            cmd += ["--no-baselines"] if args.no_baselines or fmt != args.formats.split(",")[0] else []
             cmd += ["--again", str(args.again)]
             r = subprocess.run(cmd, capture_output=True, text=True)
             got = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
             if r.returncode or not got:
-                print(f"{scale}x {program} failed:\n{r.stderr[-3000:]}", file=sys.stderr)
+                print(f"{scale}x {program} {fmt} {runner} failed:\n{r.stderr[-3000:]}", file=sys.stderr)
                 continue
             rows.append(json.loads(got[-1][7:]))
             print(rows[-1], file=sys.stderr, flush=True)

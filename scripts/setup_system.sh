@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # System packages some features need, from Debian: Chromium (the page tests, driven by
-# Playwright), Mosquitto (the MQTT broker of the notification service's tests) and
-# Graphviz (`spatec explain --format svg`).
+# Playwright), Mosquitto (the MQTT broker of the notification service's tests), Maven
+# (fetches Sedona's Spark jar, scripts/setup_jars.sh) and Graphviz (`spatec explain --format svg`).
 # Installs only what is missing; needs root (or sudo) and apt-get. Without them it
 # says what is missing and exits 0: the tests that need a missing component skip
 # with that reason.
 set -uo pipefail
 want=()
 command -v chromium >/dev/null 2>&1 || want+=(chromium)
+command -v mvn >/dev/null 2>&1 || want+=(maven)
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || want+=(mosquitto)
 command -v dot >/dev/null 2>&1 || want+=(graphviz)
 [ ${#want[@]} -eq 0 ] && exit 0

@@ -14,13 +14,12 @@ settings.load_profile("ci" if os.environ.get("CI") else "spatec")
 
 @pytest.fixture(scope="session")
 def spark():
-    """local[2], few shuffle partitions (streaming state keeps its count), no UI."""
+    """local[2], few shuffle partitions (streaming state keeps its count); no UI, as spatec starts every session."""
     from spatec.runners.spark.session import get_or_create
 
     s = get_or_create("local[2]", {
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
-        "spark.ui.enabled": "false",
         "spark.driver.memory": "1g",
         "spark.sql.adaptive.enabled": "false",
     }, app_name="spatec-tests")

@@ -15,7 +15,8 @@ Physical passes (:data:`PHYSICAL`: each ``(program, plan, physical) -> physical`
 which fill the phrase's :class:`~spatec.plan.physical.PhysicalPlan`: the evaluator
 (a fast path or the automaton), key routing, source history for ``successive``, the
 leaf pre-filter's regions, whether the phrase may be cut into stretches of time,
-and the attributes it reads.
+whether a keyless phrase of two nearby events may be cut by a distance join
+(``proximity``), and the attributes it reads.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from spatec.plan.partition import needs_one_partition, partition_key, per_equali
 from spatec.plan.physical import PhysicalPlan
 from spatec.plan.predicates import place_predicates, split_conjuncts
 from spatec.plan.prefilter import prefilter_regions
+from spatec.plan.proximity import proximity
 from spatec.plan.routing import route_keys, source_history
 from spatec.plan.runs import runs_share, runs_split
 from spatec.errors import UnsupportedError
@@ -44,6 +46,7 @@ PHYSICAL = (
     source_history,
     prefilter_regions,
     time_windows,
+    proximity,
     attributes_read,
 )
 

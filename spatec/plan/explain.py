@@ -95,7 +95,7 @@ def physical_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
            "keyed_types": list(phys.keyed), "broadcast_types": list(phys.broadcast),
            "successive": phys.successive, "source_history": list(phys.source_history),
            "prefilter": {t: [r.describe() for r in rs] for t, rs in phys.prefilter},
-           "local_in_time": phys.local_in_time,
+           "local_in_time": phys.local_in_time, "proximity_m": phys.proximity,
            "attributes": {t: list(a) for t, a in phys.attributes}}
     if program is not None:
         from spatec.automata.compile import compile_automaton
@@ -258,6 +258,9 @@ def _physical_lines(ph: dict) -> list:
     pre = "; ".join(f"{t}: {' or '.join(rs)}" for t, rs in ph["prefilter"].items())
     lines.append(f"    pre-filter: {pre or 'none'}")
     lines.append(f"    cut in time: {'yes (matches local in time)' if ph['local_in_time'] else 'no'}")
+    if ph.get("proximity_m") is not None:
+        lines.append(f"    cut in space: pairs within {ph['proximity_m']:g} m (a distance join, "
+                     "instead of one partition)")
     attrs = "; ".join(f"{t}: {', '.join(a) or '-'}" for t, a in ph["attributes"].items())
     lines.append(f"    attributes read: {attrs or '-'}")
     if "automaton" in ph:

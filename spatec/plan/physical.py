@@ -59,6 +59,10 @@ class PhysicalPlan:
     #: every match lies within the span bound and depends on its own events only (no
     #: absence, no ``successive``): the phrase may be cut into stretches of time
     local_in_time: bool = False
+    #: metres: a keyless phrase of two nearby point events (``A ||= B``, ``distance(A, B) < D``)
+    #: whose two events are never farther apart than this in a match: a runner may cut it
+    #: by a distance join instead of one partition (:mod:`spatec.plan.proximity`); None: not such
+    proximity: Optional[float] = None
     #: per type, the attributes the phrase reads ((type, (attr, ...)), ...)
     attributes: tuple = ()
 

@@ -27,8 +27,8 @@ class ReplayResult:
 
 
 class WrittenFrames(Mapping):
-    """Phrase → its output rows, read back from the JSON lines files a replay wrote
-    (on first use): for runners that write the files without holding the rows."""
+    """Phrase → its output rows, read back from the JSON lines or GeoParquet files a
+    replay wrote (on first use): for runners that write the files without holding the rows."""
 
     def __init__(self, paths: dict, plans: dict):
         self._paths, self._plans, self._frames = dict(paths), plans, {}
@@ -36,10 +36,14 @@ class WrittenFrames(Mapping):
     def __getitem__(self, name):
         if name not in self._frames:
             from spatec.runtime.rows import time_fields
-            from spatec.sinks.files import read_jsonl_composites
+            from spatec.sinks.files import read_jsonl_composites, read_parquet_composites
 
             plan = self._plans[name]
-            df = read_jsonl_composites(self._paths[name], time_fields(plan))
+            path = self._paths[name]
+            if str(path).endswith(".parquet"):
+                df = read_parquet_composites(path)
+            else:
+                df = read_jsonl_composites(path, time_fields(plan))
             self._frames[name] = df if len(df) else rows_frame(plan, [])    # its columns, from the plan
         return self._frames[name]
 

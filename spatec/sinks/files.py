@@ -422,7 +422,13 @@ def _geo_metadata(geoms: np.ndarray) -> dict[str, Any]:
 def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
     """GeoParquet 1.0: hull as WKB, times as UTC timestamps, events as a string map.
     ``tz`` is not used: a timestamp is an instant, whatever zone shows it."""
-    df = _ordered(df)
+    table = parquet_table(_ordered(df), time_fields)
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = ()) -> pa.Table:
+    """Ordered composites as the Arrow table :func:`write_parquet` writes, with its
+    GeoParquet metadata (``geo``)."""
     geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
     arrays = {
         "phrase": pa.array(df["phrase"].tolist(), pa.string()),
@@ -441,8 +447,82 @@ def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
         else:
             arrays[c] = to_arrow(df[c]) if len(df) else pa.array([], pa.null())
     table = pa.table(arrays)
-    table = table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(geoms)).encode()})
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+    return table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(geoms)).encode()})
+
+
+def write_parquet_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> pa.Table:
+    """:func:`write_parquet`'s table for one part of a phrase's composites (a Spark
+    task's groups), in order, as an Arrow IPC file at ``path`` (memory-mapped by the
+    merge); return the keys :func:`merge_parquet_parts` orders the parts' rows by:
+    ``lo``, ``hi``, ``id``, with the part's GeoParquet metadata."""
+    df = _ordered(df)
+    table = parquet_table(df, time_fields)
+    with pa.OSFile(os.fspath(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    keys = pa.table({"lo": pa.array(df["lo"].to_numpy(dtype=np.int64)),
+                     "hi": pa.array(df["hi"].to_numpy(dtype=np.int64)),
+                     "id": table.column("id")})
+    return keys.replace_schema_metadata({b"geo": table.schema.metadata[b"geo"]})
+
+
+#: Rows of the merged GeoParquet file gathered and written at a time (one row group each).
+MERGE_ROWS = 131_072
+
+
+def merge_parquet_parts(parts: list, path: PathLike, empty: pd.DataFrame, time_fields: Collection[str] = ()) -> int:
+    """The GeoParquet file of the composites in ``parts`` (``[(path, keys)]`` from
+    :func:`write_parquet_part`, in order): the rows :func:`write_parquet` writes for
+    all of them at once (a composite in two parts taken from the first), gathered
+    :data:`MERGE_ROWS` at a time from the memory-mapped parts, so the merge never
+    holds the composites. A column whose type differs between parts (a part with no
+    value of it, an integer column with a missing value in another) takes the type
+    that holds both, as the whole frame's would. ``empty``: the phrase's frame of no
+    rows (the file's columns when there is no composite). Returns the rows written."""
+    parts = [(p, k) for p, k in parts if k.num_rows]
+    if not parts:
+        write_parquet(empty, path, time_fields)
+        return 0
+    keys = pa.concat_tables([k.replace_schema_metadata(None) for _, k in parts]).combine_chunks()
+    which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
+    row = np.concatenate([np.arange(k.num_rows) for _, k in parts])
+    ids = keys.column("id")
+    if len(pc.unique(ids)) < len(ids):
+        kept = np.flatnonzero(~pd.Series(ids.to_numpy(zero_copy_only=False)).duplicated().to_numpy())
+        keys = keys.take(pa.array(kept))
+    else:
+        kept = np.arange(len(ids))
+    order = kept[pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()]
+    which, row = which[order], row[order]
+    tables = [pa.ipc.open_file(pa.memory_map(os.fspath(p))).read_all() for p, _ in parts]
+    schema = pa.unify_schemas([t.schema.remove_metadata() for t in tables], promote_options="permissive")
+    geos = [json.loads(k.schema.metadata[b"geo"])["columns"]["hull"] for _, k in parts]
+    schema = schema.with_metadata({b"geo": json.dumps(_merged_geo(geos)).encode()})
+
+    def write(tmp: str) -> None:
+        with pq.ParquetWriter(tmp, schema) as w:
+            for s0 in range(0, len(order), MERGE_ROWS):
+                wh, rw = which[s0:s0 + MERGE_ROWS], row[s0:s0 + MERGE_ROWS]
+                by_part = np.argsort(wh, kind="stable")     # gathered part by part, then put in order
+                pieces = []
+                for j in np.unique(wh).tolist():
+                    take = rw[by_part[wh[by_part] == j]]
+                    pieces.append(tables[j].take(pa.array(take)).cast(schema.remove_metadata()))
+                block = pa.concat_tables(pieces).take(pa.array(np.argsort(by_part, kind="stable")))
+                w.write_table(block.replace_schema_metadata(schema.metadata))
+
+    atomic_write(path, write)
+    return len(order)
+
+
+def _merged_geo(columns: list) -> dict[str, Any]:
+    """The ``geo`` metadata of the parts' hull columns put together (types, bounding box)."""
+    column: dict[str, Any] = {"encoding": "WKB",
+                              "geometry_types": sorted({t for c in columns for t in c["geometry_types"]})}
+    boxes = np.array([c["bbox"] for c in columns if "bbox" in c], dtype=float)
+    if len(boxes):
+        column["bbox"] = [float(boxes[:, 0].min()), float(boxes[:, 1].min()), float(boxes[:, 2].max()),
+                          float(boxes[:, 3].max())]
+    return {"version": "1.0.0", "primary_column": "hull", "columns": {"hull": column}}
 
 
 def read_parquet_composites(path: PathLike) -> pd.DataFrame:

@@ -47,7 +47,7 @@ from spatec.spatial.stamps import BOX_SLACK, Loc, containment, relate_many
 
 __all__ = [
     "ENGINES", "SQL", "OUTPUT_SCHEMA", "EngineError", "ShapelyEngine", "SedonaDBEngine",
-    "SedonaSparkEngine", "engine", "events_table", "region_table", "render_sql",
+    "SedonaSparkEngine", "SPATIAL_SQL", "engine", "events_table", "region_table", "render_sql",
 ]
 
 ENGINES = ("shapely", "sedonadb", "sedona-spark")
@@ -113,23 +113,50 @@ WITH e0 AS (
 SELECT ev, region, possibly, certainly FROM pairs WHERE possibly
 """
 
+_BOX = "e.xmin - e.r <= g.bx1 AND e.xmax + e.r >= g.bx0 AND e.ymin - e.r <= g.by1 AND e.ymax + e.r >= g.by0"
+
+#: The same join for Apache Sedona on Spark, as a spatial join Sedona's planner
+#: recognises (a broadcast index join against the regions, or a range join when
+#: both sides are large): the known events' boxes, grown by their radius and a
+#: metre, intersect the regions' grown boxes (``ST_Intersects`` of two envelopes:
+#: an R-tree over the regions finds the candidates), then the template's own box
+#: test and arithmetic decide, so the answer is the template's to the bit. Events
+#: of unknown place (possibly in every region) join every region apart: ``OR
+#: e.unknown`` in the join condition would hide the spatial predicate from Sedona.
+SPATIAL_SQL = SQL.replace("), pairs AS (", """), ek AS (
+  SELECT *, ST_PolygonFromEnvelope(xmin - r - 1.0, ymin - r - 1.0, xmax + r + 1.0, ymax + r + 1.0) AS env
+  FROM e WHERE NOT unknown
+), gk AS (
+  SELECT *, ST_PolygonFromEnvelope(bx0, by0, bx1, by1) AS env FROM g
+), pairs AS (""").replace("FROM e JOIN g\n    ON e.unknown\n    OR (" + _BOX + ")\n)", f"""FROM ek e JOIN gk g
+    ON ST_Intersects(e.env, g.env) AND {_BOX}
+  UNION ALL
+  SELECT e.ev AS ev, g.name AS region, TRUE AS possibly, FALSE AS certainly
+  FROM e CROSS JOIN g WHERE e.unknown
+)""")
+
 #: The spatial functions the template calls: an engine must provide them all.
 SQL_FUNCTIONS = tuple(sorted(set(re.findall(r"\bST_\w+", SQL))))
+#: ... and those of its spatial-join form (Sedona on Spark).
+SPATIAL_SQL_FUNCTIONS = tuple(sorted(set(re.findall(r"\bST_\w+", SPATIAL_SQL))))
 
 
 class EngineError(SpatecError, ValueError):
     """An unknown spatial engine name or malformed engine input."""
 
 
-def render_sql(events: str, regions: str) -> str:
-    """The join over tables named ``events`` and ``regions``.
+def render_sql(events: str, regions: str, spatial_join: bool = False) -> str:
+    """The join over tables named ``events`` and ``regions`` (``spatial_join``:
+    :data:`SPATIAL_SQL`, for Sedona on Spark).
 
     Examples
     --------
     >>> "FROM spatec_ev" in render_sql("spatec_ev", "spatec_rg")
     True
+    >>> "ST_Intersects(e.env, g.env)" in render_sql("spatec_ev", "spatec_rg", spatial_join=True)
+    True
     """
-    return SQL.format(events=events, regions=regions)
+    return (SPATIAL_SQL if spatial_join else SQL).format(events=events, regions=regions)
 
 
 # --- inputs -----------------------------------------------------------------
@@ -339,7 +366,7 @@ class SedonaDBEngine:
 
 def _has_sedona_functions(spark) -> bool:
     try:
-        return all(spark.catalog.functionExists(f) for f in SQL_FUNCTIONS)
+        return all(spark.catalog.functionExists(f) for f in SPATIAL_SQL_FUNCTIONS)
     except Exception:  # noqa: BLE001 - a session that cannot answer has none
         return False
 
@@ -395,11 +422,11 @@ class SedonaSparkEngine:
         if not self.available(spark):
             raise UnsupportedError(
                 "the sedona-spark spatial engine", "this Spark session",
-                "Sedona's SQL functions (" + ", ".join(SQL_FUNCTIONS) + ") are not registered; "
-                "put Sedona's Spark jars on the cluster and install apache-sedona, "
-                "or set spatec.spatial.engine=sedonadb",
+                "Sedona's SQL functions (" + ", ".join(SPATIAL_SQL_FUNCTIONS) + ") are not registered; "
+                "put Sedona's Spark jar on the cluster (scripts/setup.sh fetches it into jars/) "
+                "and install apache-sedona, or set spark.spatec.spatial.engine=sedonadb",
             )
-        return spark.sql(render_sql(*_spark_views(events, regions)))
+        return spark.sql(render_sql(*_spark_views(events, regions), spatial_join=True))
 
 
 def _spark_views(events, regions) -> tuple[str, str]:

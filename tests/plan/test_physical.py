@@ -39,7 +39,8 @@ def compile_text(tmp_path, body: str):
 
 def test_passes_run_in_the_listed_order_and_fill_every_field():
     assert [f.__name__ for f in PHYSICAL] == ["choose_evaluator", "route_keys", "source_history",
-                                              "prefilter_regions", "time_windows", "attributes_read"]
+                                              "prefilter_regions", "time_windows", "proximity",
+                                              "attributes_read"]
     c = compile_program(REPO / "examples" / "bunching" / "bunching.spatec")
     phys = c.plan("Bunching").physical
     assert phys == PhysicalPlan("Bunching", fast_path="pair", types=("BusGPS",), key=("line", "operator"),
@@ -125,3 +126,49 @@ def test_explain_svg_is_rendered_by_graphviz():
     c = compile_program(SPEC / "stuck.spatec")
     svg = explain(c.program, fmt="svg")
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "Stuck" in svg
+
+
+CLOSE = """
+phrase CloseBuses =
+    Bus -> A || Bus -> B
+  where A.vehicle < B.vehicle and distance(A, B) < 50 m
+  emit first = A.vehicle, second = B.vehicle
+phrase SamePlace =
+    Bus -> A ||= Bus -> B
+  where A.vehicle < B.vehicle and A.line != B.line
+  emit first = A.vehicle
+phrase Loose =
+    Bus -> A || Bus -> B
+  where A.vehicle < B.vehicle and distance(A, B) > 50 m
+  emit first = A.vehicle
+phrase ByLine per line =
+    Bus -> A ||= Bus -> B
+  where A.vehicle < B.vehicle
+  emit first = A.vehicle
+phrase NearRain =
+    Bus -> A ||= Rain -> R within 1 h
+  emit first = A.vehicle
+"""
+
+
+def test_proximity_bounds_keyless_pairs_of_nearby_point_events(tmp_path):
+    c = compile_text(tmp_path, CLOSE)
+    got = {p.name: p.physical.proximity for p in c.plans}
+    # distance(A, B) < D: D; overlap (||=): 0 m; no upper bound, a key, a type not placed at
+    # points: None (one partition, or the key's partitions)
+    assert got == {"CloseBuses": 50.0, "SamePlace": 0.0, "Loose": None, "ByLine": None, "NearRain": None}
+    for name in ("silent_and_bunching", "stuck", "hospital_to_station"):
+        c = compile_program(SPEC / f"{name}.spatec")
+        # keyed (per vehicle, or Bunching's line inferred from A.line == B.line), absences, chains
+        assert all(p.physical.proximity is None for p in c.plans)
+
+
+def test_explain_shows_the_proximity_cut(tmp_path):
+    p = tmp_path / "p.spatec"
+    p.write_text(HEAD + CLOSE)
+    c = compile_program(p)
+    d = {x["phrase"]: x["physical"] for x in json.loads(explain(c.program, fmt="json"))}
+    assert d["CloseBuses"]["proximity_m"] == 50.0 and d["Loose"]["proximity_m"] is None
+    text = explain(c.program, "CloseBuses", fmt="text")
+    assert "cut in space: pairs within 50 m" in text
+    assert "cut in space" not in explain(c.program, "Loose", fmt="text")

@@ -161,6 +161,43 @@ def test_jsonl_parts_merge_to_what_one_write_gives(tmp_path, monkeypatch, mixed,
         assert b'"count": 4.0' in whole        # what pandas makes of it, in both
 
 
+@pytest.mark.parametrize("mixed, rows_at_a_time", [(False, 131_072), (True, 131_072), (True, 7), (False, 1)])
+def test_parquet_parts_merge_to_what_one_write_gives(tmp_path, monkeypatch, mixed, rows_at_a_time):
+    """GeoParquet parts written separately (as Spark tasks write them) and merged a few
+    rows at a time: the table write_parquet writes for all their rows at once, in
+    (lo, hi, id) order across the parts, a composite in two parts written once, the
+    GeoParquet metadata of the whole. With ``mixed``, one part has no value of
+    ``vehicle`` (a column of nulls) and an integer column with a missing value (a
+    float column), the others not: the merged columns take the type that holds both."""
+    monkeypatch.setattr(sinks, "MERGE_ROWS", rows_at_a_time)
+    rows = [_row(i, i) for i in range(40)]
+    rows[25]["hull"] = "POINT (0.3 52.4)"
+    if mixed:
+        for r in rows[:15]:
+            r["vehicle"] = None
+        rows[3]["count"] = None
+    split = [rows[:15], rows[15:33], rows[33:] + rows[20:21]]      # row 20 in two parts
+    parts = []
+    for k, part in enumerate(split):
+        p = tmp_path / f"g{k}.arrow"
+        parts.append((str(p), sinks.write_parquet_part(_rows_frame(part), p, {"started"})))
+    n = sinks.merge_parquet_parts(parts, tmp_path / "merged.parquet", _rows_frame([]), {"started"})
+    assert n == 40
+    write_parquet(_rows_frame(rows), tmp_path / "whole.parquet", {"started"})
+    merged, whole = pq.read_table(tmp_path / "merged.parquet"), pq.read_table(tmp_path / "whole.parquet")
+    assert merged.schema.equals(whole.schema, check_metadata=True)
+    assert merged.equals(whole)
+    geo = json.loads(merged.schema.metadata[b"geo"])["columns"]["hull"]
+    assert geo["geometry_types"] == ["Point", "Polygon"] and geo["bbox"] == [0.1, 52.1, 0.3, 52.4]
+
+
+def test_parquet_merge_of_no_rows(tmp_path):
+    p = tmp_path / "g0.arrow"
+    keys = sinks.write_parquet_part(_rows_frame([]), p)
+    assert sinks.merge_parquet_parts([(str(p), keys)], tmp_path / "out.parquet", _rows_frame([])) == 0
+    assert pq.read_table(tmp_path / "out.parquet").num_rows == 0
+
+
 def test_jsonl_merge_of_no_rows(tmp_path):
     p = tmp_path / "g0.jsonl"
     keys = sinks.write_jsonl_part(_rows_frame([]), p)

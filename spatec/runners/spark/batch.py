@@ -78,7 +78,7 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
 
         result = replay_inputs_spark(spark, compiled, inputs, out, crs=crs, phrases=phrases, ui=ui,
                                      prefilter_leaves=prefilter_leaves, fmt=fmt, tz=tz)
-        if fmt == "jsonl":      # the tasks wrote the files
+        if fmt in ("jsonl", "parquet"):      # the tasks wrote the files (match.PARTS)
             return result
     else:
         frames, summary = ingest(compiled, inputs, out, ui)

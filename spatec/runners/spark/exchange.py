@@ -4,7 +4,9 @@ exchange (``groupBy(_b).applyInPandas``); and which exchange a session uses.
 Each phrase's events get a group column ``_b`` hashed from the key, so that
 every partition lies wholly in one group; broadcast types are cross-joined with
 the groups present; for ``successive`` under a key that is not the source, a
-group also receives its sources' events held by other groups, as history.
+group also receives its sources' events held by other groups, as history. A
+phrase of two nearby events with no key is cut by a Sedona distance join
+(:func:`spatec.runners.spark.sedona.proximity_groups`) instead of being one group.
 """
 from __future__ import annotations
 
@@ -116,6 +118,13 @@ def phrase_groups(plan: PhrasePlan, program, events: dict, crs: str, engine: str
         if t in drop:
             df = prefilter(df, drop[t], crs, engine)
         dfs[t] = df
+
+    if phys.proximity is not None and engine == "sedona-spark" and types:
+        from spatec.runners.spark.sedona import proximity_groups
+
+        got = proximity_groups(plan, _union([dfs[t] for t in types]), crs, buckets, phys.proximity)
+        if got is not None:
+            return got
 
     def bucketed(t):
         df = dfs[t]

@@ -270,16 +270,16 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     rejects written under ``out/_rejects``; a :class:`~spatec.runners.local.ReplayResult`
     with ``ingest`` (the counts per input) set.
 
-    With ``fmt="jsonl"`` the tasks render their groups' lines of the output
-    files and the driver only merges them into ``out/<phrase>.jsonl``
-    (``result.paths`` set; ``result.frames`` read back from the files when
-    used): the driver never holds the rows."""
+    With ``fmt="jsonl"`` (``"parquet"``) the tasks render their groups' lines
+    (rows) of the output files and the driver only merges them into
+    ``out/<phrase>.jsonl`` (``.parquet``) (``result.paths`` set; ``result.frames``
+    read back from the files when used): the driver never holds the rows."""
     import shutil
 
     from spatec.events.read import read_events, write_rejects
     from spatec.runners.local import ReplayResult, WrittenFrames
     from spatec.runners.replay import seen_across
-    from spatec.runners.spark.match import run_staged
+    from spatec.runners.spark.match import PARTS, run_staged
     from spatec.runners.spark.prefilter import engine_name
     from spatec.runners.spark.scheduling import (
         TaskClock,
@@ -290,7 +290,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     )
     from spatec.runners.spark.staging import merge_stages, staging_dir
     from spatec.runtime.rows import dedupe, rows_frame, time_fields
-    from spatec.sinks.files import extension, merge_jsonl_parts
+    from spatec.sinks.files import extension, merge_jsonl_parts, merge_parquet_parts
 
     program = compiled.program
     plans = [p for p in compiled.plans if not phrases or p.name in phrases]
@@ -353,25 +353,30 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             ui.matching({p.name: sum(g["rows"] for g in staged[p.name].values()) for p in plans})
         engine = engine_name(spark) if prefilter_leaves else None
         raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root,
-                         "jsonl" if fmt == "jsonl" else True, drop, tz=tz)
+                         fmt if fmt in PARTS else True, drop, tz=tz)
         if ui:
             ui.matched()
         clock.step("match tasks")
         result = ReplayResult({}, crs)
-        if fmt == "jsonl":
+        if fmt in PARTS:
             if ui:
                 ui.stage("writing the output")
             result.paths = {p.name: Path(out) / f"{p.name}.{extension(fmt)}" for p in plans}
+            os.makedirs(out, exist_ok=True)
             for plan in plans:
-                result.counts[plan.name] = merge_jsonl_parts(raw[plan.name], result.paths[plan.name],
-                                                             time_fields(plan), tz)
+                if fmt == "jsonl":
+                    n = merge_jsonl_parts(raw[plan.name], result.paths[plan.name], time_fields(plan), tz)
+                else:       # an instant is an instant: GeoParquet's times do not depend on tz
+                    n = merge_parquet_parts(raw[plan.name], result.paths[plan.name], rows_frame(plan, []),
+                                            time_fields(plan))
+                result.counts[plan.name] = n
             result.frames = WrittenFrames(result.paths, {p.name: p for p in plans})
             clock.step("merge")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     clock.step("clean up")
     clock.done()
-    if fmt != "jsonl":
+    if fmt not in PARTS:
         for plan in plans:
             df = rows_frame(plan, dedupe(raw[plan.name]))
             result.frames[plan.name] = df

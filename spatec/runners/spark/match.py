@@ -32,7 +32,7 @@ from spatec.runners.spark.staging import (
 from spatec.runtime.batch import phrase_rows
 from spatec.runtime.events import attribute_names
 from spatec.runtime.rows import rows_frame, rows_starting, time_fields
-from spatec.sinks.files import write_jsonl_part
+from spatec.sinks.files import write_jsonl_part, write_parquet_part
 from spatec.spatial.crs import Projector
 from spatec.storage.atomic import safe_name
 
@@ -42,27 +42,73 @@ def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtyp
     """Every phrase over its staged groups (``staged``: phrase → :func:`merge_stages`):
     per phrase, a lazy DataFrame of :data:`RAW_SCHEMA`, or with ``collect`` its rows,
     run now and read back from the files the tasks pickled them to under ``root``;
-    with ``collect="jsonl"``, the tasks' parts of the JSON lines output instead
-    (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`; times in ``tz``, default UTC)."""
-    out = {}
-    for plan in plans:
-        rows_dir = os.path.join(root, "rows-" + safe_name(plan.name)) if collect else None
-        out[plan.name] = staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
-                                       rows_dir, drop, jsonl=collect == "jsonl", tz=tz)
-    if not collect:
-        return out
-    if collect == "jsonl":
-        return {name: [(r.path, read_arrow(r.path + ".keys")) for r in sorted(df.collect(), key=lambda r: r.g)]
-                for name, df in out.items()}
-    return {name: read_rows(df) for name, df in out.items()}
+    with ``collect="jsonl"`` or ``"parquet"``, the tasks' parts of the output file
+    instead (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`,
+    :func:`~spatec.sinks.files.merge_parquet_parts`; JSON lines times in ``tz``, default UTC)."""
+    if collect:
+        return _one_job(spark, plans, program, staged, crs, final_w, dtypes, engine, root, collect, drop, tz)
+    return {plan.name: staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
+                                     None, drop) for plan in plans}
+
+
+def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
+             root: str, collect: bool | str, drop: dict | None, tz: str | None = None) -> dict:
+    """Every phrase's groups matched in one Spark job: the groups of all phrases dealt
+    to the tasks together by size (:func:`dealt`), so the phrases share the Python
+    workers, and one phrase's short tail is filled by another's groups instead of each
+    phrase's job waiting for its slowest task. Each group's rows go to a file under
+    ``root`` (as :func:`staged_groups` with ``rows_dir``)."""
+    part = collect if collect in PARTS else None
+    items, ones = [], []
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    most = int(spark.conf.get(BUCKET_ROWS_KEY, str(BUCKET_ROWS)))
+    log = task_log(spark)
+    for i, plan in enumerate(plans):
+        groups = staged[plan.name]
+        rows_dir = os.path.join(root, "rows-" + safe_name(plan.name))
+        specs = split_in_time([groups[g] for g in sorted(groups)], plan, cores, most) if groups else []
+        items += [(i, g, spec) for g, spec in enumerate(specs)]
+        regions = prefilter_regions(plan, program, crs) if engine else {}
+        ones.append(staged_item_fn(plan, program, crs, final_w, dtypes, regions, engine, rows_dir, drop or {},
+                                   part, log, tz))
+    out: dict = {plan.name: [] for plan in plans}
+    if items:
+        seeds, tasks = dealt(spark, [spec["rows"] for _, _, spec in items])
+        claims = os.path.join(root, "claims")
+        got = seeds.mapInPandas(_items_fn(ones, items, tasks, claims, crs), "p long, " + ROWS_SCHEMA).collect()
+        for r in sorted(got, key=lambda r: (r.p, r.g)):
+            out[plans[r.p].name].append(r)
+    if part:
+        return {name: [(r.path, read_arrow(r.path + ".keys")) for r in rs] for name, rs in out.items()}
+    return {name: read_rows(rs) for name, rs in out.items()}
+
+
+def _items_fn(ones: list, items: list, tasks: list, claims: str, crs: str):
+    """The function each task of :func:`_one_job` runs: its items (phrase, group, spec),
+    and, once done, other tasks' unbegun ones (:func:`items_of` with claims)."""
+
+    def run(batches):
+        proj = Projector(crs)
+        os.makedirs(claims, exist_ok=True)
+        for pdf in batches:
+            own = {k for seed in pdf["g"].tolist() for k in tasks[seed]}
+            for k in items_of(pdf, tasks, claims):
+                i, g, spec = items[k]
+                yield ones[i](g, spec, k not in own, proj).assign(p=i)[["p", "g", "path", "n"]]
+
+    return run
 
 
 #: What a staged task returns when its rows go to a file (``collect``).
 ROWS_SCHEMA = "g long, path string, n long"
 
+#: Output formats whose files the tasks write in parts that the driver merges
+#: (:func:`~spatec.sinks.files.merge_jsonl_parts`, :func:`~spatec.sinks.files.merge_parquet_parts`).
+PARTS = ("jsonl", "parquet")
+
 
 def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict,
-                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, jsonl: bool = False,
+                  engine: str | None, rows_dir: str | None = None, drop: dict | None = None, part: str | None = None,
                   tz: str | None = None):
     """The phrase's composites (:data:`RAW_SCHEMA`; with ``rows_dir``, :data:`ROWS_SCHEMA`:
     where each group pickled its rows): one Spark task per group of :func:`merge_stages`.
@@ -75,13 +121,14 @@ def staged_groups(spark, groups: dict, plan: PhrasePlan, program, crs: str, fina
     regions = prefilter_regions(plan, program, crs) if engine else {}
     seeds, tasks = dealt(spark, [spec["rows"] for spec in specs])
     fn = staged_fn(plan, program, crs, final_w, dtypes, dict(enumerate(specs)), regions,
-                   engine, tasks, rows_dir, drop or {}, jsonl, log=task_log(spark), tz=tz)
+                   engine, tasks, rows_dir, drop or {}, part, log=task_log(spark), tz=tz)
     return seeds.mapInPandas(fn, schema)
 
 
-def read_rows(df) -> list:
+def read_rows(results) -> list:
+    """The rows the tasks pickled, in group order (``results``: :data:`ROWS_SCHEMA` rows)."""
     rows = []
-    for r in sorted(df.collect(), key=lambda r: r.g):
+    for r in sorted(results, key=lambda r: r.g):
         with open(r.path, "rb") as f:
             got = pickle.load(f)
         if len(got) != r.n:
@@ -92,13 +139,35 @@ def read_rows(df) -> list:
 
 def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, groups: dict, regions: dict,
               engine: str | None, tasks: list, rows_dir: str | None = None, drop: dict | None = None,
-              jsonl: bool = False, log: str | None = None, tz: str | None = None):
-    """The function each task runs: its group's Arrow files → (leaf pre-filter) →
+              part: str | None = None, log: str | None = None, tz: str | None = None):
+    """The function each task runs: its groups (``tasks``: the groups each seed stands
+    for, :func:`dealt`), each by :func:`staged_item_fn`; with ``rows_dir``, also other
+    tasks' unbegun groups (claims)."""
+    one = staged_item_fn(plan, program, crs, final_w, dtypes, regions, engine, rows_dir, drop, part, log, tz)
+
+    def run(batches):
+        proj = Projector(crs)
+        claims = None
+        if rows_dir is not None:      # the output goes to files: a task may take another's groups
+            claims = os.path.join(rows_dir, "claims")
+            os.makedirs(claims, exist_ok=True)
+        for pdf in batches:
+            own = {i for seed in pdf["g"].tolist() for i in tasks[seed]}
+            for g in items_of(pdf, tasks, claims):
+                yield one(g, groups[g], g not in own, proj)
+
+    return run
+
+
+def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, regions: dict,
+                   engine: str | None, rows_dir: str | None = None, drop: dict | None = None,
+                   part: str | None = None, log: str | None = None, tz: str | None = None):
+    """``one(g, spec, taken, projector)``: a group's Arrow files → (leaf pre-filter) →
     :func:`~spatec.runtime.batch.phrase_rows` → raw output rows (or, with
-    ``rows_dir``, the rows pickled to a file there, and where; with ``jsonl``
-    too, the group's lines of the JSON lines output and their keys,
-    :func:`~spatec.sinks.files.write_jsonl_part`). ``tasks``: the groups each seed
-    stands for (:func:`dealt`); ``log``: the task log (:data:`TASK_LOG_KEY`)."""
+    ``rows_dir``, the rows pickled to a file there, and where; with ``part``
+    (``jsonl``, ``parquet``) too, the group's part of the output file and its keys,
+    :func:`~spatec.sinks.files.write_jsonl_part`, :func:`~spatec.sinks.files.write_parquet_part`).
+    ``taken``: another task's group (for the task log, :data:`TASK_LOG_KEY`)."""
     drop = drop or {}
 
     def frame(t, table, prefilter=True):
@@ -116,44 +185,38 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
             df[a] = missing_column(len(df), kept.get(a))
         return restore_dtypes(df, {c: dt for c, dt in kept.items() if c != "_id" and c not in unread})
 
-    def run(batches):
-        proj = Projector(crs)
-        claims = None
-        if rows_dir is not None:      # the output goes to files: a task may take another's groups
-            claims = os.path.join(rows_dir, "claims")
-            os.makedirs(claims, exist_ok=True)        # (and rows_dir with it)
-        for pdf in batches:
-            own = {i for seed in pdf["g"].tolist() for i in tasks[seed]}
-            for g in items_of(pdf, tasks, claims):
-                spec = groups[g]
-                clock = TaskClock(log, "match", phrase=plan.name, item=int(g))
-                frames = {t: frame(t, starting_in(load_staged(fs, drop), spec.get("lo_range")))
-                          for t, fs in spec["frames"].items()}
-                history = {t: frame(t, source_history(load_staged(fs, drop), spec["key"]), prefilter=False)
-                           for t, fs in spec["history"].items()}
-                clock.step("load")
-                rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history,
-                                          arrow_hulls=jsonl and rows_dir is not None)
-                if "own" in spec:
-                    rows = rows_starting(rows, *spec["own"])
-                clock.step("match")
-                if rows_dir is None:
-                    clock.done(events=int(spec["rows"]), rows=len(rows))
-                    yield raw_frame(rows)
-                    continue
-                path = os.path.join(rows_dir, f"g{int(g)}.{'jsonl' if jsonl else 'pickle'}")
-                tmp = f"{path}.{os.getpid()}.tmp"     # (two attempts of one task may both write it)
-                if jsonl:     # the output file's lines, and the keys the driver merges them by
-                    keys = write_jsonl_part(rows_frame(plan, rows), tmp, time_fields(plan), tz)   # deduplicated
-                    write_arrow(keys, tmp + ".keys")
-                    os.replace(tmp + ".keys", path + ".keys")
-                else:
-                    with open(tmp, "wb") as f:
-                        pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, path)
-                clock.step("write")
-                clock.done(events=int(spec["rows"]), rows=len(rows), taken=g not in own)
-                yield pd.DataFrame({"g": pd.Series([int(g)], dtype="int64"), "path": [path],
-                                    "n": pd.Series([len(rows)], dtype="int64")})
+    def one(g, spec: dict, taken: bool, proj: Projector) -> pd.DataFrame:
+        clock = TaskClock(log, "match", phrase=plan.name, item=int(g))
+        frames = {t: frame(t, starting_in(load_staged(fs, drop), spec.get("lo_range")))
+                  for t, fs in spec["frames"].items()}
+        history = {t: frame(t, source_history(load_staged(fs, drop), spec["key"]), prefilter=False)
+                   for t, fs in spec["history"].items()}
+        clock.step("load")
+        rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history,
+                                  arrow_hulls=part == "jsonl" and rows_dir is not None)
+        if "own" in spec:
+            rows = rows_starting(rows, *spec["own"])
+        clock.step("match")
+        if rows_dir is None:
+            clock.done(events=int(spec["rows"]), rows=len(rows))
+            return raw_frame(rows)
+        os.makedirs(rows_dir, exist_ok=True)
+        path = os.path.join(rows_dir, f"g{int(g)}.{part or 'pickle'}")
+        tmp = f"{path}.{os.getpid()}.tmp"     # (two attempts of one task may both write it)
+        if part:      # the output file's part, and the keys the driver merges them by
+            if part == "jsonl":     # (text times in tz; GeoParquet's are instants)
+                keys = write_jsonl_part(rows_frame(plan, rows), tmp, time_fields(plan), tz)   # deduplicated
+            else:
+                keys = write_parquet_part(rows_frame(plan, rows), tmp, time_fields(plan))
+            write_arrow(keys, tmp + ".keys")
+            os.replace(tmp + ".keys", path + ".keys")
+        else:
+            with open(tmp, "wb") as f:
+                pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+        clock.step("write")
+        clock.done(events=int(spec["rows"]), rows=len(rows), taken=taken)
+        return pd.DataFrame({"g": pd.Series([int(g)], dtype="int64"), "path": [path],
+                             "n": pd.Series([len(rows)], dtype="int64")})
 
-    return run
+    return one

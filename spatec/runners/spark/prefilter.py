@@ -17,7 +17,7 @@ def prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Tab
     """The events of ``table`` that possibly meet one of ``regions`` (:func:`prefilter`, in-task)."""
     names = sorted(regions)
     flags = [f"_in_{safe_name(n)}" for n in names]
-    fn = flag_fn([(n, regions[n]) for n in names], flags, crs, engine)
+    fn = flag_fn([(n, regions[n]) for n in names], flags, crs, task_engine(engine))
     kept = []
     for b in fn(table.to_batches()):
         keep = np.zeros(b.num_rows, dtype=bool)
@@ -28,13 +28,22 @@ def prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Tab
 
 
 def engine_name(spark) -> str:
+    """The engine the session's leaf pre-filter runs: ``sedona-spark`` (a Sedona join
+    where the events are Spark DataFrames; in tasks, :func:`task_engine`), ``sedonadb``,
+    or ``shapely`` where SedonaDB cannot be imported."""
     from spatec.runners.spark.session import spatial_engine
-    from spatec.spatial.engines import SedonaDBEngine
 
     name = spatial_engine(spark)
-    if name == "sedona-spark" or (name == "sedonadb" and not SedonaDBEngine.available()):
-        # the Sedona-on-Spark join needs the events projected in Spark SQL; until that
-        # lands, the per-batch engine runs in the Python workers
+    return task_engine(name) if name != "sedona-spark" else name
+
+
+def task_engine(name: str) -> str:
+    """The engine that runs inside a Spark task for the configured ``name``: the
+    staged exchange's tasks hold their events as Arrow, never as a DataFrame a Sedona
+    join could take, so there ``sedona-spark`` runs the same SQL in SedonaDB."""
+    from spatec.spatial.engines import SedonaDBEngine
+
+    if name in ("sedona-spark", "sedonadb"):
         return "sedonadb" if SedonaDBEngine.available() else "shapely"
     return name
 
@@ -59,8 +68,14 @@ def _region(p, compiler):
 
 def prefilter(df, regions: dict, crs: str, engine: str):
     """Flag each event ``_in_<region>`` (possibly meets it) with the spatial engine inside
-    ``mapInArrow``, keep the events that meet one, drop the flags."""
+    ``mapInArrow``, keep the events that meet one, drop the flags; with ``sedona-spark``,
+    a Sedona join (:func:`spatec.runners.spark.sedona.sedona_prefilter`)."""
     from functools import reduce
+
+    if engine == "sedona-spark":
+        from spatec.runners.spark.sedona import sedona_prefilter
+
+        return sedona_prefilter(df, regions, crs)
 
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, StructField, StructType

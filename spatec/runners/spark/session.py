@@ -1,16 +1,28 @@
 """The SparkSession spatec runs on: local by default, any master by URL.
 
 One place decides the settings every spatec job needs (UTC session time,
-Arrow transfer, the spatial engine for leaf space patterns), so the CLI, the
-Python API and the tests get the same behaviour.
+Arrow transfer, the spatial engine for leaf space patterns, Sedona's jar), so
+the CLI, the Python API and the tests get the same behaviour.
+
+Spark's web UI is off and the driver listens on 127.0.0.1 only, unless the
+master is on another machine (its executors must reach the driver) or the
+settings given say otherwise: a replay on a laptop opens no port to the network.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+from pathlib import Path
+from urllib.parse import urlparse
 
 ENGINE_KEY = "spark.spatec.spatial.engine"
+
+#: Where scripts/setup_jars.sh puts the Java libraries of scripts/jars.lock (the
+#: environment's ``SPATEC_JARS`` names another folder).
+JARS = Path(__file__).resolve().parents[3] / "jars"
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
@@ -31,14 +43,63 @@ def _sedona_jars(conf: dict) -> bool:
         "sedona" in str(conf.get("spark.jars", "")).lower()
 
 
+def jars_dir() -> Path:
+    return Path(os.environ.get("SPATEC_JARS") or JARS)
+
+
+def sedona_jar() -> str | None:
+    """The path of Sedona's shaded Spark jar fetched by ``scripts/setup.sh``, None when absent."""
+    found = sorted(jars_dir().glob("sedona-spark-shaded-*.jar"))
+    return str(found[-1]) if found else None
+
+
+def sedona_missing() -> str | None:
+    """Why Sedona's Spark jar is not there (None: it is): what ``scripts/setup_jars.sh``
+    wrote when Maven could not fetch it, or that setup has not run."""
+    if sedona_jar() is not None:
+        return None
+    note = jars_dir() / "UNAVAILABLE"
+    if note.exists():
+        return note.read_text().strip()
+    return f"Sedona's Spark jar is not in {jars_dir()}: run scripts/setup.sh (it fetches it with Maven)"
+
+
+def local_master(master: str) -> bool:
+    """Whether the master runs its executors on this machine (``local[...]``, or a
+    cluster manager on the loopback interface)."""
+    if master.startswith("local"):
+        return True
+    host = urlparse(master.split(",")[0]).hostname or ""
+    return host in LOOPBACK
+
+
+def network_settings(master: str) -> dict:
+    """The UI off, and with a master on this machine the driver bound to 127.0.0.1."""
+    out = {"spark.ui.enabled": "false"}
+    if local_master(master):
+        out.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
+    return out
+
+
+def with_jar(conf: dict, jar: str | None) -> dict:
+    """``conf`` with ``jar`` added to ``spark.jars`` (unless Sedona is configured already)."""
+    if jar is None or _sedona_jars(conf):
+        return conf
+    jars = [j for j in str(conf.get("spark.jars", "")).split(",") if j.strip()]
+    return {**conf, "spark.jars": ",".join(jars + [jar])}
+
+
 def get_or_create(master: str | None = None, conf: dict | None = None, app_name: str = "spatec",
                   log_dir=None):
     """A SparkSession for spatec jobs (the active one is reused, with its settings).
 
-    ``master`` defaults to ``local[*]``; ``conf`` overrides :data:`DEFAULTS`.
-    :data:`ENGINE_KEY` is ``sedona-spark`` when Sedona's jars are configured
-    through ``spark.jars.packages``, else ``sedonadb`` (in-process, in the
-    Python workers).
+    ``master`` defaults to ``local[*]``; ``conf`` overrides :data:`DEFAULTS` and
+    :func:`network_settings`. Sedona's jar (:func:`sedona_jar`) goes on
+    ``spark.jars``; its functions are registered (``SedonaContext.create``) when a
+    Sedona join is first planned (:func:`spatec.runners.spark.sedona.sedona_session`),
+    not here: a job without one does not pay for it. :data:`ENGINE_KEY` is
+    ``sedona-spark`` when Sedona's jar is there, else ``sedonadb`` (in-process, in
+    the Python workers).
 
     ``log_dir``: a JVM started here writes everything it prints (Spark's log lines, the
     JVM's warnings, the Python workers' stderr) to ``log_dir/spark.log`` instead of the
@@ -50,9 +111,11 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
     # the Python workers must run the driver's interpreter (the venv that has spatec)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    b = SparkSession.builder.appName(app_name).master(master or "local[*]")
+    master = master or "local[*]"
+    b = SparkSession.builder.appName(app_name).master(master)
     # executors (also on a standalone cluster on this machine) run the same interpreter
-    settings = {**DEFAULTS, "spark.pyspark.python": sys.executable, **conf}
+    settings = {**DEFAULTS, **network_settings(master), "spark.pyspark.python": sys.executable, **conf}
+    settings = with_jar(settings, sedona_jar())
     settings.setdefault(ENGINE_KEY, "sedona-spark" if _sedona_jars(settings) else "sedonadb")
     for k, v in settings.items():
         b = b.config(k, v)
