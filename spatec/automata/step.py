@@ -273,9 +273,16 @@ def _accept(am: Automaton, node, pm: PM, ctx) -> bool:
 def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) -> None:
     nid = node.id
     time_rel, space, absence, rslots, check, seq_right, parent = _join_info(am, node)
-    okey = (nid, "R" if side == "L" else "L")
-    other = st.buffers.get(okey)
-    if other:
+    access = am.access.get(nid)
+    oside = "R" if side == "L" else "L"
+    if access is None:
+        okeys = ((nid, oside),)
+    else:
+        okeys = [(nid, oside, k) for k in access.probe(side, pm, st.buffers, nid)]
+    for okey in okeys:
+        other = st.buffers.get(okey)
+        if not other:
+            continue
         w = am.plan.within
         lo, hi = pm.lo, pm.hi
         first = 0
@@ -339,7 +346,7 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
                 _root(am, st, ctx, c, out)
             else:
                 _up(am, st, ctx, node, c, out)
-    key = (nid, side)
+    key = (nid, side) if access is None else (nid, side, access.store(side, pm))
     if side == "R" and seq_right and _seq_right_dead(
             pm, RUNS.floor(st, st.watermark) if st.runs else st.watermark, am.G):
         return
@@ -571,7 +578,7 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
     for key, buf in st.buffers.items():
         if not buf:
             continue
-        rules = am.rules[key]
+        rules = am.rules[key[:2]]
         conc = rules.get("conc")
         seq_right = rules.get("seq_right")
         succ = rules.get("succ")
