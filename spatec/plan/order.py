@@ -32,7 +32,7 @@ from typing import Optional
 from spatec.frontend import ast as A
 from spatec.frontend.printer import print_expr
 from spatec.plan.nodes import Join, definite_vars, walk_nodes
-from spatec.plan.statistics import DEFAULTS, estimate_join
+from spatec.plan.statistics import DEFAULTS, estimate_join, node_rates, selectivity
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,9 @@ class JoinAccess:
 
 def order_joins(program, plan, phys):
     """The physical pass: ``phys.joins`` (one :class:`JoinAccess` per join with conditions
-    that allow a keyed access), from ``phys.estimates`` (rates and selectivities)."""
+    that allow a keyed access; of several, the one leaving the fewest candidates), from
+    ``phys.estimates``; also the estimates themselves (``phys.rates``: partial matches per
+    second each node passes up; ``phys.selectivities``: each join condition's)."""
     stats = phys.estimates or DEFAULTS
     slot_of = {}
     for leaf in plan.leaves:
@@ -86,7 +88,10 @@ def order_joins(program, plan, phys):
         scored = [(estimate_join(stats, plan, n, o), i, o) for i, o in enumerate(options)]
         (rates, tried), _, best = min(scored, key=lambda x: (x[0][1], x[1]))
         out.append(dataclasses.replace(best, join=n.id, rates=rates, tried=tried))
-    return dataclasses.replace(phys, joins=tuple(out))
+    rates = node_rates(stats, plan)
+    sels = tuple((n.id, print_expr(c), selectivity(stats, plan, c))
+                 for n in walk_nodes(plan.root) if isinstance(n, Join) for c in n.preds)
+    return dataclasses.replace(phys, joins=tuple(out), rates=tuple(sorted(rates.items())), selectivities=sels)
 
 
 def _options(program, plan, c, left, right, slot_of):

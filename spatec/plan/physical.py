@@ -71,6 +71,10 @@ class PhysicalPlan:
     #: how joins find their candidates (:class:`spatec.plan.order.JoinAccess`, one per join
     #: whose conditions allow a keyed access; the others scan)
     joins: tuple = ()
+    #: estimates: ((node id, partial matches per second it passes up), ...) and
+    #: ((join id, condition, selectivity), ...)
+    rates: tuple = ()
+    selectivities: tuple = ()
 
     @property
     def evaluator(self) -> str:

@@ -37,3 +37,10 @@ def with_statistics(compiled: Compiled, frames: dict) -> Compiled:
     stats = sample_statistics({t: df for t, df in frames.items() if t in compiled.program.events})
     plans = [dataclasses.replace(p, physical=physical_plan(compiled.program, p, stats)) for p in compiled.plans]
     return Compiled(compiled.program, plans)
+
+
+def unordered(compiled: Compiled) -> Compiled:
+    """``compiled`` with every join scanning its other side (no keyed access): the plans as
+    they were before statistics ordered them (for benchmarks and tests; same composites)."""
+    plans = [dataclasses.replace(p, physical=dataclasses.replace(p.physical, joins=())) for p in compiled.plans]
+    return Compiled(compiled.program, plans)

@@ -117,10 +117,17 @@ def leaf_rate(stats: Statistics, leaf: Leaf) -> float:
 
 
 def node_rate(stats: Statistics, plan, node) -> float:
-    """Partial matches per second a node passes up (a join: pairs within the span bound times
-    the selectivities of its conditions)."""
+    """Partial matches per second ``node`` passes up (see :func:`node_rates`)."""
+    return node_rates(stats, plan, node)[node.id]
+
+
+def node_rates(stats: Statistics, plan, node=None) -> dict:
+    """node id → partial matches per second it passes up, for ``node`` (default: the root)
+    and the nodes below it (a join: pairs within the span bound times the selectivities of
+    its patterns and conditions)."""
+    node = plan.root if node is None else node
     rates = {}
-    window = (plan.within or plan.span_bound or 60_000_000) / 1e6
+    window = _window(plan)
     for n in walk_nodes(node):
         if isinstance(n, Leaf):
             rates[n.id] = leaf_rate(stats, n)
@@ -133,16 +140,16 @@ def node_rate(stats: Statistics, plan, node) -> float:
             rates[n.id] = rates[n.left.id] + rates[n.right.id]
         else:
             rates[n.id] = rates[n.left.id]
-    return rates[node.id]
+    return rates
 
 
 def selectivity(stats: Statistics, plan, c) -> float:
     """The fraction of pairs meeting at a join that condition ``c`` keeps (estimated)."""
     if isinstance(c, A.Call) and c.func == "successive":
-        # each later event is the next of the first's source: one of (sources × events per
-        # source in the window) candidates per step
+        # each later event is the next of the one before's source: one of the type's events
+        # in the window
         t = stats.of(_type(plan, c.args[0]))
-        return (1.0 / t.sources) ** max(1, len(c.args) - 1)
+        return (1.0 / max(1.0, t.rate * _window(plan))) ** max(1, len(c.args) - 1)
     if isinstance(c, A.BinOp) and c.op in ("<", "<=") and isinstance(c.left, A.Call) \
             and c.left.func == "distance" and isinstance(c.right, A.Quantity) and c.right.unit in A.DIST_UNITS:
         t = stats.of(_type(plan, c.left.args[0]))
@@ -162,6 +169,12 @@ def estimate_join(stats: Statistics, plan, node: Join, access) -> tuple:
         t = stats.of(plan.vars.get(access.vars[0]))
         return rates, min(1.0, 9 * access.cell ** 2 / t.area)
     return rates, 1.0
+
+
+def _window(plan) -> float:
+    """Seconds over which partial matches meet at a join: ``within``, else the span bound,
+    else a minute."""
+    return (plan.within or plan.span_bound or 60_000_000) / 1e6
 
 
 def _type(plan, e):
