@@ -45,7 +45,7 @@ from spatec.spatial import stamps as S
 
 
 #: events between two prunings of an ordered batch replay
-PRUNE_EVERY = 64
+PRUNE_EVERY = 256
 
 
 def step(am: Automaton, st: RunState, events, watermark: int | None = None, final: bool = False,
