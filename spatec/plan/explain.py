@@ -15,6 +15,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.check import Program
 from spatec.plan.build import plan_program
 from spatec.plan.nodes import Join, Leaf, Negation, Or, PhrasePlan, walk_nodes
+from spatec.plan.statistics import sample_statistics
 
 _OP_NAMES = {";": "sequence", "||": "concurrency", "=": "same place", "<>": "different place",
              ";=": "sequence, same place", ";<>": "sequence, different place",
@@ -185,8 +186,11 @@ def plan_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
     }
 
 
-def explain(program: Program, phrase: str | None = None, fmt: str = "json") -> str:
-    plans = plan_program(program)
+def explain(program: Program, phrase: str | None = None, fmt: str = "json", frames: dict | None = None) -> str:
+    """``frames`` (type → canonical events): the estimates come from a sample of them
+    (SPEC §10), as a runner given that input plans; None: from the declared defaults."""
+    stats = sample_statistics({t: df for t, df in frames.items() if t in program.events}) if frames else None
+    plans = plan_program(program, stats=stats)
     if phrase is not None:
         plans = [p for p in plans if p.name == phrase]
         if not plans:

@@ -65,8 +65,8 @@ DEFAULTS = Statistics("defaults")
 
 def sample_statistics(frames: dict) -> Statistics:
     """Statistics from canonical event frames (type → DataFrame with ``_t`` (µs), ``_source``,
-    ``_place``, ``_lon``, ``_lat``): rates over the whole input's time span, sources and area
-    from at most :data:`SAMPLE_ROWS` rows per type spread evenly over it."""
+    ``_place``, ``_lon``, ``_lat``): rates over the input's time span (its middle 99.8%),
+    sources and area from at most :data:`SAMPLE_ROWS` rows per type spread evenly over it."""
     out = []
     rows = 0
     t0 = t1 = None
@@ -74,7 +74,8 @@ def sample_statistics(frames: dict) -> Statistics:
         if len(df) == 0:
             continue
         ts = df["_t"]
-        lo, hi = int(ts.min()), int(ts.max())
+        # the bulk of the times (a few events stamped far off do not stretch the span)
+        lo, hi = int(ts.quantile(0.001)), int(ts.quantile(0.999))
         t0 = lo if t0 is None else min(t0, lo)
         t1 = hi if t1 is None else max(t1, hi)
     span = max(1.0, ((t1 - t0) / 1e6) if t0 is not None else 1.0)
@@ -93,7 +94,8 @@ def sample_statistics(frames: dict) -> Statistics:
 
 
 def _area(s) -> float:
-    """m² of the bounding box of the sample's points (equirectangular; at least 1 km²)."""
+    """m² of the box holding the middle 98% of the sample's points in longitude and in
+    latitude (equirectangular; at least 1 km²)."""
     if "_place" not in s or "_lon" not in s:
         return DEFAULTS.default.area
     pts = s[s["_place"] == "point"]
@@ -102,8 +104,9 @@ def _area(s) -> float:
     lon, lat = pts["_lon"].astype(float), pts["_lat"].astype(float)
     lat_m = 111_320.0
     lon_m = lat_m * math.cos(math.radians(float(lat.mean())))
-    w = (float(lon.max()) - float(lon.min())) * lon_m
-    h = (float(lat.max()) - float(lat.min())) * lat_m
+    # the box of the middle 98% in each direction (outliers do not stretch it)
+    w = (float(lon.quantile(0.99)) - float(lon.quantile(0.01))) * lon_m
+    h = (float(lat.quantile(0.99)) - float(lat.quantile(0.01))) * lat_m
     return max(1.0e6, w * h)
 
 
