@@ -308,6 +308,8 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
             qlo, qhi = q.lo, q.hi
             if w is not None and (hi if hi > qhi else qhi) - (lo if lo < qlo else qlo) > w:
                 continue  # already longer than `within`: every composite above this join would be too
+            if access is not None and (access.reject(pm, q, ctx) if side == "L" else access.reject(q, pm, ctx)):
+                continue  # the access's conjunct (a condition of this join) is false: decided early
             if mine is None:
                 mine = pm.events()
                 mine_ids = set(map(id, mine))

@@ -20,7 +20,9 @@ Two accesses, chosen per join by the estimated number of candidates they leave
   match looks at the nine cells around its own (stamps of any other shape: one bucket that
   is always looked at).
 
-Without either, the join scans (``scan``). The choice is data on the phrase's
+Either also checks its conjunct on the two events first, before the join's relation (a
+``;=`` compares hulls, which costs more), as the conjunction would: the same decision, made
+earlier. Without either, the join scans (``scan``). The choice is data on the phrase's
 :class:`~spatec.plan.physical.PhysicalPlan` (``joins``), shown by ``spatec explain``.
 """
 from __future__ import annotations
@@ -49,6 +51,10 @@ class JoinAccess:
     #: widening of the two types' point stamps; and the distance bound itself
     cell: Optional[float] = None
     metres: Optional[float] = None
+    #: the conjunct names the right side's variable first (``successive(Y, X)``)
+    reverse: bool = False
+    #: ``distance(X, Y) < D`` (True) or ``<= D`` (False)
+    strict: bool = True
     #: the conjunct that allows it (printed)
     because: str = ""
     #: estimates: partial matches per second arriving at each side, and the fraction of the
@@ -102,7 +108,7 @@ def _options(program, plan, c, left, right, slot_of):
         for a, b in zip(names, names[1:]):
             pair = _sides(a, b, left, right, slot_of)
             if pair is not None:
-                yield JoinAccess(0, "source", pair[0], pair[1], because=text)
+                yield JoinAccess(0, "source", pair[0], pair[1], because=text, reverse=pair[0][0] != a)
     if isinstance(c, A.BinOp) and c.op in ("<", "<=") and isinstance(c.right, A.Quantity) \
             and c.right.unit in A.DIST_UNITS and isinstance(c.left, A.Call) \
             and c.left.func == "distance" and len(c.left.args) == 2 \
@@ -112,7 +118,8 @@ def _options(program, plan, c, left, right, slot_of):
         if pair is not None:
             d = c.right.metres()
             widen = max(_widen(program, plan.vars.get(v)) for v in pair[0])
-            yield JoinAccess(0, "near", pair[0], pair[1], cell=d + 2 * widen, metres=d, because=text)
+            yield JoinAccess(0, "near", pair[0], pair[1], cell=d + 2 * widen, metres=d, because=text,
+                             strict=c.op == "<")
 
 
 def _sides(a, b, left, right, slot_of):

@@ -26,6 +26,7 @@ FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCh
 EXAMPLES = int(os.environ.get("ORACLE_ORDER_EXAMPLES", 150))
 OPS = [";", "||", "=", "<>", ";=", ";<>", "||=", "||<>", "and"]
 CONDS = ["successive(A, B)", "successive(B, C)", "successive(A, B, C)", "successive(A, C)",
+         "successive(B, A)", "successive(C, A, B)",
          "distance(A, B) < {d} m", "distance(B, A) <= {d} m", "distance(A, C) < {d} m",
          "distance(B, C) < {d} m", "A.vehicle < B.vehicle", "A.x <= C.x"]
 
@@ -79,7 +80,13 @@ def test_keyed_access_is_chosen_and_shown():
     assert joins["source"].vars == ("A", "B")
     # Bus stamps are widened by 15 m: two points within 50 m are within 80 m centre to centre
     assert joins["near"].vars == ("A", "C") and joins["near"].cell == 80.0
+    assert joins["near"].strict and not joins["source"].reverse
     assert c.plan("Ph").physical.estimates.origin == "defaults"
+    # the conjunct's own order is kept for its early check: successive(B, A) across A ; B
+    c = compile_text("phrase Ph =\n    Bus -> A ; Bus -> B\n  where successive(B, A)\n"
+                     "  within 5 min\n")
+    (j,) = c.plan("Ph").physical.joins
+    assert (j.kind, j.vars, j.reverse) == ("source", ("A", "B"), True)
 
 
 def test_keyed_buffers_survive_the_codec_and_equal_the_scan():
