@@ -48,7 +48,9 @@ class NearAccess:
 
     def __init__(self, slots, cell: float, metres: float, strict: bool = True):
         self.slots = slots
-        self.cell = cell
+        # a hair wider than needed, so that rounding in x / cell never puts two points that
+        # are exactly `cell` apart two cells apart
+        self.cell = cell * (1 + 1e-9) + 1e-6
         self.rmax = (cell - metres) / 2
         self.metres = metres
         self.strict = strict

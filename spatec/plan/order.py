@@ -115,9 +115,9 @@ def _options(program, plan, c, left, right, slot_of):
             and all(isinstance(a, A.Var) for a in c.left.args):
         a, b = (x.name for x in c.left.args)
         pair = _sides(a, b, left, right, slot_of)
-        if pair is not None:
-            d = c.right.metres()
-            widen = max(_widen(program, plan.vars.get(v)) for v in pair[0])
+        d = c.right.metres()
+        widen = max((_widen(program, plan.vars.get(v)) for v in pair[0]), default=0.0) if pair else 0.0
+        if pair is not None and d + 2 * widen > 0:     # (a grid of cells of side 0 finds nothing)
             yield JoinAccess(0, "near", pair[0], pair[1], cell=d + 2 * widen, metres=d, because=text,
                              strict=c.op == "<")
 
