@@ -42,13 +42,13 @@ def encode_state(rs: RunState) -> bytes:
     t = _Table()
     body = [
         rs.watermark,
-        [[nid, side, [_pm(p, t) for p in pms]] for (nid, side), pms in rs.buffers.items()],
+        [[key[0], key[1], [_pm(p, t) for p in pms], *key[2:]] for key, pms in rs.buffers.items()],
         [_pm(p, t) for p in rs.pending],
         [[nid, [t.ref(e) for e in evs]] for nid, evs in rs.xbuf.items()],
         [[typ, src, list(ts)] for (typ, src), ts in rs.history.items()],
         list(rs.emitted.items()),
         rs.since_prune,
-        [[nid, side] for nid, side in rs.lo_sorted],
+        [list(key) for key in rs.lo_sorted],
         [[lid, src, [t.ref(e) for e in cut.pending], _open(cut.open, t)] for (lid, src), cut in rs.runs.items()],
         t.rows,
     ]
@@ -61,18 +61,24 @@ def decode_state(data: bytes) -> RunState:
     evs = _evs(rows)
     rs = RunState()
     rs.watermark = wm
-    rs.buffers = {(nid, side): [_pm_back(p, evs) for p in pms] for nid, side, pms in buffers}
+    # a keyed join's buffers (:mod:`spatec.automata.access`) carry their key after the matches
+    rs.buffers = {(e[0], e[1], *map(_key_back, e[3:])): [_pm_back(p, evs) for p in e[2]] for e in buffers}
     rs.pending = [_pm_back(p, evs) for p in pending]
     rs.xbuf = {nid: [evs[i] for i in refs] for nid, refs in xbuf}
     rs.history = {(typ, src): list(ts) for typ, src, ts in history}
     rs.emitted = {cid: hi for cid, hi in emitted}
     rs.since_prune = since_prune
-    rs.lo_sorted = {(nid, side) for nid, side in lo_sorted}
+    rs.lo_sorted = {tuple(map(_key_back, key)) for key in lo_sorted}
     for lid, src, pend, o in runs:
         cut = rs.runs[(lid, src)] = Cut()
         cut.pending = [evs[i] for i in pend]
         cut.open = _open_back(o, evs)
     return rs
+
+
+def _key_back(k):
+    """A buffer key's part as it was: msgpack gives a grid cell's tuple back as a list."""
+    return tuple(k) if isinstance(k, list) else k
 
 
 def encode_events(evs) -> bytes:

@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _encode_str
 
+from spatec.automata.access import accesses
 from spatec.automata.compile import AutomatonSpec, compile_automaton
 from spatec.automata.exprs import compile_condition, compile_expr
 from spatec.automata.patterns import PatternCompiler
@@ -280,6 +281,8 @@ class Automaton:
         #: the types it reads that are other phrases' composites (SPEC §8): the end of the input
         #: decides no more than the watermark does (see :mod:`spatec.automata.step`)
         self.derived = frozenset(plan.physical.derived)
+        #: join id → how it finds its candidates (:mod:`spatec.automata.access`; the others scan)
+        self.access = accesses(plan.physical.joins if plan.physical is not None else ())
 
 
 def bind(spec: AutomatonSpec, projector) -> Automaton:

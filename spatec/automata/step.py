@@ -44,6 +44,10 @@ from spatec.plan.nodes import After, Join
 from spatec.spatial import stamps as S
 
 
+#: events between two prunings of an ordered batch replay
+PRUNE_EVERY = 256
+
+
 def step(am: Automaton, st: RunState, events, watermark: int | None = None, final: bool = False,
          ordered: bool = False, limit: int | None = None):
     """Insert ``events``; return (decided composites, late events).
@@ -58,20 +62,25 @@ def step(am: Automaton, st: RunState, events, watermark: int | None = None, fina
     ctx = Context(st)
     w0 = st.watermark
     hi_max = w0
-    n = 0
+    n = unpruned = 0
     for ev in events:
         if ev.hi < w0:
             late.append(ev)
             continue
         if ev.hi > hi_max:
             if ordered and n >= 4 and (limit is None or hi_max <= limit):
-                # every event before this one has a smaller event time: decide and prune up to it
+                # every event before this one has a smaller event time: decide up to it, and
+                # prune (a pass over every buffer: only once PRUNE_EVERY events have come, as
+                # between batches; pruning drops only what can no longer match)
                 st.watermark = hi_max
                 _decide(am, st, ctx, hi_max, False, out)
-                _prune(am, st, hi_max)
+                if unpruned >= PRUNE_EVERY:
+                    _prune(am, st, hi_max)
+                    unpruned = 0
                 n = 0
             hi_max = ev.hi
         n += 1
+        unpruned += 1
         _insert(am, st, ctx, ev, out, ordered)
     w = hi_max if watermark is None else max(w0, watermark)
     if limit is not None and w > limit:
@@ -273,9 +282,16 @@ def _accept(am: Automaton, node, pm: PM, ctx) -> bool:
 def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) -> None:
     nid = node.id
     time_rel, space, absence, rslots, check, seq_right, parent = _join_info(am, node)
-    okey = (nid, "R" if side == "L" else "L")
-    other = st.buffers.get(okey)
-    if other:
+    access = am.access.get(nid)
+    oside = "R" if side == "L" else "L"
+    if access is None:
+        okeys = ((nid, oside),)
+    else:
+        okeys = [(nid, oside, k) for k in access.probe(side, pm, st.buffers, nid)]
+    for okey in okeys:
+        other = st.buffers.get(okey)
+        if not other:
+            continue
         w = am.plan.within
         lo, hi = pm.lo, pm.hi
         first = 0
@@ -292,6 +308,8 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
             qlo, qhi = q.lo, q.hi
             if w is not None and (hi if hi > qhi else qhi) - (lo if lo < qlo else qlo) > w:
                 continue  # already longer than `within`: every composite above this join would be too
+            if access is not None and (access.reject(pm, q, ctx) if side == "L" else access.reject(q, pm, ctx)):
+                continue  # the access's conjunct (a condition of this join) is false: decided early
             if mine is None:
                 mine = pm.events()
                 mine_ids = set(map(id, mine))
@@ -339,7 +357,7 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
                 _root(am, st, ctx, c, out)
             else:
                 _up(am, st, ctx, node, c, out)
-    key = (nid, side)
+    key = (nid, side) if access is None else (nid, side, access.store(side, pm))
     if side == "R" and seq_right and _seq_right_dead(
             pm, RUNS.floor(st, st.watermark) if st.runs else st.watermark, am.G):
         return
@@ -568,10 +586,13 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
     G = am.G
     min_lo = None
     lo_sorted = st.lo_sorted
+    emptied = []
     for key, buf in st.buffers.items():
         if not buf:
+            if len(key) == 3:
+                emptied.append(key)   # a keyed buffer (spatec.automata.access): its key may not come back
             continue
-        rules = am.rules[key]
+        rules = am.rules[key[:2]]
         conc = rules.get("conc")
         seq_right = rules.get("seq_right")
         succ = rules.get("succ")
@@ -606,6 +627,9 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
         buf[:] = keep
         if not in_order and all(a.lo <= b.lo for a, b in zip(keep, keep[1:])):
             lo_sorted.add(key)   # the out-of-order partial matches are gone
+    for key in emptied:
+        del st.buffers[key]
+        lo_sorted.discard(key)
     if st.xbuf or st.history:
         _prune_events(am, st, w, min_lo)
     if st.emitted and S_ is not None:

@@ -16,7 +16,10 @@ which fill the phrase's :class:`~spatec.plan.physical.PhysicalPlan`: the evaluat
 (a fast path or the automaton), key routing, source history for ``successive``, the
 leaf pre-filter's regions, whether the phrase may be cut into stretches of time,
 whether a keyless phrase of two nearby events may be cut by a distance join
-(``proximity``), and the attributes it reads.
+(``proximity``), the attributes it reads, and how each join finds its candidates, chosen
+by estimated rates and selectivities (``order_joins``, SPEC §10: from a sample of the input
+when the runner has it, :func:`~spatec.plan.program.with_statistics`, else the declared
+defaults).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from spatec.plan.attributes import attributes_read
 from spatec.plan.evaluator import choose_evaluator
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
 from spatec.plan.normalise import normalise
+from spatec.plan.order import order_joins
 from spatec.plan.partition import needs_one_partition, partition_key, per_equalities
 from spatec.plan.physical import PhysicalPlan
 from spatec.plan.predicates import place_predicates, split_conjuncts
@@ -35,6 +39,7 @@ from spatec.plan.prefilter import prefilter_regions
 from spatec.plan.proximity import proximity
 from spatec.plan.routing import route_keys, source_history
 from spatec.plan.runs import runs_share, runs_split
+from spatec.plan.statistics import DEFAULTS
 from spatec.errors import UnsupportedError
 from spatec.plan.support import require_backend
 from spatec.plan.windows import time_windows
@@ -48,12 +53,13 @@ PHYSICAL = (
     time_windows,
     proximity,
     attributes_read,
+    order_joins,
 )
 
 
-def plan_phrase(program: Program, info: PhraseInfo) -> PhrasePlan:
+def plan_phrase(program: Program, info: PhraseInfo, stats=None) -> PhrasePlan:
     plan = logical_plan(program, info)
-    return dataclasses.replace(plan, physical=physical_plan(program, plan))
+    return dataclasses.replace(plan, physical=physical_plan(program, plan, stats))
 
 
 def logical_plan(program: Program, info: PhraseInfo) -> PhrasePlan:
@@ -81,19 +87,21 @@ def logical_plan(program: Program, info: PhraseInfo) -> PhrasePlan:
         max_gap=max(gaps, default=0), types=info.types, places=dict(info.places), run_keys=run_keys)
 
 
-def physical_plan(program: Program, plan: PhrasePlan) -> PhysicalPlan:
-    phys = PhysicalPlan(plan.name)
+def physical_plan(program: Program, plan: PhrasePlan, stats=None) -> PhysicalPlan:
+    """The physical passes over ``plan``; ``stats``: the estimates they choose by
+    (:mod:`spatec.plan.statistics`; None: the declared defaults)."""
+    phys = PhysicalPlan(plan.name, estimates=stats if stats is not None else DEFAULTS)
     for rule in PHYSICAL:
         phys = rule(program, plan, phys)
     return phys
 
 
-def plan_program(program: Program, mode: str = "batch") -> list[PhrasePlan]:
+def plan_program(program: Program, mode: str = "batch", stats=None) -> list[PhrasePlan]:
     require_backend(program, mode)
     out = []
     for info in program.phrases:
         try:
-            out.append(plan_phrase(program, info))
+            out.append(plan_phrase(program, info, stats))
         except RecursionError:
             # the operator tree's passes are not all iterative yet: long `or` and `where` chains
             # plan at any length, but a match expression of thousands of joined events does not

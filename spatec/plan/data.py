@@ -23,7 +23,7 @@ from spatec.frontend.ast import Node, trampoline
 #: Modules whose dataclasses may appear in plan data.
 MODULES = ("spatec.errors", "spatec.frontend.ast", "spatec.frontend.load", "spatec.frontend.check",
            "spatec.frontend.places", "spatec.frontend.program", "spatec.plan.nodes",
-           "spatec.plan.physical", "spatec.plan.program", "spatec.automata.compile")
+           "spatec.plan.physical", "spatec.plan.order", "spatec.plan.statistics", "spatec.plan.program", "spatec.automata.compile")
 
 _CLASSES: dict = {}
 

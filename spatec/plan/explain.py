@@ -14,7 +14,8 @@ import json
 from spatec.frontend import ast as A
 from spatec.frontend.check import Program
 from spatec.plan.build import plan_program
-from spatec.plan.nodes import Join, Leaf, Negation, Or, PhrasePlan
+from spatec.plan.nodes import Join, Leaf, Negation, Or, PhrasePlan, walk_nodes
+from spatec.plan.statistics import sample_statistics
 
 _OP_NAMES = {";": "sequence", "||": "concurrency", "=": "same place", "<>": "different place",
              ";=": "sequence, same place", ";<>": "sequence, different place",
@@ -96,7 +97,8 @@ def physical_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
            "successive": phys.successive, "source_history": list(phys.source_history),
            "prefilter": {t: [r.describe() for r in rs] for t, rs in phys.prefilter},
            "local_in_time": phys.local_in_time, "proximity_m": phys.proximity,
-           "attributes": {t: list(a) for t, a in phys.attributes}}
+           "attributes": {t: list(a) for t, a in phys.attributes},
+           **estimates_dict(plan)}
     if program is not None:
         from spatec.automata.compile import compile_automaton
 
@@ -106,6 +108,33 @@ def physical_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
             "buffers": [{"join": nid, "side": "left" if side == "L" else "right",
                          "dropped": _rules_text(dict(rules))} for (nid, side), rules in spec.rules]}
     return out
+
+
+def estimates_dict(plan: PhrasePlan) -> dict:
+    """The estimates the planner chose by and what it chose (SPEC §10): where they come from,
+    the input types' rates, each node's rate, each join condition's selectivity, and each
+    join's access (``plan.physical``: :mod:`spatec.plan.order`)."""
+    phys = plan.physical
+    st = phys.estimates
+    if st is None:
+        return {}
+    access = {j.join: j for j in phys.joins}
+    joins = []
+    for n in walk_nodes(plan.root):
+        if not isinstance(n, Join):
+            continue
+        j = access.get(n.id)
+        joins.append({"join": n.id, "access": j.kind if j else "scan",
+                      "how": j.describe() if j else "scan the other side",
+                      "tried": j.tried if j else 1.0,
+                      "conditions": [{"where": text, "selectivity": sel}
+                                     for nid, text, sel in phys.selectivities if nid == n.id]})
+    return {"estimates": {
+        "from": st.origin, "about": st.describe(),
+        "types": [{"type": t.name, "rate_per_s": t.rate, "sources": t.sources, "area_km2": t.area / 1e6}
+                  for t in st.types],
+        "rate_per_s": {str(nid): r for nid, r in phys.rates}},
+        "joins": joins}
 
 
 def _rules_text(r: dict) -> list:
@@ -157,8 +186,11 @@ def plan_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
     }
 
 
-def explain(program: Program, phrase: str | None = None, fmt: str = "json") -> str:
-    plans = plan_program(program)
+def explain(program: Program, phrase: str | None = None, fmt: str = "json", frames: dict | None = None) -> str:
+    """``frames`` (type → canonical events): the estimates come from a sample of them
+    (SPEC §10), as a runner given that input plans; None: from the declared defaults."""
+    stats = sample_statistics({t: df for t, df in frames.items() if t in program.events}) if frames else None
+    plans = plan_program(program, stats=stats)
     if phrase is not None:
         plans = [p for p in plans if p.name == phrase]
         if not plans:
@@ -263,6 +295,18 @@ def _physical_lines(ph: dict) -> list:
                      "instead of one partition)")
     attrs = "; ".join(f"{t}: {', '.join(a) or '-'}" for t, a in ph["attributes"].items())
     lines.append(f"    attributes read: {attrs or '-'}")
+    if "estimates" in ph:
+        e = ph["estimates"]
+        lines.append(f"    estimates from {e['about']}")
+        for t in e["types"]:
+            lines.append(f"      {t['type']}: {t['rate_per_s']:.3g} events/s, {t['sources']} sources, "
+                         f"{t['area_km2']:.3g} km²")
+        rates = e["rate_per_s"]
+        lines.append("      partial matches/s: " + ", ".join(f"[{k}] {v:.3g}" for k, v in rates.items()))
+        for j in ph["joins"]:
+            conds = ", ".join(f"{c['where']} {c['selectivity']:.2g}" for c in j["conditions"])
+            lines.append(f"    join [{j['join']}]: {j['how']}; tries {j['tried']:.2g} of the other side"
+                         + (f"; selectivity {conds}" if conds else ""))
     if "automaton" in ph:
         lines.append(f"    automaton: fingerprint {ph['automaton']['fingerprint']}")
         for b in ph["automaton"]["buffers"]:

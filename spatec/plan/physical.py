@@ -65,6 +65,16 @@ class PhysicalPlan:
     proximity: Optional[float] = None
     #: per type, the attributes the phrase reads ((type, (attr, ...)), ...)
     attributes: tuple = ()
+    #: the estimates the planner chose by (:class:`spatec.plan.statistics.Statistics`): from a
+    #: sample of the input when the runner has it, else the declared defaults
+    estimates: object = None
+    #: how joins find their candidates (:class:`spatec.plan.order.JoinAccess`, one per join
+    #: whose conditions allow a keyed access; the others scan)
+    joins: tuple = ()
+    #: estimates: ((node id, partial matches per second it passes up), ...) and
+    #: ((join id, condition, selectivity), ...)
+    rates: tuple = ()
+    selectivities: tuple = ()
 
     @property
     def evaluator(self) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spatec.plan.program import Compiled
+from spatec.plan.program import Compiled, with_statistics
 from spatec.runtime.batch import phrase_rows
 from spatec.runtime.derived import BatchFlows, needed
 from spatec.runtime.events import final_watermark, to_evs
@@ -55,12 +55,15 @@ class WrittenFrames(Mapping):
 
 
 def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phrases=None,
-                  progress=None, fastpath: bool | None = None) -> ReplayResult:
+                  progress=None, fastpath: bool | None = None, statistics: bool = True) -> ReplayResult:
     """Run the phrases over canonical event frames (type → DataFrame).
 
     Phrases with a fast path (:mod:`spatec.vector.fastpath`) are evaluated
     by it, over all partitions at once, unless ``fastpath`` is False (or
     ``SPATEC_FASTPATH=0``); their state size is reported as 0."""
+    # the physical plans from a sample of the input (SPEC §10; statistics=False: the defaults)
+    if statistics:
+        compiled = with_statistics(compiled, frames)
     program = compiled.program
     crs = choose_crs(program, frames, crs)
     proj = Projector(crs)

@@ -14,7 +14,7 @@ from spatec.plan.nodes import After, PhrasePlan, walk_nodes
 from spatec.runtime.derived import Produced, derived_event, derived_from_rows
 from spatec.runtime.events import to_evs
 from spatec.runtime.routing import partitions
-from spatec.runtime.rows import ColumnRows, convert_values, dedupe, output_row
+from spatec.runtime.rows import ColumnRows, convert_values, dedupe, hulls_wkt, output_row
 from spatec.spatial.crs import Projector
 
 CHUNK = 512
@@ -116,7 +116,11 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
     for _key, part in partitions(plan, evs, hist_evs).items():
         got, st = run_partition(am, part, final_watermark, fastpath=False)
         size = max(size, st.size())
-        rows.extend(output_row(am, c, projector, st) for c in got)
+        # the hulls of a partition's composites at once (vectorised where their stamps are discs)
+        part_rows = [output_row(am, c, projector, st, hull=False) for c in got]
+        for row, h in zip(part_rows, hulls_wkt(got, projector)):
+            row["hull"] = h
+        rows.extend(part_rows)
         if produced is not None:
             produced.add_low(undecided_low(am, st))
             for c in got:

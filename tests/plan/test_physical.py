@@ -1,6 +1,8 @@
 """The physical plan: every runner's choices made by the planner's passes, as data."""
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import shutil
 import subprocess
@@ -15,6 +17,7 @@ from spatec.plan.build import PHYSICAL
 from spatec.plan.explain import explain
 from spatec.plan.physical import PhysicalPlan, Region
 from spatec.plan.program import compile_program
+from spatec.plan.statistics import DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO.parent / "shared" / "spec" / "examples"
@@ -40,13 +43,19 @@ def compile_text(tmp_path, body: str):
 def test_passes_run_in_the_listed_order_and_fill_every_field():
     assert [f.__name__ for f in PHYSICAL] == ["choose_evaluator", "route_keys", "source_history",
                                               "prefilter_regions", "time_windows", "proximity",
-                                              "attributes_read"]
+                                              "attributes_read", "order_joins"]
     c = compile_program(REPO / "examples" / "bunching" / "bunching.spatec")
     phys = c.plan("Bunching").physical
-    assert phys == PhysicalPlan("Bunching", fast_path="pair", types=("BusGPS",), key=("line", "operator"),
-                                keyed=("BusGPS",), broadcast=(), successive=False, source_history=(),
-                                prefilter=(), local_in_time=True,
-                                attributes=(("BusGPS", ("vehicle", "line", "operator")),))
+    # the estimates (SPEC §10): the declared defaults without input; the distance conjunct
+    # keys the join's buffers by a grid of 100 m + 2 x 15 m cells
+    (j,) = phys.joins
+    assert (j.kind, j.vars, j.cell) == ("near", ("A", "B"), 130.0)
+    assert phys.estimates == DEFAULTS and len(phys.rates) == 3 and len(phys.selectivities) == 4
+    assert dataclasses.replace(phys, joins=(), rates=(), selectivities=()) == PhysicalPlan(
+        "Bunching", fast_path="pair", types=("BusGPS",), key=("line", "operator"),
+        keyed=("BusGPS",), broadcast=(), successive=False, source_history=(),
+        prefilter=(), local_in_time=True,
+        attributes=(("BusGPS", ("vehicle", "line", "operator")),), estimates=DEFAULTS)
 
 
 @pytest.mark.parametrize("body, want", [
