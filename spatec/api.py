@@ -46,17 +46,12 @@ SPARK_TYPES = {"str": "string", "bool": "boolean", "time": "timestamp"}
 CRS = "EPSG:4326"
 
 
-class Results(Mapping):
-    """A replay's composites: phrase → :class:`geopandas.GeoDataFrame` (in ``(lo, hi, id)``
-    order), and what became of the input: ``read``, ``used``, ``rejected`` (counts, summed
-    over the inputs) and ``rejects`` (a frame of the rows not used: ``type``, ``file``,
-    ``row``, ``reason``, ``record``); ``crs`` is the metric CRS distances were measured in."""
+class _Answer(Mapping):
+    """Phrase → frame, with the input's ``rejects`` and counts (``inputs``: type, input,
+    read, used, rejected per input; ``read``/``used``/``rejected`` summed over them)."""
 
-    def __init__(self, frames: dict, rejects: pd.DataFrame, counts: list, crs: str):
-        self._frames = frames
-        self.rejects = rejects
-        self.inputs = counts          # (type, input, read, used, rejected) per input
-        self.crs = crs
+    def __init__(self, frames: dict, rejects: pd.DataFrame, counts: list):
+        self._frames, self.rejects, self.inputs = frames, rejects, counts
 
     def __getitem__(self, phrase):
         return self._frames[phrase]
@@ -79,30 +74,25 @@ class Results(Mapping):
     def rejected(self) -> int:
         return sum(c[4] for c in self.inputs)
 
+
+class Results(_Answer):
+    """A replay's composites: phrase → :class:`geopandas.GeoDataFrame` (in ``(lo, hi, id)``
+    order), and what became of the input: ``read``, ``used``, ``rejected`` (counts, summed
+    over the inputs) and ``rejects`` (a frame of the rows not used: ``type``, ``file``,
+    ``row``, ``reason``, ``record``); ``crs`` is the metric CRS distances were measured in."""
+
+    def __init__(self, frames: dict, rejects: pd.DataFrame, counts: list, crs: str):
+        super().__init__(frames, rejects, counts)
+        self.crs = crs
+
     def __repr__(self):
         phrases = ", ".join(f"{p}: {len(df):,}" for p, df in self._frames.items())
         return f"<spatec Results {{{phrases}}}; {self.read:,} rows read = {self.used:,} used + {self.rejected:,} rejected>"
 
 
-class SparkResults(Mapping):
+class SparkResults(_Answer):
     """:meth:`Program.replay`'s answer: phrase → lazy Spark DataFrame, with the input's
     ``rejects`` and counts as in :class:`Results`."""
-
-    def __init__(self, frames: dict, rejects: pd.DataFrame, counts: list):
-        self._frames, self.rejects, self.inputs = frames, rejects, counts
-
-    def __getitem__(self, phrase):
-        return self._frames[phrase]
-
-    def __iter__(self):
-        return iter(self._frames)
-
-    def __len__(self):
-        return len(self._frames)
-
-    read = Results.read
-    used = Results.used
-    rejected = Results.rejected
 
 
 def geodataframe(df: pd.DataFrame, plan, tz: str = "UTC"):

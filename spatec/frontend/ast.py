@@ -683,6 +683,19 @@ class Module(Node):
 
 # --------------------------------------------------------------------------- walks
 
+def literal_type(e) -> str | None:
+    """The type word of a literal that needs no context (number, quantity, text, boolean), else None."""
+    if isinstance(e, Num):
+        return "number"
+    if isinstance(e, Quantity):
+        return e.dimension
+    if isinstance(e, Str):
+        return "str"
+    if isinstance(e, BoolLit):
+        return "bool"
+    return None
+
+
 def is_pattern(m: Match) -> bool:
     """True when ``m`` is made only of patterns (no event type anywhere); cached per node."""
     cached = m.__dict__.get(_PATTERN) if isinstance(m, Node) else None

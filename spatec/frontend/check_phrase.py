@@ -481,14 +481,9 @@ class PhraseChecker:
         return t
 
     def _expr_inner(self, e):
-        if isinstance(e, A.Num):
-            return "number"
-        if isinstance(e, A.Quantity):
-            return e.dimension
-        if isinstance(e, A.Str):
-            return "str"
-        if isinstance(e, A.BoolLit):
-            return "bool"
+        literal = A.literal_type(e)
+        if literal is not None:
+            return literal
         if isinstance(e, A.TimeLit):
             if parse_time_literal(e.text, self.c.timezone) is None:
                 self.err(e.span, f"`{e.text}` is not a valid date-time")

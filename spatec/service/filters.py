@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from spatec.errors import ParseError, SpatecError
 from spatec.frontend import ast as A
 from spatec.frontend.check import time_literal_micros
-from spatec.frontend.typewords import DIMENSIONS, NUMERIC, TYPE_WORDS, arith_type, unit_hint
+from spatec.frontend.typewords import DIMENSIONS, NUMERIC, TYPE_WORDS, arith_type, did_you_mean, unit_hint
 from spatec.frontend.parse import parse_expr
 
 #: fields every alert carries, usable in a filter, with their types
@@ -131,14 +131,9 @@ class _Checker:
         return t
 
     def _type(self, e) -> str:
-        if isinstance(e, A.Num):
-            return "number"
-        if isinstance(e, A.Quantity):
-            return e.dimension
-        if isinstance(e, A.Str):
-            return "str"
-        if isinstance(e, A.BoolLit):
-            return "bool"
+        literal = A.literal_type(e)
+        if literal is not None:
+            return literal
         if isinstance(e, A.TimeLit):
             try:
                 time_literal_micros(e.text, self.tz)
@@ -147,11 +142,8 @@ class _Checker:
             return "time"
         if isinstance(e, A.Var):
             if e.name not in self.fields:
-                from difflib import get_close_matches
-
-                near = get_close_matches(e.name, list(self.fields), n=1)
                 self.fail(e, f"unknown field {e.name}",
-                          f"did you mean {near[0]}?" if near else "fields: " + ", ".join(self.fields))
+                          did_you_mean(e.name, self.fields) or "fields: " + ", ".join(self.fields))
             t = self.fields[e.name]
             return "number" if t in ("int", "float") else t
         if isinstance(e, A.Attr):

@@ -9,6 +9,17 @@ SHARED = Path(__file__).resolve().parents[3] / "shared"
 HOUR = SHARED / "datasets" / "cambridge" / "sirivm_2019-10-01_0854-1000.csv.gz"
 REPO = Path(__file__).resolve().parents[2]
 
+BUS = SHARED / "spec" / "examples" / "bus.spatec"
+
+#: positive leaves only (no negation, no successive): BusGPS can be pre-filtered
+FILTERABLE = f'''
+include "{BUS}"
+phrase CentreThenHospital per vehicle =
+    (BusGPS -> A and at centre) ; (BusGPS -> B and (at hospital or within 300 m of station))
+  within 40 min
+  emit vehicle = A.vehicle, minutes = duration(A, B) / 1 min
+'''
+
 
 @pytest.fixture(scope="session")
 def hour_path():

@@ -15,19 +15,9 @@ from spatec.runners.replay import ingest
 from spatec.runners.spark.batch import replay_frames_spark
 from spatec.runners.spark.exchange import EXCHANGE_KEY
 from spatec.runners.spark.prefilter import prefilter_regions
-from tests.runners.conftest import REPO, SHARED
+from tests.runners.conftest import BUS, FILTERABLE, REPO, SHARED
 
 SPATEC = Path(sys.executable).parent / "spatec"
-BUS = SHARED / "spec" / "examples" / "bus.spatec"
-
-#: positive leaves only (no negation, no successive): BusGPS can be pre-filtered
-FILTERABLE = f'''
-include "{BUS}"
-phrase CentreThenHospital per vehicle =
-    (BusGPS -> A and at centre) ; (BusGPS -> B and (at hospital or within 300 m of station))
-  within 40 min
-  emit vehicle = A.vehicle, minutes = duration(A, B) / 1 min
-'''
 
 
 def test_prefilter_only_where_no_negation_or_successive(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from tests.runners.conftest import SHARED
+from tests.runners.conftest import BUS, FILTERABLE
 
 from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
@@ -17,15 +17,6 @@ from spatec.runners.spark.sedona import executed_plan, sedona_prefilter
 from spatec.runners.spark.session import ENGINE_KEY, sedona_missing
 from spatec.spatial.crs import choose_crs
 
-BUS = SHARED / "spec" / "examples" / "bus.spatec"
-
-FILTERABLE = f'''
-include "{BUS}"
-phrase CentreThenHospital per vehicle =
-    (BusGPS -> A and at centre) ; (BusGPS -> B and (at hospital or within 300 m of station))
-  within 40 min
-  emit vehicle = A.vehicle, minutes = duration(A, B) / 1 min
-'''
 
 #: any two buses, whatever their line, within 50 m at the same time: no key
 CLOSE = f'''
