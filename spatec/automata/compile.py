@@ -90,21 +90,10 @@ def _place_names(nodes, negs, plan) -> set:
     filters = [f for n in nodes for f in n.filters] + [f for neg in negs for l in neg.leaves for f in l.filters]
     filters += [n.run.filter for n in nodes if getattr(n, "run", None) is not None and n.run.filter is not None]
     for f in filters:
-        for x in _walk_pattern(f):
+        for x in A.walk(f):
             if isinstance(x, (A.AtPlace, A.NearPlace)):
                 out.add(x.place)
     return out
-
-
-def _walk_pattern(p):
-    stack = [p]
-    while stack:
-        x = stack.pop()
-        yield x
-        for attr in ("left", "right", "operand", "pattern"):
-            child = getattr(x, attr, None)
-            if child is not None:
-                stack.append(child)
 
 
 def _prune_rules(spec: AutomatonSpec, nodes: list, type_len: dict) -> tuple:
