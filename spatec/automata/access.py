@@ -62,7 +62,7 @@ class NearAccess:
         return not (d < self.metres) if self.strict else not (d <= self.metres)
 
     def _cell(self, loc):
-        xy = loc._xy
+        xy = loc.xy
         if xy is None or loc.r > self.rmax:
             return None
         x, y = xy[0] / self.cell, xy[1] / self.cell

@@ -160,8 +160,8 @@ def _open_back(v, evs: list):
 def _loc(loc):
     if loc is S.UNIVERSE:
         return None
-    if loc._xy is not None:
-        return [loc._xy[0], loc._xy[1], loc.r]
+    if loc.xy is not None:
+        return [loc.xy[0], loc.xy[1], loc.r]
     return [shapely.to_wkb(loc.geom), loc.r]
 
 

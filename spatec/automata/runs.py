@@ -87,7 +87,7 @@ class Open:
         self.first = self.last = ev
         self.count = 1
         self.lo, self.hi = ev.lo, ev.hi
-        xy = ev.loc._xy
+        xy = ev.loc.xy
         if xy is not None:
             self.pts, self.r, self.loc = [xy], ev.loc.r, None
         else:
@@ -106,8 +106,8 @@ class Open:
         if ev.hi > self.hi:
             self.hi = ev.hi
         loc = ev.loc
-        if self.pts is not None and loc._xy is not None and loc.r == self.r:
-            self.pts = add_point(self.pts, loc._xy)
+        if self.pts is not None and loc.xy is not None and loc.r == self.r:
+            self.pts = add_point(self.pts, loc.xy)
         else:
             self.loc = S.hull([self.hull(), loc])
             self.pts = None

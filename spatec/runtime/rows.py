@@ -238,13 +238,13 @@ def hulls_wkt(composites: Sequence[Composite], proj: Projector) -> list:
         evs = c.events
         locs = [e.loc for e in evs]
         r = locs[0].r if locs else None
-        if c._loc is not None or not locs or any(l._xy is None or l.r != r for l in locs):
+        if c._loc is not None or not locs or any(l.xy is None or l.r != r for l in locs):
             out[i] = S.to_lonlat_wkt(c.loc, proj)
             continue
         groups.setdefault((len(locs), r), []).append(i)
     for (k, r), idx in groups.items():
         n = len(idx)
-        xy = np.array([[composites[i].events[v].loc._xy for i in idx] for v in range(k)], dtype=float)
+        xy = np.array([[composites[i].events[v].loc.xy for i in idx] for v in range(k)], dtype=float)
         cols = _Cols(xy[:, :, 0].reshape(-1), xy[:, :, 1].reshape(-1), np.full(k * n, r))
         rows = {str(v): np.arange(v * n, (v + 1) * n, dtype=np.int64) for v in range(k)}
         z = np.zeros(n, dtype=np.int64)

@@ -184,7 +184,7 @@ def region_table(regions) -> pa.Table:
         seen.add(name)
         if not isinstance(loc, Loc) or loc.is_universe:
             raise EngineError(f"region {name!r} must be a Loc with a geometry, got {loc!r}")
-        circle = loc._xy is not None
+        circle = loc.xy is not None
         x0, y0, x1, y1 = shapely.bounds(loc.geom)
         grow = loc.r + BOX_SLACK
         if circle:
@@ -194,7 +194,7 @@ def region_table(regions) -> pa.Table:
             cont = shapely.to_wkb(q, output_dimension=2)
         values = {
             "name": name, "circle": circle,
-            "cx": loc._xy[0] if circle else None, "cy": loc._xy[1] if circle else None,
+            "cx": loc.xy[0] if circle else None, "cy": loc.xy[1] if circle else None,
             "rr": loc.r, "areal": bool(areal),
             "bx0": x0 - grow, "by0": y0 - grow, "bx1": x1 + grow, "by1": y1 + grow,
             "wkb": shapely.to_wkb(loc.geom, output_dimension=2), "cont_wkb": cont,

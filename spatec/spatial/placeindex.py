@@ -52,8 +52,8 @@ class PlaceIndex:
             return self
         ix = self._grown.get(d)
         if ix is None:
-            ix = self._grown[d] = PlaceIndex([S.Loc(loc.geom, loc.r + d) if loc._xy is None
-                                              else S.Loc.disc(loc._xy[0], loc._xy[1], loc.r + d)
+            ix = self._grown[d] = PlaceIndex([S.Loc(loc.geom, loc.r + d) if loc.xy is None
+                                              else S.Loc.disc(loc.xy[0], loc.xy[1], loc.r + d)
                                               for loc in self.locs])
         return ix
 

@@ -127,6 +127,11 @@ class Loc:
         elif not np.isfinite(shapely.get_coordinates(g)).all():
             raise ValueError("geometry coordinates must be finite")
 
+    @property
+    def xy(self) -> tuple | None:
+        """The disc's centre ``(x, y)`` when the stamp is a point grown by ``r``, else None."""
+        return self._xy
+
     @classmethod
     def disc(cls, x: float, y: float, r: float) -> "Loc":
         """The disc of radius ``r`` around ``(x, y)``; UNIVERSE if x or y is NaN."""

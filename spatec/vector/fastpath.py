@@ -185,7 +185,7 @@ def event_columns(fp: FastPath, evs: list) -> Columns | None:
     g = src if fp.shape == "chain" else np.zeros(n, dtype=np.int64)   # else one partition: one source
     order = np.lexsort((t, g)) if fp.shape != "leaf" else np.arange(n)
     evs = [evs[i] for i in order.tolist()]
-    xy = [e.loc._xy for e in evs]
+    xy = [e.loc.xy for e in evs]
     disc = np.fromiter((p is not None for p in xy), bool, n)
     x = np.array([p[0] if p is not None else np.nan for p in xy], dtype=float)
     y = np.array([p[1] if p is not None else np.nan for p in xy], dtype=float)
