@@ -34,6 +34,7 @@ from typing import Optional
 from spatec.frontend import ast as A
 from spatec.frontend.printer import print_expr
 from spatec.plan.nodes import Join, definite_vars, walk_nodes
+from spatec.plan.predicates import distance_below
 from spatec.plan.statistics import DEFAULTS, estimate_join, node_rates, selectivity
 
 
@@ -109,17 +110,14 @@ def _options(program, plan, c, left, right, slot_of):
             pair = _sides(a, b, left, right, slot_of)
             if pair is not None:
                 yield JoinAccess(0, "source", pair[0], pair[1], because=text, reverse=pair[0][0] != a)
-    if isinstance(c, A.BinOp) and c.op in ("<", "<=") and isinstance(c.right, A.Quantity) \
-            and c.right.unit in A.DIST_UNITS and isinstance(c.left, A.Call) \
-            and c.left.func == "distance" and len(c.left.args) == 2 \
-            and all(isinstance(a, A.Var) for a in c.left.args):
-        a, b = (x.name for x in c.left.args)
+    below = distance_below(c)
+    if below is not None:
+        a, b, d, strict = below
         pair = _sides(a, b, left, right, slot_of)
-        d = c.right.metres()
         widen = max((_widen(program, plan.vars.get(v)) for v in pair[0]), default=0.0) if pair else 0.0
         if pair is not None and d + 2 * widen > 0:     # (a grid of cells of side 0 finds nothing)
             yield JoinAccess(0, "near", pair[0], pair[1], cell=d + 2 * widen, metres=d, because=text,
-                             strict=c.op == "<")
+                             strict=strict)
 
 
 def _sides(a, b, left, right, slot_of):

@@ -35,6 +35,22 @@ def expr_vars(e) -> set[str]:
     return out
 
 
+def distance_below(c) -> tuple | None:
+    """``distance(X, Y) < D`` or ``<= D`` (written either way round, ``D > distance(X, Y)``
+    too) as ``(X, Y, metres, strict)``, else None."""
+    if not isinstance(c, A.BinOp):
+        return None
+    left, op, right = c.left, c.op, c.right
+    if op in (">", ">="):
+        left, right, op = right, left, {">": "<", ">=": "<="}[op]
+    if op not in ("<", "<=") or not (isinstance(left, A.Call) and left.func == "distance"
+                                     and len(left.args) == 2 and all(isinstance(a, A.Var) for a in left.args)):
+        return None
+    if not (isinstance(right, A.Quantity) and right.dimension == "distance"):
+        return None
+    return left.args[0].name, left.args[1].name, right.metres(), op == "<"
+
+
 def place_predicates(root, conjuncts, info: PhraseInfo):
     """Attach each conjunct to the lowest node binding its variables; return (root, deferred)."""
     negs = {}

@@ -20,6 +20,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.check import Program
 from spatec.plan.nodes import Join, Leaf, PhrasePlan
 from spatec.plan.physical import PhysicalPlan
+from spatec.plan.predicates import distance_below
 
 
 def proximity(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
@@ -47,18 +48,10 @@ def proximity_bound(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> f
 
 
 def _distance_bound(c, pair: set) -> float | None:
-    def is_pair(x, func):
-        return isinstance(x, A.Call) and x.func == func and len(x.args) == 2 and \
-            all(isinstance(a, A.Var) for a in x.args) and {a.name for a in x.args} == pair
-
-    if is_pair(c, "overlap"):
+    if isinstance(c, A.Call) and c.func == "overlap" and len(c.args) == 2 and \
+            all(isinstance(a, A.Var) for a in c.args) and {a.name for a in c.args} == pair:
         return 0.0
-    if not isinstance(c, A.BinOp):
-        return None
-    left, op, right = c.left, c.op, c.right
-    if op in (">", ">="):
-        left, right, op = right, left, {">": "<", ">=": "<="}[op]
-    if op in ("<", "<=") and is_pair(left, "distance") and isinstance(right, A.Quantity) \
-            and right.dimension == "distance":
-        return right.metres()
+    below = distance_below(c)
+    if below is not None and {below[0], below[1]} == pair:
+        return below[2]
     return None
