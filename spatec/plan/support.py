@@ -16,8 +16,9 @@ from spatec.frontend.program import DERIVED, Program
 #: places have one: spatec.automata.runs, spatec.automata.places; phrases as event types:
 #: spatec.runtime.derived)
 NOT_YET = ()
-#: and per mode: live runners have no derived streams yet (the local batch runner has them)
-NOT_YET_IN = {"live": (DERIVED,)}
+#: and per mode (mode → constructs); derived streams: the local runners have them, the Spark
+#: runners refuse them by runner (:func:`require_flow`)
+NOT_YET_IN: dict = {}
 
 
 def unsupported(program: Program, mode: str = "batch") -> list[tuple[str, str]]:
@@ -42,10 +43,11 @@ def require_backend(program: Program, mode: str = "batch") -> None:
 
 def require_flow(plans, mode: str) -> None:
     """Raise :class:`UnsupportedError` if one of ``plans`` reads another phrase's composites
-    (SPEC §8) in a runner that has no derived streams yet (``mode``: "Spark batch", "live",
-    "Spark live"); the local batch runner (``spatec replay``) evaluates them."""
+    (SPEC §8) in a runner that has no derived streams yet (``mode``: "Spark batch", "Spark
+    live"); the local runners (``spatec replay --runner local``, ``spatec live --runner
+    local``) evaluate them."""
     for plan in plans:
         if plan.physical.derived:
             raise UnsupportedError(DERIVED, mode, f"phrase {plan.name} reads the composites of "
-                                   f"{', '.join(plan.physical.derived)}; the local batch runner "
-                                   "(spatec replay --runner local) evaluates phrases over phrases")
+                                   f"{', '.join(plan.physical.derived)}; the local runners (spatec replay --runner local, "
+                                   "spatec live --runner local) evaluate phrases over phrases")

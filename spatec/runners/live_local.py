@@ -51,6 +51,13 @@ except absences whose window reaches past it. Without it the run goes on
 until stopped (SIGINT, SIGTERM), and leaves undecided what the watermark has
 not decided yet.
 
+Phrases over phrases (SPEC §8): the phrases run in flow order; the composites
+a producer decides in a batch (or while its keys are pruned) are events for
+the phrases that read them in the same batch, and each phrase is stepped with
+its own watermark, the global one at most its producers' frontiers
+(:class:`spatec.runtime.derived.LiveFlows`). The end of input decides as a
+replay does (REFERENCE decision 33), so live and replay report the same set.
+
 Broadcast events are kept while they could still be part of a composite with
 an event to come: for the phrase's span bound plus its longest absence window
 (all of them for a phrase without a span bound). A composite made only of
@@ -74,7 +81,6 @@ from spatec.events.canonical import to_events
 from spatec.events.read import write_rejects
 from spatec.feeds.sources import DirSource, HttpFeedSource
 from spatec.plan.program import Compiled
-from spatec.plan.support import require_flow
 from spatec.runtime.checkpoint import (
     FULL_EVERY,
     Checkpoint,
@@ -82,6 +88,7 @@ from spatec.runtime.checkpoint import (
     LiveState,
     fingerprint,
 )
+from spatec.runtime.derived import LiveFlows, needed, unique_events
 from spatec.runtime.events import to_evs
 from spatec.runtime.keyed import (
     KeyedPhrase,
@@ -142,14 +149,18 @@ class LocalLive:
                  out: Path, lateness: int = 0, crs: str | None = None, phrases=None,
                  seen_retention: int | None = None, on_batch: Callable | None = None, max_polls: int = 1,
                  checkpoint_every: float | None = None, background: bool | None = None, freeze_gc: bool = True):
-        require_flow([p for p in compiled.plans if not phrases or p.name in phrases], "live")
         self.compiled, self.program = compiled, compiled.program
         self.sources, self.sinks = list(sources), sinks
         self.ck = Checkpoint(checkpoint)
         self.out = Path(out)
         self.lateness = int(lateness)
         self.crs_override = crs
-        self.plans = [p for p in compiled.plans if not phrases or p.name in phrases]
+        # the phrases asked for and every phrase whose composites they read (in flow order);
+        # only those asked for are reported
+        run = needed(compiled, phrases)
+        self.plans = [p for p in compiled.plans if p.name in run]
+        self.report = {p.name for p in self.plans if not phrases or p.name in phrases}
+        self.flows = LiveFlows(self.plans)
         self.seen_retention = seen_retention if seen_retention is not None else max(self.lateness, 600_000_000)
         self.on_batch = on_batch
         self.max_polls = max_polls
@@ -199,6 +210,7 @@ class LocalLive:
         self.proj = Projector(crs)
         self.phrases = [KeyedPhrase(p, self.program, self.proj) for p in self.plans]
         for ph in self.phrases:
+            ph.consumed = ph.name in self.flows.consumed
             ks = self.kstates[ph.name] = KeyedState(st.keys.setdefault(ph.name, {}),
                                                     st.bcast.setdefault(ph.name, []), heap=[])
             for k, rs in ks.keys.items():
@@ -265,8 +277,7 @@ class LocalLive:
         if st.max_hi != NEG_INF:
             st.watermark = max(st.watermark, st.max_hi - self.lateness)
         found: list = []
-        for ph in self.phrases:
-            self._run_phrase(ph, evs_by_type, wm_prev, found, arrival)
+        self._run_phrases(evs_by_type, found, arrival)
         st.batches += 1
         delivered, trig = self._deliver(found)
         # after the delivery: pruning idle keys is not on the way of this batch's alerts
@@ -347,15 +358,25 @@ class LocalLive:
                 return s.spec.type
         raise KeyError(item.source)
 
-    def _run_phrase(self, ph: KeyedPhrase, evs_by_type, wm_prev, found, arrival) -> None:
-        wm = self.state.watermark
-        by_key, bnew = route(ph.physical, evs_by_type)
-        done = advance(ph, self._keyed(ph), by_key, bnew, wm, wm != wm_prev)
-        self._dirty.update((ph.name, k) for k in done.touched)
-        if done.late:  # not expected: every key's watermark trails the global one
-            self.state.counts["late"] += len(done.late)
-            log.warning("%s: %d event(s) behind a key's watermark dropped", ph.name, len(done.late))
-        self._collect(ph, done.found, found, arrival)
+    def _run_phrases(self, evs_by_type, found, arrival, produced: dict | None = None) -> None:
+        """Every phrase in flow order over a batch's events, each with its own watermark; the
+        composites of a phrase that another reads are events for it (``produced``: producer →
+        events already decided, by housekeeping)."""
+        produced = dict(produced or {})
+        for ph in self.phrases:
+            wm = self.flows.watermark(ph.plan, self.state.watermark)
+            evs = self.flows.inputs(ph.plan, produced, evs_by_type)
+            by_key, bnew = route(ph.physical, evs)
+            ks = self._keyed(ph)
+            done = advance(ph, ks, by_key, bnew, wm, self.flows.moved(ph.plan, wm))
+            self.flows.done(ph.plan, ph.am, ks.keys.values(), ks.bcast, wm)
+            if done.events:
+                produced[ph.name] = unique_events(produced.get(ph.name, []) + done.events)
+            self._dirty.update((ph.name, k) for k in done.touched)
+            if done.late:  # not expected: every key's watermark trails the phrase's
+                self.state.counts["late"] += len(done.late)
+                log.warning("%s: %d event(s) behind a key's watermark dropped", ph.name, len(done.late))
+            self._collect(ph, done.found, found, arrival)
 
     def _collect(self, ph: KeyedPhrase, got, found, arrival) -> None:
         """Decided composites with their rows (the hull made later, for the whole batch at
@@ -384,13 +405,23 @@ class LocalLive:
         # the round's keys are taken from the end of the list (not copied at each slice)
         end = self._hk_left
         self._hk_left = max(0, end - n)
+        produced: dict = {}
         for ph, k in self._hk[self._hk_left:end]:
-            done = prune_key(ph, self._keyed(ph), k, wm)
+            pwm = self.flows.stepped.get(ph.name)
+            if pwm is None:
+                continue
+            done = prune_key(ph, self._keyed(ph), k, pwm)
             self._collect(ph, done.found, found, {})
+            if done.events:
+                produced.setdefault(ph.name, []).extend(done.events)
             self._dirty.update((ph.name, k) for k in done.touched)
             for k in done.dropped:
                 self._dirty.discard((ph.name, k))
                 self._dropped.add((ph.name, k))
+        if produced:
+            # what pruning decided in a producer goes on to the phrases that read it now (it is
+            # in no saved state otherwise)
+            self._run_phrases({}, found, {}, {p: unique_events(e) for p, e in produced.items()})
         if self._hk_left:
             return
         self._hk = None
@@ -399,11 +430,15 @@ class LocalLive:
             for i in self._seen_batches.popleft()[1]:
                 st.seen.pop(i, None)
                 self._seen_set.discard(i)
-        retention = max((ph.retention for ph in self.phrases), default=0) + self.lateness + 600_000_000
-        if all(ph.horizon is not None for ph in self.phrases):
-            self.sinks.log.prune(wm - retention)
+        # a phrase over phrases decides by its own watermark, behind the global one
+        cut = min((self.flows.stepped.get(ph.name, NEG_INF) - ph.retention for ph in self.phrases),
+                  default=wm) - self.lateness - 600_000_000
+        if all(ph.horizon is not None for ph in self.phrases) and cut > NEG_INF:
+            self.sinks.log.prune(cut)
 
     def _deliver(self, found) -> tuple[list[dict], dict]:
+        if len(self.report) < len(self.phrases):     # (producers run only for the phrases asked for)
+            found = [f for f in found if f[0].name in self.report]
         if not found:
             return [], {}
         hulls = hulls_wkt([c for _, c, _, _ in found], self.proj)
@@ -504,9 +539,16 @@ class LocalLive:
         found: list = []
         if self.proj is not None and st.max_hi != NEG_INF:
             final_w = max(st.max_hi, st.watermark)
+            produced: dict = {}
             for ph in self.phrases:
                 ks = self._keyed(ph)
-                done = advance(ph, ks, {}, [], final_w, True, final=True)
+                # a phrase over phrases: at most its producers' frontiers at the end (decision 33)
+                w = self.flows.watermark(ph.plan, final_w)
+                by_key, bnew = route(ph.physical, self.flows.inputs(ph.plan, produced, {}))
+                done = advance(ph, ks, by_key, bnew, w, True, final=True)
+                self.flows.done(ph.plan, ph.am, ks.keys.values(), ks.bcast, w, final=True)
+                if done.events:
+                    produced[ph.name] = unique_events(done.events)
                 self._collect(ph, done.found, found, {})
             st.watermark = final_w
         st.finished = True

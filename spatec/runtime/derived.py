@@ -14,12 +14,23 @@ undecided (absences whose window reaches past the data, runs not complete;
 :func:`~spatec.automata.step.undecided_low`), and at most P's own final watermark, which
 is its input's, at most the frontiers of the phrases P reads (:func:`input_watermark`).
 A phrase decides by that watermark at the end of the input too (REFERENCE decision 33),
-which is what a live runner could know: live runners do not run phrases over phrases yet
+which is what a live runner knows.
+
+Live (:class:`LiveFlows`, the local live runner; REFERENCE decision 36): the phrases run in
+flow order in every micro-batch; a producer's decided composites are handed as events to the
+phrases that read them in the same batch, and each phrase is stepped with its own watermark,
+the global one at most its producers' frontiers. A producer's frontier while the input goes on
+(:func:`live_frontier`) is a lower bound of the ``lo`` of every composite it may still decide:
+its pending composites, open runs and buffered partial matches, and what an event still to
+come could start (the watermark it was stepped with, less the longest stamp of an input
+event). At the end of the input it is :func:`end_frontier`, as in a batch replay, so that
+live and batch report the same set. Spark runners do not run phrases over phrases yet
 (:func:`~spatec.plan.support.require_flow` refuses them).
 """
 from __future__ import annotations
 
 from spatec.automata.machine import NEG_INF, Composite, Ev, RunState
+from spatec.automata.step import undecided_low
 from spatec.runtime.rows import emit_values
 
 
@@ -110,3 +121,83 @@ class BatchFlows:
             return
         self.events[plan.name] = sorted(produced.events, key=lambda e: (e.hi, e.lo, e.id))
         self.frontiers[plan.name] = end_frontier(self.watermark(plan), [produced.low])
+
+
+def live_frontier(am, states, bcast, watermark: int) -> int:
+    """A producer's frontier while the input goes on: a lower bound of the ``lo`` of every
+    composite it may still decide, given its keys' run ``states`` and its broadcast buffer
+    ``bcast`` after a step with ``watermark``. A composite still to come is pending, an open
+    run, grows from a buffered partial match or broadcast event, or has an event still to
+    come: an input event's ``hi`` is at least the watermark (else it is late), its ``lo`` at
+    most the longest input stamp before; a derived event's ``lo`` is at least its producer's
+    frontier, which bounds ``watermark`` already. NEG_INF while input stamps are unbounded."""
+    longest = am.type_len.get(None)
+    if watermark == NEG_INF or longest is None:
+        return NEG_INF
+    low = watermark - longest
+    for e in bcast:
+        if e.lo < low:
+            low = e.lo
+    for rs in states:
+        for pm in rs.pending:
+            if pm.lo < low:
+                low = pm.lo
+        for pms in rs.buffers.values():
+            for pm in pms:
+                if pm.lo < low:
+                    low = pm.lo
+        for cut in rs.runs.values():
+            if cut.open is not None and cut.open.lo < low:
+                low = cut.open.lo
+            for x in cut.pending:
+                if x.lo < low:
+                    low = x.lo
+    return low
+
+
+class LiveFlows:
+    """The flow graph of a live run: each phrase's watermark (the global one, at most the
+    frontiers of the phrases it reads) and the producers' frontiers, recomputed from their run
+    state after each step (nothing of it is checkpointed: a restored state gives it again)."""
+
+    def __init__(self, plans):
+        self.consumed = {t for p in plans for t in p.physical.derived}
+        self.frontiers: dict = {}       # producer → its frontier after its last step
+        self.stepped: dict = {}         # phrase → the watermark it was last stepped with
+
+    def watermark(self, plan, watermark: int) -> int:
+        return input_watermark(plan, watermark, self.frontiers)
+
+    def moved(self, plan, watermark: int) -> bool:
+        """Whether ``watermark`` is not the one the phrase was last stepped with."""
+        return self.stepped.get(plan.name) != watermark
+
+    @staticmethod
+    def inputs(plan, produced: dict, evs_by_type: dict) -> dict:
+        """A batch's events for the phrase: the input's, and the composites of the phrases it
+        reads decided in this batch (``produced``: producer → events)."""
+        got = {t: produced[t] for t in plan.physical.derived if produced.get(t)}
+        return {**evs_by_type, **got} if got else evs_by_type
+
+    def done(self, plan, am, states, bcast, watermark: int, final: bool = False) -> None:
+        """The phrase was stepped with ``watermark`` (``final``: at the end of the input)."""
+        self.stepped[plan.name] = watermark
+        if plan.name not in self.consumed:
+            return
+        if final:
+            self.frontiers[plan.name] = end_frontier(watermark, [undecided_low(am, rs) for rs in states])
+        else:
+            self.frontiers[plan.name] = max(self.frontiers.get(plan.name, NEG_INF),
+                                            live_frontier(am, states, bcast, watermark))
+
+
+def unique_events(evs: list) -> list:
+    """Derived events with one of each id (a composite of broadcast events only is found by
+    every key), in event-time order."""
+    seen, out = set(), []
+    for e in evs:
+        if e.id not in seen:
+            seen.add(e.id)
+            out.append(e)
+    out.sort(key=lambda e: (e.hi, e.lo, e.id))
+    return out

@@ -33,6 +33,7 @@ from typing import MutableMapping
 from spatec.automata.machine import NEG_INF, RunState, build
 from spatec.automata.step import next_decision, step
 from spatec.events.timefmt import format_time
+from spatec.runtime.derived import derived_event
 from spatec.runtime.events import event_order
 from spatec.runtime.rows import output_row, time_fields
 
@@ -50,6 +51,8 @@ class KeyedPhrase:
         self.am = build(plan, program, proj)
         self.proj = proj
         self.time_fields = time_fields(plan)
+        #: another phrase reads its composites (SPEC §8): steps also hand them on as events
+        self.consumed = False
         #: every type the phrase reads is keyed: an empty state is the same as a fresh one
         self.all_keyed = not self.physical.broadcast
         am = self.am
@@ -107,9 +110,11 @@ class Stepped:
     """What :func:`advance` did: the decided composites with their output rows (hull not
     yet made: :func:`~spatec.runtime.rows.hulls_wkt` does a batch's at once), events a
     key found behind its own watermark (not expected: keys trail the global one), and
-    the keys stepped and dropped."""
+    the keys stepped and dropped; for a phrase whose composites another reads, the
+    composites as events (:func:`~spatec.runtime.derived.derived_event`)."""
 
     found: list = field(default_factory=list)       # (composite, row)
+    events: list = field(default_factory=list)
     late: list = field(default_factory=list)
     touched: set = field(default_factory=set)
     dropped: set = field(default_factory=set)
@@ -154,6 +159,8 @@ def advance(ph: KeyedPhrase, ks: KeyedState, by_key: dict, bnew: list, wm: int, 
         for c in got:
             # the row now (emit fields read the key's state as it is now), the hull later
             out.found.append((c, output_row(am, c, ph.proj, rs, hull=False)))
+            if ph.consumed:
+                out.events.append(derived_event(am, c, rs))
         if drop_empty and ph.all_keyed and rs.empty():
             ks.forget(k)
             out.dropped.add(k)
@@ -180,6 +187,8 @@ def prune_key(ph: KeyedPhrase, ks: KeyedState, k, wm: int) -> Stepped:
     got, _ = step(ph.am, rs, [], watermark=wm)
     for c in got:
         out.found.append((c, output_row(ph.am, c, ph.proj, rs, hull=False)))
+        if ph.consumed:
+            out.events.append(derived_event(ph.am, c, rs))
     if got:
         out.touched.add(k)
     if ph.all_keyed and rs.empty():
