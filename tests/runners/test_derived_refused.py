@@ -1,7 +1,7 @@
-"""Phrases over phrases (SPEC §8) run in the local batch runner only: Spark batch, live and
-Spark live refuse them with an error naming the construct, the phrase and what it reads,
-before starting anything; a program without them, or a choice of phrases that leaves them
-out, is not refused."""
+"""Phrases over phrases (SPEC §8) run in the local runners (batch and live,
+tests/live/test_live_derived.py): Spark batch and Spark live refuse them with an error
+naming the construct, the phrase and what it reads, before starting anything; a program
+without them, or a choice of phrases that leaves them out, is not refused."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,12 +37,9 @@ def test_spark_batch_refuses_before_starting_spark(headway, tmp_path):
     _refused(e)
 
 
-def test_live_refuses(headway, tmp_path):
-    with pytest.raises(UnsupportedError) as e:
-        LocalLive(headway, [], None, tmp_path / "ck", tmp_path / "out")
-    _refused(e)
-    assert e.value.mode == "live"
-    assert not (tmp_path / "ck").exists() and not (tmp_path / "out").exists()
+def test_local_live_accepts(headway, tmp_path):
+    live = LocalLive(headway, [], None, tmp_path / "ck", tmp_path / "out")
+    assert [p.name for p in live.plans] == ["StationCall", "Headway"]
 
 
 def test_spark_live_refuses(headway):
