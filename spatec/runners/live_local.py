@@ -407,10 +407,8 @@ class LocalLive:
         self._hk_left = max(0, end - n)
         produced: dict = {}
         for ph, k in self._hk[self._hk_left:end]:
-            pwm = self.flows.stepped.get(ph.name)
-            if pwm is None:
-                continue
-            done = prune_key(ph, self._keyed(ph), k, pwm)
+            # (the watermark the phrase was stepped with: the global one, at most its producers' frontiers)
+            done = prune_key(ph, self._keyed(ph), k, self.flows.watermark(ph.plan, wm))
             self._collect(ph, done.found, found, {})
             if done.events:
                 produced.setdefault(ph.name, []).extend(done.events)
