@@ -51,3 +51,17 @@ def require_flow(plans, mode: str) -> None:
             raise UnsupportedError(DERIVED, mode, f"phrase {plan.name} reads the composites of "
                                    f"{', '.join(plan.physical.derived)}; the local runners (spatec replay --runner local, "
                                    "spatec live --runner local) evaluate phrases over phrases")
+
+
+def require_derived_only(plans, mode: str) -> None:
+    """Raise :class:`UnsupportedError` if one of ``plans`` reads both another phrase's
+    composites and input events, in a runner (``mode``: "Spark batch") that evaluates the
+    phrases over phrases on the driver from the producers' composites alone (REFERENCE
+    decision 37)."""
+    for plan in plans:
+        inputs = [t for t in plan.physical.types if t not in plan.physical.derived]
+        if plan.physical.derived and inputs:
+            raise UnsupportedError(DERIVED, mode, f"phrase {plan.name} reads the composites of "
+                                   f"{', '.join(plan.physical.derived)} and input events "
+                                   f"({', '.join(inputs)}); the Spark runner evaluates a phrase over "
+                                   "phrases from composites only: use spatec replay --runner local")

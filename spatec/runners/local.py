@@ -78,7 +78,7 @@ def replay_frames(compiled: Compiled, frames: dict, crs: str | None = None, phra
 
     result = ReplayResult({}, crs)
     run = needed(compiled, phrases)
-    flows = BatchFlows(compiled, run, final_w)
+    flows = BatchFlows([p for p in compiled.plans if p.name in run], final_w)
     for plan in compiled.plans:
         if plan.name not in run:
             continue

@@ -24,8 +24,10 @@ the global one at most its producers' frontiers. A producer's frontier while the
 its pending composites, open runs and buffered partial matches, and what an event still to
 come could start (the watermark it was stepped with, less the longest stamp of an input
 event). At the end of the input it is :func:`end_frontier`, as in a batch replay, so that
-live and batch report the same set. Spark runners do not run phrases over phrases yet
-(:func:`~spatec.plan.support.require_flow` refuses them).
+live and batch report the same set. Spark batch (staged exchange) runs the producers in Spark
+tasks, which hand on their composites as events and their undecided ``lo``, and the phrases
+over phrases on the driver (REFERENCE decision 37); Spark live does not run phrases over
+phrases yet (:func:`~spatec.plan.support.require_flow` refuses them).
 """
 from __future__ import annotations
 
@@ -100,9 +102,10 @@ class BatchFlows:
     """The flow graph of a batch replay: each phrase runs after the phrases it reads, given
     their composites as events and a final watermark at most their frontiers."""
 
-    def __init__(self, compiled, run: set, final_watermark: int):
+    def __init__(self, plans, final_watermark: int):
+        """``plans``: the phrases run (every producer before the phrases that read it)."""
         self.final = final_watermark
-        self.consumed = {t for p in compiled.plans if p.name in run for t in p.physical.derived}
+        self.consumed = {t for p in plans for t in p.physical.derived}
         self.events: dict = {}          # producer → its composites as events
         self.frontiers: dict = {}       # producer → its frontier at the end
 
@@ -119,7 +122,7 @@ class BatchFlows:
     def done(self, plan, produced: Produced | None) -> None:
         if produced is None:
             return
-        self.events[plan.name] = sorted(produced.events, key=lambda e: (e.hi, e.lo, e.id))
+        self.events[plan.name] = unique_events(produced.events)
         self.frontiers[plan.name] = end_frontier(self.watermark(plan), [produced.low])
 
 

@@ -28,6 +28,11 @@ staged exchange), so that it too runs on every core.
 Leaf space patterns may drop events before the shuffle (:func:`prefilter`),
 but only events that no part of the phrase can use; results are the same
 with and without it.
+
+Phrases over phrases (SPEC §8) run on the staged exchange: the phrases they read in Spark
+tasks, then they on the driver over the composites those hand on
+(:func:`~spatec.runners.spark.match.derived_on_driver`, REFERENCE decision 37). The shuffle
+exchange refuses them by name.
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ import uuid
 import numpy as np
 
 from spatec.plan.program import Compiled
-from spatec.plan.support import require_flow
+from spatec.plan.support import require_derived_only, require_flow
 from spatec.runners.local import ReplayResult
 from spatec.runners.spark.exchange import (
     decode_rows,
@@ -56,6 +61,7 @@ from spatec.runners.spark.staging import (
     merge_stages,
     staging_dir,
 )
+from spatec.runtime.derived import needed
 from spatec.runtime.events import final_watermark
 from spatec.runtime.rows import dedupe, rows_frame
 from spatec.spatial.crs import Projector, choose_crs
@@ -69,9 +75,11 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
     the JVM's log lines, :func:`~spatec.runners.spark.session.get_or_create`)."""
     from spatec.runners.replay import ingest, write_outputs
 
-    require_flow([p for p in compiled.plans if not phrases or p.name in phrases], "Spark batch")
+    require_derived_only(_run(compiled, phrases), "Spark batch")
     if spark is None:
         spark = _start(master, conf, ui, log_dir)
+    if exchange_mode(spark) != "staged":
+        require_flow(_run(compiled, phrases), "Spark batch on the shuffle exchange")
     if exchange_mode(spark) == "staged":
         # the events are typed and staged in Spark tasks: the driver never holds them
         from spatec.runners.spark.ingest import replay_inputs_spark
@@ -94,6 +102,12 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
         result.ingest = summary
     result.paths = write_outputs(compiled, result.frames, out, fmt, tz)
     return result
+
+
+def _run(compiled: Compiled, phrases) -> list:
+    """The plans a replay of ``phrases`` runs: those and the phrases they read, in flow order."""
+    run = needed(compiled, phrases)
+    return [p for p in compiled.plans if p.name in run]
 
 
 def _start(master, conf, ui=None, log_dir=None):
@@ -129,7 +143,7 @@ def replay_frames_spark(spark, compiled: Compiled, frames: dict, crs=None, phras
     raw, crs = raw_outputs(spark, compiled, frames, crs, phrases, prefilter_leaves, collect=True)
     result = ReplayResult({}, crs)
     for plan in compiled.plans:
-        if plan.name not in raw:
+        if plan.name not in raw or (phrases and plan.name not in phrases):
             continue
         got = raw[plan.name]
         if isinstance(got, list):       # staged: the rows themselves, read back from the workers' files
@@ -150,7 +164,7 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
     staging directory, which the driver reads back exactly as they were made
     (no JSON round trip through the JVM: Stuck's bus-day is a gigabyte of hulls)."""
     program = compiled.program
-    require_flow([p for p in compiled.plans if not phrases or p.name in phrases], "Spark batch")
+    require_derived_only(_run(compiled, phrases), "Spark batch")
     frames = {t: df for t, df in frames.items() if t in program.events}
     crs = choose_crs(program, frames, crs)
     final_w = final_watermark(frames)
@@ -162,7 +176,7 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
     if stage is not None:
         root = os.path.join(stage, uuid.uuid4().hex)
         stager = Stager(program, frames, root)
-        plans = [p for p in compiled.plans if not phrases or p.name in phrases]
+        plans = _run(compiled, phrases)
         staged = {p.name: merge_stages([(0, stager.stage(p, buckets, time_window(spark, p)))]) for p in plans}
         try:
             return run_staged(spark, plans, program, staged, crs, final_w, dtypes,
@@ -170,6 +184,7 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
         finally:
             if collect:
                 shutil.rmtree(root, ignore_errors=True)   # lazy DataFrames (not collect) read it later
+    require_flow(_run(compiled, phrases), "Spark batch on the shuffle exchange")
     events = {t: spark_events(spark, program, t, df) for t, df in frames.items() if len(df)}
     for plan in compiled.plans:
         if phrases and plan.name not in phrases:

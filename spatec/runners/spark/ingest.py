@@ -292,8 +292,14 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     from spatec.runtime.rows import dedupe, rows_frame, time_fields
     from spatec.sinks.files import extension, merge_jsonl_parts, merge_parquet_parts
 
+    from spatec.runtime.derived import needed
+
     program = compiled.program
-    plans = [p for p in compiled.plans if not phrases or p.name in phrases]
+    # the phrases asked for and the phrases they read (SPEC §8), in flow order; only those asked for
+    # are written
+    run = needed(compiled, phrases)
+    plans = [p for p in compiled.plans if p.name in run]
+    shown = [p for p in plans if not phrases or p.name in phrases]
     root = os.path.join(staging_dir(spark), uuid.uuid4().hex)
     os.makedirs(root, exist_ok=True)
     started = time.perf_counter()
@@ -361,23 +367,23 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         if fmt in PARTS:
             if ui:
                 ui.stage("writing the output")
-            result.paths = {p.name: Path(out) / f"{p.name}.{extension(fmt)}" for p in plans}
+            result.paths = {p.name: Path(out) / f"{p.name}.{extension(fmt)}" for p in shown}
             os.makedirs(out, exist_ok=True)
-            for plan in plans:
+            for plan in shown:
                 if fmt == "jsonl":
                     n = merge_jsonl_parts(raw[plan.name], result.paths[plan.name], time_fields(plan), tz)
                 else:       # an instant is an instant: GeoParquet's times do not depend on tz
                     n = merge_parquet_parts(raw[plan.name], result.paths[plan.name], rows_frame(plan, []),
                                             time_fields(plan))
                 result.counts[plan.name] = n
-            result.frames = WrittenFrames(result.paths, {p.name: p for p in plans})
+            result.frames = WrittenFrames(result.paths, {p.name: p for p in shown})
             clock.step("merge")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     clock.step("clean up")
     clock.done()
     if fmt not in PARTS:
-        for plan in plans:
+        for plan in shown:
             df = rows_frame(plan, dedupe(raw[plan.name]))
             result.frames[plan.name] = df
             result.counts[plan.name] = len(df)

@@ -1,6 +1,12 @@
 """Matching on the staged exchange: one Spark task per few groups, each reading its
 groups' Arrow files, running :func:`~spatec.runtime.batch.phrase_rows` (fast paths
-included) and handing its rows back (as rows, pickled rows or JSON lines parts)."""
+included) and handing its rows back (as rows, pickled rows or JSON lines parts).
+
+Phrases over phrases (SPEC §8; REFERENCE decision 37): the phrases that read no other
+phrase's composites run in one job; a task of a phrase that another reads also pickles its
+composites as events and the least ``lo`` it left undecided (``<rows file>.derived``); the
+driver then evaluates the phrases over phrases in flow order over those events
+(:func:`derived_on_driver`), with the local runner's own function and watermark rule."""
 from __future__ import annotations
 
 import os
@@ -29,7 +35,9 @@ from spatec.runners.spark.staging import (
     starting_in,
     write_arrow,
 )
+from spatec.plan.support import require_derived_only, require_flow
 from spatec.runtime.batch import phrase_rows
+from spatec.runtime.derived import BatchFlows, Produced
 from spatec.runtime.events import attribute_names
 from spatec.runtime.rows import rows_frame, rows_starting, time_fields
 from spatec.sinks.files import write_jsonl_part, write_parquet_part
@@ -44,20 +52,35 @@ def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtyp
     run now and read back from the files the tasks pickled them to under ``root``;
     with ``collect="jsonl"`` or ``"parquet"``, the tasks' parts of the output file
     instead (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`,
-    :func:`~spatec.sinks.files.merge_parquet_parts`; JSON lines times in ``tz``, default UTC)."""
+    :func:`~spatec.sinks.files.merge_parquet_parts`; JSON lines times in ``tz``, default UTC).
+
+    Phrases over phrases need ``collect``: the phrases they read run first, in Spark, and they
+    on the driver (:func:`derived_on_driver`)."""
     if collect:
-        return _one_job(spark, plans, program, staged, crs, final_w, dtypes, engine, root, collect, drop, tz)
+        require_derived_only(plans, "Spark batch")
+        first = [p for p in plans if not p.physical.derived]
+        consumed = {t for p in plans for t in p.physical.derived}
+        produced = {p.name: Produced() for p in first if p.name in consumed}
+        out = _one_job(spark, first, program, staged, crs, final_w, dtypes, engine, root, collect, drop, tz,
+                       produced)
+        if len(first) < len(plans):
+            out.update(derived_on_driver(plans, program, crs, final_w, produced, root, collect, tz))
+        return out
+    require_flow(plans, "Spark batch (lazy output)")
     return {plan.name: staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
                                      None, drop) for plan in plans}
 
 
 def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
-             root: str, collect: bool | str, drop: dict | None, tz: str | None = None) -> dict:
+             root: str, collect: bool | str, drop: dict | None, tz: str | None = None,
+             produced: dict | None = None) -> dict:
     """Every phrase's groups matched in one Spark job: the groups of all phrases dealt
     to the tasks together by size (:func:`dealt`), so the phrases share the Python
     workers, and one phrase's short tail is filled by another's groups instead of each
     phrase's job waiting for its slowest task. Each group's rows go to a file under
-    ``root`` (as :func:`staged_groups` with ``rows_dir``)."""
+    ``root`` (as :func:`staged_groups` with ``rows_dir``). ``produced`` (phrase →
+    :class:`~spatec.runtime.derived.Produced`): the phrases whose composites another reads,
+    given their tasks' composites as events and least undecided ``lo``."""
     part = collect if collect in PARTS else None
     items, ones = [], []
     cores = max(1, spark.sparkContext.defaultParallelism)
@@ -70,7 +93,7 @@ def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes
         items += [(i, g, spec) for g, spec in enumerate(specs)]
         regions = prefilter_regions(plan, program, crs) if engine else {}
         ones.append(staged_item_fn(plan, program, crs, final_w, dtypes, regions, engine, rows_dir, drop or {},
-                                   part, log, tz))
+                                   part, log, tz, produce=plan.name in (produced or {})))
     out: dict = {plan.name: [] for plan in plans}
     if items:
         seeds, tasks = dealt(spark, [spec["rows"] for _, _, spec in items])
@@ -78,6 +101,11 @@ def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes
         got = seeds.mapInPandas(_items_fn(ones, items, tasks, claims, crs), "p long, " + ROWS_SCHEMA).collect()
         for r in sorted(got, key=lambda r: (r.p, r.g)):
             out[plans[r.p].name].append(r)
+            if plans[r.p].name in (produced or {}):
+                with open(r.path + ".derived", "rb") as f:
+                    events, low = pickle.load(f)
+                produced[plans[r.p].name].events.extend(events)
+                produced[plans[r.p].name].add_low(low)
     if part:
         return {name: [(r.path, read_arrow(r.path + ".keys")) for r in rs] for name, rs in out.items()}
     return {name: read_rows(rs) for name, rs in out.items()}
@@ -161,13 +189,16 @@ def staged_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, g
 
 def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: dict, regions: dict,
                    engine: str | None, rows_dir: str | None = None, drop: dict | None = None,
-                   part: str | None = None, log: str | None = None, tz: str | None = None):
+                   part: str | None = None, log: str | None = None, tz: str | None = None,
+                   produce: bool = False):
     """``one(g, spec, taken, projector)``: a group's Arrow files → (leaf pre-filter) →
     :func:`~spatec.runtime.batch.phrase_rows` → raw output rows (or, with
     ``rows_dir``, the rows pickled to a file there, and where; with ``part``
     (``jsonl``, ``parquet``) too, the group's part of the output file and its keys,
     :func:`~spatec.sinks.files.write_jsonl_part`, :func:`~spatec.sinks.files.write_parquet_part`).
-    ``taken``: another task's group (for the task log, :data:`TASK_LOG_KEY`)."""
+    ``taken``: another task's group (for the task log, :data:`TASK_LOG_KEY`). ``produce``
+    (with ``rows_dir``): another phrase reads this one's composites; the group's, as events, and
+    the least ``lo`` it left undecided are pickled to ``<rows file>.derived``."""
     drop = drop or {}
 
     def frame(t, table, prefilter=True):
@@ -192,10 +223,14 @@ def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: di
         history = {t: frame(t, source_history(load_staged(fs, drop), spec["key"]), prefilter=False)
                    for t, fs in spec["history"].items()}
         clock.step("load")
+        produced = Produced() if produce else None
         rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history,
-                                  arrow_hulls=part == "jsonl" and rows_dir is not None)
+                                  arrow_hulls=part == "jsonl" and rows_dir is not None, produced=produced)
         if "own" in spec:
             rows = rows_starting(rows, *spec["own"])
+            if produced is not None:    # (local in time: nothing is left undecided)
+                t0, t1 = spec["own"]
+                produced.events = [e for e in produced.events if t0 <= e.lo < t1]
         clock.step("match")
         if rows_dir is None:
             clock.done(events=int(spec["rows"]), rows=len(rows))
@@ -213,6 +248,10 @@ def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: di
         else:
             with open(tmp, "wb") as f:
                 pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
+        if produced is not None:
+            with open(tmp + ".derived", "wb") as f:
+                pickle.dump((produced.events, produced.low), f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp + ".derived", path + ".derived")
         os.replace(tmp, path)
         clock.step("write")
         clock.done(events=int(spec["rows"]), rows=len(rows), taken=taken)
@@ -220,3 +259,38 @@ def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: di
                              "n": pd.Series([len(rows)], dtype="int64")})
 
     return one
+
+
+def derived_on_driver(plans, program, crs: str, final_w: int, produced: dict, root: str, collect: bool | str,
+                      tz: str | None = None) -> dict:
+    """The phrases over phrases of ``plans``, in flow order, on the driver: each over the
+    composites of the phrases it reads (``produced``: producer → what its tasks handed on),
+    with its own final watermark (at most its producers' frontiers), as the local runner
+    evaluates them (:class:`~spatec.runtime.derived.BatchFlows`). Per phrase its rows, or
+    with ``collect`` ``"jsonl"``/``"parquet"`` one part of its output file, as a task's."""
+    flows = BatchFlows(plans, final_w)
+    proj = Projector(crs)
+    part = collect if collect in PARTS else None
+    out: dict = {}
+    for plan in plans:
+        if not plan.physical.derived:
+            if plan.name in produced:
+                flows.done(plan, produced[plan.name])
+            continue
+        mine = flows.produced(plan)
+        rows, _size = phrase_rows(plan, program, {}, proj, flows.watermark(plan), derived=flows.inputs(plan),
+                                  produced=mine)
+        flows.done(plan, mine)
+        if not part:
+            out[plan.name] = rows
+            continue
+        rows_dir = os.path.join(root, "rows-" + safe_name(plan.name))
+        os.makedirs(rows_dir, exist_ok=True)
+        path = os.path.join(rows_dir, f"driver.{part}")
+        if part == "jsonl":
+            keys = write_jsonl_part(rows_frame(plan, rows), path, time_fields(plan), tz)
+        else:
+            keys = write_parquet_part(rows_frame(plan, rows), path, time_fields(plan))
+        write_arrow(keys, path + ".keys")
+        out[plan.name] = [(path, read_arrow(path + ".keys"))]     # (as a task's part: keys read back)
+    return out
