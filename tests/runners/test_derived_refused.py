@@ -1,7 +1,10 @@
 """Phrases over phrases (SPEC §8) run in the local runners (batch and live,
-tests/live/test_live_derived.py): Spark batch and Spark live refuse them with an error
-naming the construct, the phrase and what it reads, before starting anything; a program
-without them, or a choice of phrases that leaves them out, is not refused."""
+tests/live/test_live_derived.py) and in Spark batch on the staged exchange
+(tests/runners/test_spark_parity.py). What is refused, with an error naming the construct,
+the phrase and what it reads, before starting anything: Spark live; Spark batch on the
+shuffle exchange; Spark batch for a phrase that reads both composites and input events
+(REFERENCE decision 37). A program without them, or a choice of phrases that leaves them
+out, is not refused."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,14 +30,39 @@ def _refused(e):
     assert "phrase Headway reads the composites of StationCall" in str(e.value)
 
 
-def test_spark_batch_refuses_before_starting_spark(headway, tmp_path):
+class _ShuffleSession:
+    """What replay_spark asks of a session before matching: its exchange (the shuffle)."""
+
+    class conf:  # noqa: N801
+        @staticmethod
+        def get(key, default=None):
+            return "shuffle" if key == "spark.spatec.exchange" else default
+
+
+def test_spark_batch_on_the_shuffle_exchange_refuses(headway, tmp_path):
+    from spatec.runners.spark.exchange import EXCHANGE_KEY
+
+    assert EXCHANGE_KEY == "spark.spatec.exchange"
     with pytest.raises(UnsupportedError) as e:
-        replay_spark(headway, [], tmp_path / "out", spark=None)
+        replay_spark(headway, [], tmp_path / "out", spark=_ShuffleSession())
     _refused(e)
+    assert e.value.mode == "Spark batch on the shuffle exchange"
+    with pytest.raises(UnsupportedError) as e:
+        raw_outputs(_ShuffleSession(), headway, {})
+    _refused(e)
+
+
+def test_spark_batch_refuses_a_phrase_over_composites_and_input_events(tmp_path):
+    p = tmp_path / "mixed.spatec"
+    p.write_text(f'include "{EXAMPLES / "headway" / "headway.spatec"}"\n\n'
+                 "phrase Leaving per vehicle =\n    StationCall -> C ; BusGPS -> B\n"
+                 "  where B.vehicle == C.vehicle\n  within 10 min\n")
+    mixed = compile_program(p)
+    with pytest.raises(UnsupportedError) as e:
+        replay_spark(mixed, [], tmp_path / "out", spark=None)
     assert e.value.mode == "Spark batch"
-    with pytest.raises(UnsupportedError) as e:
-        raw_outputs(None, headway, {})
-    _refused(e)
+    assert "phrase Leaving reads the composites of StationCall and input events (BusGPS)" in str(e.value)
+    assert not (tmp_path / "out").exists()
 
 
 def test_local_live_accepts(headway, tmp_path):

@@ -165,6 +165,8 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
     (no JSON round trip through the JVM: Stuck's bus-day is a gigabyte of hulls)."""
     program = compiled.program
     require_derived_only(_run(compiled, phrases), "Spark batch")
+    if exchange_mode(spark) != "staged":
+        require_flow(_run(compiled, phrases), "Spark batch on the shuffle exchange")
     frames = {t: df for t, df in frames.items() if t in program.events}
     crs = choose_crs(program, frames, crs)
     final_w = final_watermark(frames)
@@ -184,7 +186,6 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
         finally:
             if collect:
                 shutil.rmtree(root, ignore_errors=True)   # lazy DataFrames (not collect) read it later
-    require_flow(_run(compiled, phrases), "Spark batch on the shuffle exchange")
     events = {t: spark_events(spark, program, t, df) for t, df in frames.items() if len(df)}
     for plan in compiled.plans:
         if phrases and plan.name not in phrases:
