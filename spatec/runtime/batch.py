@@ -86,10 +86,8 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
         fp = None   # (the rows name bound events only: the composites are made again from them)
     if fp is not None and produced is not None and arrow_hulls:
         fp = None   # (rows to be read back as events need their hulls as plain values)
-    if fp is not None and fp.shape == "run" and produced is not None:
-        fp = None   # (its composites as events: the automaton's path, with its undecided runs)
     if fp is not None and fp.shape == "run":
-        got = run_rows(fp, frames, history, program, projector, final_watermark, progress)
+        got = run_rows(fp, frames, history, program, projector, final_watermark, progress, produced)
         if got is not None:
             return got
         fp = None
@@ -140,10 +138,10 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
 
 
 def run_rows(fp, frames: dict, history: dict, program: Program, projector: Projector, final_watermark: int,
-             progress=None):
+             progress=None, produced: Produced | None = None):
     """``(rows, 0)`` of a run phrase cut vectorised (:mod:`spatec.vector.runs`): its
-    composites made as the automaton's, output as :func:`phrase_rows` outputs the
-    automaton's; None when the data does not fit."""
+    composites made as the automaton's, output (and handed on as events to ``produced``)
+    as :func:`phrase_rows` does the automaton's; None when the data does not fit."""
     from spatec.vector.runs import run_composites
 
     df = frames.get(fp.type)
@@ -154,10 +152,18 @@ def run_rows(fp, frames: dict, history: dict, program: Program, projector: Proje
     got = run_composites(fp, df, program, projector, final_watermark, lambda d: to_evs(d, program, projector))
     if got is None:
         return None
-    am, st, composites = got
+    am, st, composites, open_low = got
     rows = [output_row(am, c, projector, st, hull=False) for c in composites]
     for row, h in zip(rows, hulls_wkt(composites, projector)):
         row["hull"] = h
+    if produced is not None:
+        produced.add_low(undecided_low(am, st))
+        produced.add_low(open_low)
+        seen = set()
+        for c in composites:
+            if c.id not in seen:
+                seen.add(c.id)
+                produced.events.append(derived_event(am, c, st))
     if progress:
         progress(fp.phrase, len(df), len(rows))
     return dedupe(rows), 0

@@ -52,8 +52,9 @@ FIRST, PREV, THIS, LAST, RUN = "\0first", "\0prev", "\0this", "\0last", "\0run"
 
 
 def run_composites(fp: FastPath, df, program, projector, final_watermark: int, materialise):
-    """``(automaton, state, composites)`` of the run phrase ``fp`` over the canonical events
-    ``df`` of its type (every partition at once), or None when the data does not fit."""
+    """``(automaton, state, composites, open_low)`` of the run phrase ``fp`` over the canonical
+    events ``df`` of its type (every partition at once): ``open_low`` the least ``lo`` of the
+    runs left incomplete at the end (None: none). None when the data does not fit."""
     plan = fp.plan
     leaf = plan.root
     info = leaf.run
@@ -63,7 +64,7 @@ def run_composites(fp: FastPath, df, program, projector, final_watermark: int, m
     am = build(plan, program, projector)
     st = RunState()
     if cols.n == 0:
-        return am, st, []
+        return am, st, [], None
     ev = Evaluator(program.timezone)
     rows = np.arange(cols.n, dtype=np.int64)
     if info.filter is not None:
@@ -83,9 +84,10 @@ def run_composites(fp: FastPath, df, program, projector, final_watermark: int, m
     if info.gap is not None:
         w_end = w_all if not plan.key else np.maximum(int(final_watermark), _group_last(g, hi)[g[last]])
         complete |= w_end > hi[last] + info.gap
-    first, last = first[complete], last[complete]
-    count = last - first + 1
     lo, rhi = _reduce(cols.lo, first, last, np.minimum), _reduce(hi, first, last, np.maximum)
+    open_low = int(lo[~complete].min()) if (~complete).any() else None
+    first, last, lo, rhi = first[complete], last[complete], lo[complete], rhi[complete]
+    count = last - first + 1
     keep = np.ones(len(first), dtype=bool)
     if plan.within is not None:
         keep &= rhi - lo <= plan.within
@@ -106,7 +108,7 @@ def run_composites(fp: FastPath, df, program, projector, final_watermark: int, m
     idx = np.flatnonzero(keep)
     runs = make_runs(cols, info, first[idx], last[idx], lo[idx], rhi[idx])
     w = max(w_all, int(final_watermark))
-    return am, st, enter_runs(am, st, [(leaf, r) for r in runs], w)
+    return am, st, enter_runs(am, st, [(leaf, r) for r in runs], w), open_low
 
 
 def _group_last(g: np.ndarray, v: np.ndarray) -> np.ndarray:
