@@ -31,6 +31,11 @@ bindings) over all of a type's events at once:
     stays near-linear; each is then tested exactly (relation, space suffix,
     ``within``, conditions).
 
+``run``
+    one run leaf, ``run T -> R [while C] [gap D]`` with its patterns, places,
+    where and emit: cut per source in :mod:`spatec.vector.runs`, the complete
+    runs handed to the automaton's own code at the leaf.
+
 Anything else is not a fast path (None): the general automaton runs. The
 evaluators also refuse data they were not proven for (two events of one
 source at one local time, a local time outside its stamp, ...) by returning
