@@ -21,6 +21,10 @@ that (``--scales``, e.g. ``1,4,16``), written once as Parquet under
    puts spatec's whole run (reading and typing the input included) against
    that, ``match_vs_pyspark`` only its matching stage;
 4. with ``--local`` (scale 1 only), the local runner's matching on the same events;
+   with ``--automaton`` (scale 1 only), the local runner's matching with the fast paths and
+   with the general automaton (``fastpath=False``) on the same events in the same process:
+   ``fast_s``, ``automaton_s``, their fixes/s and ``automaton_vs_fast`` (the output frames
+   asserted equal);
 5. the whole replay ``--again`` more times in the same session (``again_s``,
    ``fixes_per_s_again``: the median, and ``again_min_s``/``again_max_s``): a
    long-lived session's steady state, without the first replay's one-off costs
@@ -172,7 +176,7 @@ def timed(fn):
 
 
 def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1, fmt: str = "jsonl",
-          runner: str = "spark") -> dict:
+          runner: str = "spark", automaton: bool = False) -> dict:
     import baselines as B
 
     from spatec.plan.program import compile_program
@@ -217,12 +221,21 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
                "fixes_per_s_again": n / t_again, "load": load}
         if again > 1:
             row.update(again_min_s=min(agains), again_max_s=max(agains))
-        if local or (baselines and phrases):
+        if local or automaton or (baselines and phrases):
             frames, _summary = ingest(c, inputs, out / "c")     # canonical events, for the others (untimed)
         if local and scale == 1:
             lo, t_local = timed(lambda: replay_frames(c, frames))
             assert lo.counts == result.counts, (lo.counts, result.counts)
             row.update(local_match_s=t_local)
+        if automaton and scale == 1:
+            import pandas as pd
+
+            fast, t_fast = timed(lambda: replay_frames(c, frames, fastpath=True))
+            general, t_gen = timed(lambda: replay_frames(c, frames, fastpath=False))
+            for name, df in general.frames.items():
+                pd.testing.assert_frame_equal(fast.frames[name], df, check_exact=True)
+            row.update(fast_s=t_fast, automaton_s=t_gen, fast_fixes_per_s=n / t_fast,
+                       automaton_fixes_per_s=n / t_gen, automaton_vs_fast=t_gen / t_fast)
         if baselines and phrases:
             crs = choose_crs(c.program, frames)
             df = frames["BusGPS"]
@@ -254,6 +267,8 @@ def main(argv=None) -> int:
     ap.add_argument("--programs", default=",".join(PROGRAMS))
     ap.add_argument("--local", action="store_true", help="also time the local runner (scale 1)")
     ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument("--automaton", action="store_true",
+                    help="also match locally with the fast paths and with the automaton, same process (scale 1)")
     ap.add_argument("--again", type=int, default=1, help="replays after the first, in the same session (median)")
     ap.add_argument("--formats", default="jsonl", help="output formats, comma-separated: jsonl,parquet")
     ap.add_argument("--local-runner", default="", metavar="SCALES",
@@ -262,7 +277,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         row = child(int(args.child[0]), args.child[1], args.local, not args.no_baselines, args.again,
-                    args.child[2], args.child[3])
+                    args.child[2], args.child[3], args.automaton)
         print("RESULT " + json.dumps(row), flush=True)
         return 0
 
@@ -278,6 +293,7 @@ def main(argv=None) -> int:
         for program, fmt, runner in runs:
             cmd = [sys.executable, __file__, "--child", str(scale), program, fmt, runner]
             cmd += ["--local"] if args.local else []
+            cmd += ["--automaton"] if args.automaton else []
             cmd += ["--no-baselines"] if args.no_baselines or fmt != args.formats.split(",")[0] else []
             cmd += ["--again", str(args.again)]
             r = subprocess.run(cmd, capture_output=True, text=True)

@@ -31,7 +31,7 @@ from spatec.automata.exprs import compile_condition, compile_expr
 from spatec.automata.patterns import PatternCompiler
 from spatec.automata.places import PlaceSets, split_filters
 from spatec.automata.runs import RunLeaf
-from spatec.plan.nodes import After, Join, PhrasePlan, walk_nodes
+from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
 from spatec.spatial import stamps as S
 
 NEG_INF = -(1 << 62)
@@ -249,7 +249,14 @@ class Automaton:
                                          compile_condition([l.run.cond] if l.run.cond is not None else [], tz, runs),
                                          l.run.gap, l.run.aggregates, plan.run_keys)
                            for l in plan.leaves if l.run is not None}
-        self.slots = {n.id: frozenset(n.slots) for n in self.nodes}
+        self.slots = {}
+        for n in self.nodes:      # children before parents
+            if isinstance(n, Leaf):
+                self.slots[n.id] = frozenset((n.slot,))
+            elif isinstance(n, (Join, Or)):
+                self.slots[n.id] = self.slots[n.left.id] | self.slots[n.right.id]
+            else:
+                self.slots[n.id] = self.slots[n.left.id]
         # leaves by event type (None: any type)
         self.leaves_by_type: dict = {}
         for l in plan.leaves:

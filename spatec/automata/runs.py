@@ -121,13 +121,28 @@ class Open:
         return hull_of_points(self.pts, self.r)
 
     def complete(self) -> RunEv:
-        aggs = {}
-        for (func, attr), acc in self.aggs.items():
-            if func == "avg":
-                aggs[(func, attr)] = None if acc is None else acc[0] / acc[1]
-            else:
-                aggs[(func, attr)] = acc
-        return RunEv(self.first, self.last, self.count, self.lo, self.hi, self.hull(), aggs)
+        return RunEv(self.first, self.last, self.count, self.lo, self.hi, self.hull(), finish(self.aggs))
+
+
+def finish(accs: dict) -> dict:
+    """The aggregates' values from their accumulators (an open run's ``aggs``)."""
+    aggs = {}
+    for (func, attr), acc in accs.items():
+        if func == "avg":
+            aggs[(func, attr)] = None if acc is None else acc[0] / acc[1]
+        else:
+            aggs[(func, attr)] = acc
+    return aggs
+
+
+def aggregates_of(keys: tuple, values) -> dict:
+    """The aggregates ``keys`` of a complete run as :meth:`Open.complete` gives them, its events'
+    attribute values read as ``values(attr)`` (in the events' order; None: missing)."""
+    accs = {key: None for key in keys}
+    for key in keys:
+        for v in values(key[1]):
+            _accumulate(accs, key, v)
+    return finish(accs)
 
 
 def _accumulate(aggs: dict, key: tuple, v) -> None:

@@ -142,6 +142,19 @@ def _settle_runs(am: Automaton, st: RunState, ctx, w: int, final: bool, out) -> 
         _leaf_match(am, st, ctx, rl.leaf, run, out)
 
 
+def enter_runs(am: Automaton, st: RunState, runs: list, w: int) -> list:
+    """Complete runs cut outside the automaton (:mod:`spatec.vector.runs`), ``(leaf, RunEv)``
+    in order, entering the tree at their leaves as :func:`_settle_runs` has them enter, then
+    decided at the end of the input (watermark ``w``): their composites."""
+    ctx = Context(st)
+    out: list = []
+    st.watermark = max(st.watermark, w)
+    for leaf, run in runs:
+        _leaf_match(am, st, ctx, leaf, run, out)
+    _decide(am, st, ctx, st.watermark, True, out)
+    return out
+
+
 def _leaf_match(am: Automaton, st: RunState, ctx, leaf, ev, out) -> None:
     """``ev`` (an event, or a complete run) at ``leaf``: its patterns, its places, its conditions."""
     f = am.filters[leaf.id]

@@ -4,7 +4,10 @@ its shape is proven simple (DESIGN, "Fast paths"); the general automaton otherwi
 ``leaf``: one event leaf; ``chain``: ``T -> A op T -> B op ...`` with
 ``successive(A, B, ...)`` over all the variables in order; ``after``: ``T -> A ; not
 T -> X within D``; ``between``: ``T -> A ; not T -> X ; T -> B within D``; ``pair``:
-``T -> A op T -> B`` bounded by concurrency or ``within``. The evaluators are in
+``T -> A op T -> B`` bounded by concurrency or ``within``; ``run``: one run leaf ``run T -> R
+[while C] [gap D]`` (its patterns, places, where and emit any), cut vectorised per source
+(:mod:`spatec.vector.runs`) when ``C`` reads only the members ``R.first``, ``R.prev``,
+``R.this`` and their attributes. The evaluators are in
 :mod:`spatec.vector.fastpath`; they also refuse data they were not proven for, and the
 runner then falls back to the automaton.
 """
@@ -14,6 +17,7 @@ import dataclasses
 
 from spatec.frontend import ast as A
 from spatec.frontend.check import Program
+from spatec.frontend.runs import run_ref
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
 from spatec.plan.physical import PhysicalPlan, is_successive
 from spatec.plan.predicates import expr_vars
@@ -29,6 +33,8 @@ def fast_path_shape(plan: PhrasePlan, program: Program) -> str | None:
     nodes = list(walk_nodes(plan.root))
     if any(isinstance(n, Or) for n in nodes):
         return None
+    if isinstance(plan.root, Leaf) and plan.root.run is not None:
+        return "run" if run_ok(plan, program) else None
     leaves = plan.leaves
     if not leaves or any(l.type is None or not l.bound for l in leaves):
         return None
@@ -160,3 +166,46 @@ def _implied_pair(c):
 def chain_preds(n) -> tuple:
     """A node's conjuncts without the successive pairs a chain implies."""
     return tuple(c for c in n.preds if _implied_pair(c) is None)
+
+
+#: node kinds a vectorised ``while`` condition may hold (:mod:`spatec.vector.runs` rewrites them)
+_WHILE_NODES = (A.Num, A.Quantity, A.Str, A.BoolLit, A.TimeLit, A.Attr, A.Var, A.UnaryOp, A.BoolOp, A.BinOp,
+                A.Call)
+#: the largest ``while`` condition cut vectorised (its rewriting recurses)
+WHILE_NODES_MAX = 500
+
+
+def run_ok(plan: PhrasePlan, program: Program) -> bool:
+    """Whether the run leaf alone at the root of ``plan`` can be cut vectorised: the runs'
+    source is the partition key (or there is none), the run's events need not share another
+    key, nothing reads the successive history or other phrases' composites, and the
+    ``while`` condition reads only the members ``first``/``prev``/``this`` (attributes,
+    stamps, events in functions). Everything after the cut (patterns on the run, places,
+    where, within, emit) is the automaton's own code on the complete runs."""
+    leaf = plan.root
+    info = leaf.run
+    decl = program.events.get(leaf.type)
+    if decl is None or decl.source is None or not leaf.bound or info.type != leaf.type:
+        return False
+    if tuple(plan.key) not in ((), (info.source,)) or plan.run_keys:
+        return False
+    if plan.deferred or any(is_successive(c) for c in leaf.preds) or any(is_successive(f.expr) for f in plan.emit):
+        return False
+    if info.cond is None:
+        return True
+    nodes = 0
+    for x in A.walk(info.cond):
+        nodes += 1
+        if nodes > WHILE_NODES_MAX:
+            return False
+        if isinstance(x, A.Call) and x.func == "successive":
+            return False
+        ref = run_ref(x, {leaf.var})
+        if ref is not None and not (ref.kind in ("member", "attr") and ref.member in ("first", "prev", "this")):
+            return False
+        if (isinstance(x, A.Var) and ref is None) or not isinstance(x, _WHILE_NODES):
+            return False
+        if isinstance(x, A.Call) and not all(getattr(run_ref(a, {leaf.var}), "kind", None) == "member"
+                                             for a in x.args):
+            return False
+    return True

@@ -41,6 +41,12 @@ def _us(v):
 
 
 def node_dict(n) -> dict:
+    """The operator tree below ``n`` as explain's nested dicts (without recursion)."""
+    return A.trampoline(_node_walk(n))
+
+
+def _node_walk(n):
+    # a generator for A.trampoline
     if isinstance(n, Leaf):
         d = {"node": n.id, "kind": "event", "type": n.type or "*", "var": n.var, "bound": n.bound,
              "stamp": "the event's",
@@ -51,18 +57,18 @@ def node_dict(n) -> dict:
     elif isinstance(n, Join):
         d = {"node": n.id, "kind": "absence-between" if n.absence else "join", "op": n.op,
              "meaning": "sequence with nothing like X between" if n.absence else _OP_NAMES.get(n.op, n.op),
-             "stamp": "hull", "left": node_dict(n.left), "right": node_dict(n.right),
+             "stamp": "hull", "left": (yield _node_walk(n.left)), "right": (yield _node_walk(n.right)),
              "buffers": ["left", "right"],
              "transitions": [{"on": "left match", "action": "COMBINE with buffered right; KEEP"},
                              {"on": "right match", "action": "COMBINE with buffered left; KEEP"}]}
         if n.absence:
             d["absence"] = neg_dict(n.absence)
     elif isinstance(n, Or):
-        d = {"node": n.id, "kind": "or", "stamp": "the branch's", "left": node_dict(n.left),
-             "right": node_dict(n.right), "transitions": [{"on": "either match", "action": "PROCEED"}]}
+        d = {"node": n.id, "kind": "or", "stamp": "the branch's", "left": (yield _node_walk(n.left)),
+             "right": (yield _node_walk(n.right)), "transitions": [{"on": "either match", "action": "PROCEED"}]}
     else:
         d = {"node": n.id, "kind": "absence-after", "stamp": "the left operand's",
-             "left": node_dict(n.left), "absence": neg_dict(n.absence),
+             "left": (yield _node_walk(n.left)), "absence": neg_dict(n.absence),
              "transitions": [{"on": "left match", "action": "WAIT until watermark passes hi + window"}]}
     if not isinstance(n, Leaf):
         d["filters"] = [_text(f) for f in n.filters]

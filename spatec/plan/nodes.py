@@ -58,7 +58,7 @@ class Join:
 
     @property
     def slots(self) -> tuple:
-        return self.left.slots + self.right.slots
+        return leaf_slots(self)
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Or:
 
     @property
     def slots(self) -> tuple:
-        return self.left.slots + self.right.slots
+        return leaf_slots(self)
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class After:
 
     @property
     def slots(self) -> tuple:
-        return self.left.slots
+        return leaf_slots(self)
 
 
 Node = Union[Leaf, Join, Or, After]
@@ -138,16 +138,46 @@ def walk_nodes(n):
             stack.append((x.left, False))
 
 
+#: The deepest operator tree planned (REFERENCE, decision 35): a chain of joined events is
+#: a tree one level deeper per event; the automaton passes a partial match up the tree by
+#: recursion (two frames a level) and explain's JSON nests one object a level.
+MAX_DEPTH = 300
+
+
+def leaf_slots(n) -> tuple:
+    """The slots of the leaves under ``n``, left to right (without recursion)."""
+    return tuple(x.slot for x in walk_nodes(n) if isinstance(x, Leaf))
+
+
+def depth(n) -> int:
+    """The number of nodes on the longest path from ``n`` down to a leaf (without recursion)."""
+    best, stack = 0, [(n, 1)]
+    while stack:
+        x, d = stack.pop()
+        best = max(best, d)
+        if isinstance(x, (Join, Or)):
+            stack += [(x.left, d + 1), (x.right, d + 1)]
+        elif isinstance(x, After):
+            stack.append((x.left, d + 1))
+    return best
+
+
 def definite_vars(n) -> frozenset:
-    """Variables every match of ``n`` binds (bound places of its filters included)."""
+    """Variables every match of ``n`` binds (bound places of its filters included); without
+    recursion (trees of any depth)."""
+    return A.trampoline(_definite_walk(n))
+
+
+def _definite_walk(n):
+    # a generator for A.trampoline
     own = place_vars(n.filters)
     if isinstance(n, Leaf):
         return frozenset((n.var,)) | own
     if isinstance(n, Join):
-        return definite_vars(n.left) | definite_vars(n.right) | own
+        return (yield _definite_walk(n.left)) | (yield _definite_walk(n.right)) | own
     if isinstance(n, Or):
-        return (definite_vars(n.left) & definite_vars(n.right)) | own
-    return definite_vars(n.left) | own
+        return ((yield _definite_walk(n.left)) & (yield _definite_walk(n.right))) | own
+    return (yield _definite_walk(n.left)) | own
 
 
 def place_vars(filters) -> frozenset:

@@ -82,29 +82,34 @@ def place_predicates(root, conjuncts, info: PhraseInfo):
         at_node.setdefault(target.id, []).append(c)
 
     def rebuild(n):
+        # a generator for A.trampoline (trees of any depth)
         if isinstance(n, Leaf):
             return dataclasses.replace(n, preds=tuple(at_node.get(n.id, ())))
         kw = {"preds": tuple(at_node.get(n.id, ()))}
         if isinstance(n, (Join, Or)):
-            kw["left"], kw["right"] = rebuild(n.left), rebuild(n.right)
+            kw["left"] = yield rebuild(n.left)
+            kw["right"] = yield rebuild(n.right)
         else:
-            kw["left"] = rebuild(n.left)
+            kw["left"] = yield rebuild(n.left)
         if isinstance(n, (Join, After)) and n.absence is not None:
             kw["absence"] = dataclasses.replace(n.absence, conds=tuple(neg_conds.get(n.id, ())))
         return dataclasses.replace(n, **kw)
 
-    return rebuild(root), deferred
+    return A.trampoline(rebuild(root)), deferred
 
 
 def _lowest(n, vs: set[str]):
     """The deepest node whose every match binds all of ``vs`` (never below an `or`:
     a conjunct placed in one branch would not restrict the other)."""
-    children = []
-    if isinstance(n, Join):
-        children = [n.left, n.right]
-    elif isinstance(n, After):
-        children = [n.left]
-    for c in children:
-        if vs <= definite_vars(c):
-            return _lowest(c, vs)
-    return n
+    while True:
+        children = []
+        if isinstance(n, Join):
+            children = [n.left, n.right]
+        elif isinstance(n, After):
+            children = [n.left]
+        for c in children:
+            if vs <= definite_vars(c):
+                n = c
+                break
+        else:
+            return n

@@ -86,6 +86,11 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
         fp = None   # (the rows name bound events only: the composites are made again from them)
     if fp is not None and produced is not None and arrow_hulls:
         fp = None   # (rows to be read back as events need their hulls as plain values)
+    if fp is not None and fp.shape == "run":
+        got = run_rows(fp, frames, history, program, projector, final_watermark, progress, produced)
+        if got is not None:
+            return got
+        fp = None
     if fp is not None:
         df = frames.get(fp.type)
         hist = history.get(fp.type)
@@ -130,6 +135,38 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
         if progress:
             progress(plan.name, len(part), len(got))
     return dedupe(rows), size
+
+
+def run_rows(fp, frames: dict, history: dict, program: Program, projector: Projector, final_watermark: int,
+             progress=None, produced: Produced | None = None):
+    """``(rows, 0)`` of a run phrase cut vectorised (:mod:`spatec.vector.runs`): its
+    composites made as the automaton's, output (and handed on as events to ``produced``)
+    as :func:`phrase_rows` does the automaton's; None when the data does not fit."""
+    from spatec.vector.runs import run_composites
+
+    df = frames.get(fp.type)
+    if history.get(fp.type) is not None:
+        return None
+    if df is None or not len(df):
+        return [], 0
+    got = run_composites(fp, df, program, projector, final_watermark, lambda d: to_evs(d, program, projector))
+    if got is None:
+        return None
+    am, st, composites, open_low = got
+    rows = [output_row(am, c, projector, st, hull=False) for c in composites]
+    for row, h in zip(rows, hulls_wkt(composites, projector)):
+        row["hull"] = h
+    if produced is not None:
+        produced.add_low(undecided_low(am, st))
+        produced.add_low(open_low)
+        seen = set()
+        for c in composites:
+            if c.id not in seen:
+                seen.add(c.id)
+                produced.events.append(derived_event(am, c, st))
+    if progress:
+        progress(fp.phrase, len(df), len(rows))
+    return dedupe(rows), 0
 
 
 def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, final_watermark: int,

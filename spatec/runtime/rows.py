@@ -234,14 +234,17 @@ def hulls_wkt(composites: Sequence[Composite], proj: Projector) -> list:
 
     out: list = [None] * len(composites)
     groups: dict = {}
+    single = []
     for i, c in enumerate(composites):
         evs = c.events
         locs = [e.loc for e in evs]
         r = locs[0].r if locs else None
         if c._loc is not None or not locs or any(l.xy is None or l.r != r for l in locs):
-            out[i] = S.to_lonlat_wkt(c.loc, proj)
+            single.append(i)        # (a run's hull, a polygon: written together below)
             continue
         groups.setdefault((len(locs), r), []).append(i)
+    for i, w in zip(single, S.to_lonlat_wkts([composites[i].loc for i in single], proj)):
+        out[i] = w
     for (k, r), idx in groups.items():
         n = len(idx)
         xy = np.array([[composites[i].events[v].loc.xy for i in idx] for v in range(k)], dtype=float)

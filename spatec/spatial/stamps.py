@@ -610,6 +610,33 @@ def to_lonlat_wkt(loc: Loc, projector) -> str | None:
     return lonlat_wkts(np.array([_grown(loc, TOL_WKT)], dtype=object), projector)[0]
 
 
+def to_lonlat_wkts(locs: list, projector) -> list:
+    """:func:`to_lonlat_wkt` of many stamps, the same texts: those it grows as convex parts
+    (discs, convex shapes) grown and written together, per radius — which way a polygon
+    takes depends on it alone — and their convexity tested in one GEOS call."""
+    out: list = [None] * len(locs)
+    geoms = np.empty(len(locs), dtype=object)
+    geoms[:] = [loc.geom for loc in locs]
+    grow = [i for i, loc in enumerate(locs) if loc.geom is not None and loc.r > 0]
+    test = [i for i in grow if locs[i]._xy is None and "convex" not in (locs[i]._memo or {})]
+    if test:
+        for i, ok in zip(test, shapely.covers(geoms[test], shapely.convex_hull(geoms[test])).tolist()):
+            locs[i]._memoised("convex", lambda ok=ok: bool(ok))
+    groups: dict = {}
+    for i in grow:
+        if locs[i]._xy is not None or _is_convex(locs[i]):
+            groups.setdefault(locs[i].r, []).append(i)
+    for r, idx in groups.items():
+        parts = grown_convex_parts(geoms[idx], wkt_ring(r))
+        for i, text in zip(idx, lonlat_wkts(None, projector, coords=parts)):
+            out[i] = text
+    done = {i for idx in groups.values() for i in idx}
+    for i, loc in enumerate(locs):
+        if i not in done and loc.geom is not None:
+            out[i] = to_lonlat_wkt(loc, projector)
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def wkt_ring(radius: float) -> np.ndarray:
     """The circumscribed n-gon (offsets) of a disc written by :func:`to_lonlat_wkt` (shared: read-only)."""

@@ -31,6 +31,11 @@ bindings) over all of a type's events at once:
     stays near-linear; each is then tested exactly (relation, space suffix,
     ``within``, conditions).
 
+``run``
+    one run leaf, ``run T -> R [while C] [gap D]`` with its patterns, places,
+    where and emit: cut per source in :mod:`spatec.vector.runs`, the complete
+    runs handed to the automaton's own code at the leaf.
+
 Anything else is not a fast path (None): the general automaton runs. The
 evaluators also refuse data they were not proven for (two events of one
 source at one local time, a local time outside its stamp, ...) by returning
@@ -124,7 +129,9 @@ def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
         # a type without the key is broadcast: one partition of everything
     keyed = np.logical_and.reduce([present(df[k]) for k in key]) if key else np.ones(len(df), dtype=bool)
     src = source_codes(df["_source"])
-    pos = pos[src[pos] >= 0] if fp.shape == "chain" else pos[keyed[pos]]
+    by_source = fp.shape in ("chain", "run")
+    pos = pos[src[pos] >= 0] if fp.shape == "chain" else pos[keyed[pos] & (src[pos] >= 0)] if by_source \
+        else pos[keyed[pos]]
     part = np.zeros(len(df), dtype=np.int64)
     if key and len(df):
         part = df.groupby(key, sort=False, dropna=False).ngroup().to_numpy(np.int64)
@@ -132,7 +139,7 @@ def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
     if "_hist" in df.columns:
         # events of other partitions held elsewhere, seen by successive as history only
         part[df["_hist"].to_numpy(bool)] = -1
-    if fp.shape == "chain":
+    if by_source:
         g = src
     else:
         g = part if fp.shape != "leaf" else np.zeros(len(df), dtype=np.int64)
@@ -238,6 +245,8 @@ def _fits(fp: FastPath, cols: Columns) -> bool:
         return False
     if (same & (cols.hi[1:] < cols.hi[:-1])).any():
         return False
+    if fp.shape == "run" and (same & (cols.hi[1:] == cols.hi[:-1]) & (cols.lo[1:] <= cols.lo[:-1])).any():
+        return False        # the automaton takes a source's events in order of (hi, lo): as of t here
     if fp.shape in ("after", "between"):
         if (cols.src_code < 0).any() or (same & (cols.src_code[1:] != cols.src_code[:-1])).any():
             return False
@@ -951,8 +960,8 @@ def run_events(am, evs: list, final_watermark: int) -> list | None:
     if am not in _FOR_AUTOMATON:
         _FOR_AUTOMATON[am] = fast_path(am.plan)
     fp = _FOR_AUTOMATON[am]
-    if fp is None:
-        return None
+    if fp is None or fp.shape == "run":
+        return None     # (runs are cut over whole frames: spatec.vector.runs)
     cols = event_columns(fp, evs)
     if cols is None:
         return None

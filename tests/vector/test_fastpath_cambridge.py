@@ -85,3 +85,28 @@ def test_the_grid_of_a_distance_bound_keeps_every_pair(hour, metres, monkeypatch
     without = replay_frames(c, frames).frames["Near"]
     pd.testing.assert_frame_equal(with_grid, without)
     assert len(without) > (0 if metres < 1 else 100)
+
+
+SPEC_EXAMPLES = REPO.parent / "shared" / "spec" / "examples"
+RUN_PROGRAMS = [REPO / "examples" / "episodes" / "episodes.spatec",
+                REPO / "examples" / "dwell_at_stops" / "dwell_at_stops.spatec",
+                SPEC_EXAMPLES / "stuck_episodes.spatec", SPEC_EXAMPLES / "dwell_at_stops.spatec"]
+
+
+@pytest.mark.parametrize("path", RUN_PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_run_examples_fast_path_equals_automaton(hour, path):
+    """Golden check of the fast path ``run`` (spatec/vector/runs.py) on the hour, every other
+    vehicle: the output frames (ids, stamps, hull texts, bindings, places, emit fields) are
+    exactly the automaton's, and the planner chose the fast path for every run phrase."""
+    if not path.exists():
+        pytest.skip(f"{path} is not there")
+    c = compile_program(path)
+    vehicles = sorted(hour["vehicle"].unique())[::2]
+    frames = {"BusGPS": hour[hour["vehicle"].isin(vehicles)].reset_index(drop=True)}
+    runs = [p.name for p in c.plans if p.physical.fast_path == "run"]
+    assert runs == [p.name for p in c.plans]
+    general = replay_frames(c, frames, fastpath=False).frames
+    local = replay_frames(c, frames, fastpath=True).frames
+    for name in runs:
+        assert len(general[name]) > 0
+        pd.testing.assert_frame_equal(local[name], general[name], check_exact=True)
