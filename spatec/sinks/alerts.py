@@ -451,6 +451,7 @@ class WebhookSink(AlertSink):
         self._stop = threading.Event()
         self._busy = False
         self._f = None
+        self._dirty = False      # the outbox file holds alerts (delivered or not)
         self._thread: threading.Thread | None = None
         self.drain_on_close = True
         self.drain_timeout = 300.0
@@ -478,6 +479,7 @@ class WebhookSink(AlertSink):
                 keep.append(a)
         self.queue.extend(keep)
         self._rewrite(keep)
+        self._dirty = bool(keep)
         if keep:
             self._start()        # posted now, not only once a new alert arrives
         return []
@@ -491,16 +493,17 @@ class WebhookSink(AlertSink):
         os.replace(tmp, self.outbox)
 
     def deliver(self, alerts):
-        new = [a for a in alerts if a["id"] not in self.queued]
-        if not new:
-            return []
-        if self.outbox is not None:
-            if self._f is None:
-                self.outbox.parent.mkdir(parents=True, exist_ok=True)
-                self._f = open(self.outbox, "a", encoding="utf-8")
-            self._f.write("".join(json.dumps(a, ensure_ascii=False, allow_nan=False) + "\n" for a in new))
-            self._f.flush()          # in the operating system: a killed process loses none
-        with self._cv:
+        with self._cv:           # the worker empties the outbox file under this lock when it is done
+            new = [a for a in alerts if a["id"] not in self.queued]
+            if not new:
+                return []
+            if self.outbox is not None:
+                if self._f is None:
+                    self.outbox.parent.mkdir(parents=True, exist_ok=True)
+                    self._f = open(self.outbox, "a", encoding="utf-8")
+                self._f.write("".join(json.dumps(a, ensure_ascii=False, allow_nan=False) + "\n" for a in new))
+                self._f.flush()          # in the operating system: a killed process loses none
+                self._dirty = True
             for a in new:
                 self.queued.add(a["id"])
                 self.queue.append(a)
@@ -517,8 +520,9 @@ class WebhookSink(AlertSink):
         while not self._stop.is_set():
             with self._cv:
                 while not self.queue and not self._stop.is_set():
-                    if self._f is not None and self.outbox is not None and not self._busy:
+                    if self._dirty and not self._busy:
                         self._rewrite([])       # everything delivered: the outbox starts again empty
+                        self._dirty = False
                     self._cv.wait(0.5)
                 if self._stop.is_set():
                     return
@@ -572,6 +576,10 @@ class WebhookSink(AlertSink):
             self._cv.notify_all()
         if self._thread is not None:
             self._thread.join(min(self.timeout, 5.0) + 0.5)
+        with self._cv:
+            if self._dirty and not self.queue and not self._busy:
+                self._rewrite([])       # all posted: nothing for the next start to post again
+                self._dirty = False
         if self._f is not None:
             self._f.close()
             self._f = None

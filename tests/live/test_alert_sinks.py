@@ -120,6 +120,7 @@ def test_outbox_left_by_a_crash_is_posted_on_start_without_new_alerts(hook, tmp_
     assert [a["id"] for a in hook.got] == ["beef"] and hook.keys == ["beef"]
     assert s.delivered == 1
     assert DeliveredLog(log).hi.get((hook.url, "beef")) is not None
+    assert sink.outbox.read_text() == ""      # all posted: the outbox starts again empty
 
 
 def test_jsonl_written_but_not_logged_is_not_written_again(tmp_path):
