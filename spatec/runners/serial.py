@@ -68,6 +68,8 @@ class _Frame:
 class SerialSession:
     """What the staged exchange asks of a SparkSession, done in this process."""
 
+    where = "in this process"       # for the progress lines ("matching in this process")
+
     def __init__(self, conf: dict | None = None):
         self.conf = _Conf(dict(conf or {}))
         self.sparkContext = _Context()                                   # noqa: N815 (Spark's name)

@@ -490,7 +490,7 @@ def grown_point_hulls(xy: np.ndarray, ring: np.ndarray) -> tuple:
     pick = order[ok][np.arange(order.shape[1])[None, :] < cnt[:, None]]
     rows = np.repeat(ok, cnt)
     v = xy[pick, rows]
-    first = np.r_[0, np.cumsum(cnt)[:-1]]
+    first = np.cumsum(cnt) - cnt
     shell = np.insert(np.arange(len(v)), first[1:].tolist() + [len(v)], first)
     parts = [(v, rows, v[shell], np.repeat(ok, cnt + 1))]
     point, line, poly = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)

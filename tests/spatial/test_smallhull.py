@@ -60,3 +60,17 @@ def test_grown_point_hulls_are_grown_geos_hulls(k, n, r, seed, kind):
     want = grown_convex_parts(np.asarray(geos_hulls(xy) if n else [], dtype=object), ring)
     for a, b in zip((got[0], got[1], *got[2][:3]), (want[0], want[1], *want[2][:3])):
         assert a.shape == b.shape and (a == b).all()
+
+
+@pytest.mark.parametrize("sets", [
+    [[(0, 0), (0, 0), (0, 0)]],                                   # one point: none sure
+    [[(0, 0), (1, 1), (2, 2), (3, 3)], [(5, 5), (5, 5), (6, 5), (5, 6)]],   # collinear, repeated
+    [[(0, 0), (1, 1), (2, 2)], [(0, 0), (4, 0), (0, 3)]],       # one of each
+])
+def test_grown_point_hulls_of_degenerate_sets(sets):
+    xy = np.array(sets, dtype=float).transpose(1, 0, 2)
+    ring = wkt_ring(15.0)
+    got = grown_point_hulls(xy, ring)
+    want = grown_convex_parts(np.asarray(geos_hulls(xy), dtype=object), ring)
+    for a, b in zip((got[0], got[1], *got[2][:3]), (want[0], want[1], *want[2][:3])):
+        assert a.shape == b.shape and (a == b).all()
