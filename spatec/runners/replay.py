@@ -87,11 +87,7 @@ def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str, tz: str
 def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=None, phrases=None, ui=None,
                  tz: str | None = None):
     from spatec.runners.local import replay_frames
-    from spatec.runners.serial import replay_streamed, streams
 
-    if streams(compiled, inputs, fmt, phrases):
-        # a large input through the staged exchange, in this process: bounded memory
-        return replay_streamed(compiled, inputs, out, fmt=fmt, crs=crs, phrases=phrases, ui=ui, tz=tz)
     frames, summary = ingest(compiled, inputs, out, ui)
     if ui:
         ui.stage("matching")

@@ -26,7 +26,7 @@ import pandas as pd
 
 from spatec.plan.program import Compiled
 
-__all__ = ["SerialSession", "STREAM_BYTES", "replay_streamed", "streams"]
+__all__ = ["SerialSession", "STREAM_BYTES", "local_replay", "replay_streamed", "streams"]
 
 #: ``spatec replay --runner local`` streams inputs whose files add up to more than this
 #: many bytes (about a bus-day of the Cambridge fixes as Parquet, a third of one as
@@ -124,3 +124,14 @@ def replay_streamed(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=Non
                                    phrases=phrases, ui=ui, prefilter_leaves=False, fmt=fmt, tz=tz)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def local_replay(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, phrases=None, ui=None,
+                 tz: str | None = None):
+    """``spatec replay --runner local``: :func:`replay_streamed` where :func:`streams` says so
+    (a large input), else :func:`~spatec.runners.replay.replay_local` (the whole input in memory)."""
+    from spatec.runners.replay import replay_local
+
+    if streams(compiled, inputs, fmt, phrases):
+        return replay_streamed(compiled, inputs, out, fmt=fmt, crs=crs, phrases=phrases, ui=ui, tz=tz)
+    return replay_local(compiled, inputs, out, fmt=fmt, crs=crs, phrases=phrases, ui=ui, tz=tz)

@@ -28,7 +28,7 @@ def test_streamed_files_are_the_local_runners(slice20, tmp_path, monkeypatch, fm
     conf = {"spark.spatec.ingestRows": "4000", "spark.spatec.bucketRows": "3000"}
     small = serial.replay_streamed(compiled, inputs, tmp_path / "small", fmt=fmt, conf=conf)
     monkeypatch.setenv(serial.STREAM_ENV, "on")
-    routed = replay_local(compiled, inputs, tmp_path / "routed", fmt=fmt)
+    routed = serial.local_replay(compiled, inputs, tmp_path / "routed", fmt=fmt)
     for streamed in (small, routed):
         assert streamed.ingest.rows == whole.ingest.rows
         assert dict(streamed.counts) == {p: len(df) for p, df in whole.frames.items()}
