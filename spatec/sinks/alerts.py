@@ -478,6 +478,8 @@ class WebhookSink(AlertSink):
                 keep.append(a)
         self.queue.extend(keep)
         self._rewrite(keep)
+        if keep:
+            self._start()        # posted now, not only once a new alert arrives
         return []
 
     def _rewrite(self, alerts) -> None:
@@ -605,14 +607,14 @@ class SinkSet:
     def __init__(self, sinks: Sequence[AlertSink], delivered: DeliveredLog, gate=None):
         self.sinks, self.log = list(sinks), delivered
         self.gate = gate              # alerts → the ones to deliver (the others are held back)
-        for s in self.sinks:
-            for cid, hi in s.already(self.log.__contains__):
-                self.log.add(s.name, cid, hi)
-            if hasattr(s, "on_done"):
-                s.on_done = self._done
-        self.log.flush()
         self.delivered = 0
         self.skipped = 0
+        for s in self.sinks:
+            if hasattr(s, "on_done"):
+                s.on_done = self._done   # before `already`: a queued sink starts posting its outbox there
+            for cid, hi in s.already(self.log.__contains__):
+                self.log.add(s.name, cid, hi)
+        self.log.flush()
 
     def _done(self, name: str, alert: dict) -> None:
         """A queued sink delivered (or dead-lettered) an alert: record it now."""

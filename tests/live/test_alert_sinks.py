@@ -103,6 +103,25 @@ def test_each_id_once_per_sink_across_restarts(hook, tmp_path):
     assert [a["id"] for a in hook.got] == ["c0ffee", "beef"]
 
 
+def test_outbox_left_by_a_crash_is_posted_on_start_without_new_alerts(hook, tmp_path):
+    """A process killed while its webhook queue still held alerts: the next start posts them
+    even when it has nothing new to deliver (end of input already decided before the crash)."""
+    log = tmp_path / "delivered.jsonl"
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    b = dict(ALERT, id="beef")
+    sink = open_sink(hook.url, tmp_path)
+    sink.outbox.write_text("".join(json.dumps(a) + "\n" for a in (ALERT, b)))
+    d = DeliveredLog(log)
+    d.add(hook.url, "c0ffee", 5)      # the first was delivered and logged before the crash
+    d.close()
+    s = SinkSet([sink], DeliveredLog(log))
+    s.close()                          # end of input: the queue is posted before closing
+    assert [a["id"] for a in hook.got] == ["beef"] and hook.keys == ["beef"]
+    assert s.delivered == 1
+    assert DeliveredLog(log).hi.get((hook.url, "beef")) is not None
+
+
 def test_jsonl_written_but_not_logged_is_not_written_again(tmp_path):
     """A crash after the sink wrote and before the log recorded it (and one mid-line)."""
     out = tmp_path / "alerts"
