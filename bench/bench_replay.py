@@ -181,7 +181,8 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
 
     from spatec.plan.program import compile_program
     from spatec.runners.local import replay_frames
-    from spatec.runners.replay import ingest, replay_local
+    from spatec.runners.replay import ingest
+    from spatec.runners.serial import local_replay
     from spatec.runners.spark.batch import replay_spark, warm_workers
     from spatec.runners.spark.session import get_or_create
     from spatec.spatial.crs import choose_crs
@@ -195,7 +196,7 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
     if runner == "local":       # the local runner alone in this process: its time and peak memory
         with tempfile.TemporaryDirectory() as d:
             with PeakMemory() as mem:
-                result, t = timed(lambda: replay_local(c, inputs, Path(d), fmt))
+                result, t = timed(lambda: local_replay(c, inputs, Path(d), fmt))
         return {"scale": scale, "program": program, "format": fmt, "runner": "local",
                 "fixes": result.ingest.read, "composites": sum(result.counts.values()), "total_s": t,
                 "fixes_per_s": result.ingest.read / t, "driver_mb": mem.driver, "workers_mb": 0.0,

@@ -118,9 +118,10 @@ def _replay(args, compiled, inputs, out: Path, ui, tz) -> int:
     t0 = time.perf_counter()
     logs = []
     if args.runner == "local":
-        from spatec.runners.replay import replay_local
+        from spatec.runners.serial import local_replay
 
-        result = replay_local(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui,
+        # (a large input streamed through the staged exchange in this process: bounded memory)
+        result = local_replay(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui,
                               tz=tz)
     else:
         from spatec.runners.spark.batch import replay_spark

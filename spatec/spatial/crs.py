@@ -269,8 +269,20 @@ def position_cells(lons, lats) -> dict:
         return {}
     i = np.floor(lon[ok] * CELLS_PER_DEGREE).astype(np.int64)
     j = np.floor(lat[ok] * CELLS_PER_DEGREE).astype(np.int64)
+    i0, j0 = int(i.min()), int(j.min())
+    ni, nj = int(i.max()) - i0 + 1, int(j.max()) - j0 + 1
+    if ni * nj <= _DENSE_CELLS:
+        # cells numbered in order of (i, j) and counted in one pass (data of a region: a few
+        # cells): what the sort of np.unique(axis=0) gave, 1.7 s for a bus-day, in 10 ms
+        counts = np.bincount((i - i0) * nj + (j - j0), minlength=ni * nj)
+        keys = np.flatnonzero(counts)
+        return {(i0 + int(a) // nj, j0 + int(a) % nj): int(counts[a]) for a in keys}
     keys, counts = np.unique(np.stack([i, j], axis=1), axis=0, return_counts=True)
     return {(int(a), int(b)): int(c) for (a, b), c in zip(keys, counts)}
+
+
+#: Grids of up to this many cells are counted with a bincount (:func:`position_cells`).
+_DENSE_CELLS = 1 << 20
 
 
 def extent_cells(x0, x1, y0, y1) -> dict:

@@ -32,6 +32,8 @@ import numpy as np
 import shapely
 
 from spatec.spatial.approx import disc_offsets, minkowski, ngon_sides
+from spatec.spatial.smallhull import SMALL as SMALL_HULL
+from spatec.spatial.smallhull import hull_rings
 from spatec.spatial.wkt import polygon_wkts
 
 __all__ = [
@@ -40,7 +42,7 @@ __all__ = [
     "possibly_in", "certainly_in", "relate_many",
     "possibly_in_many", "certainly_in_many", "possibly_in_many_geoms", "certainly_in_many_geoms",
     "to_lonlat_wkt", "lonlat_wkts", "wkt_ring", "grown_convex", "grown_convex_coords", "grown_convex_parts",
-    "grown_segments",
+    "grown_segments", "grown_point_hulls",
 ]
 
 #: Largest error, metres, of an approximation that takes part in a decision
@@ -446,9 +448,15 @@ def grown_convex_parts(geoms: np.ndarray, ring: np.ndarray) -> tuple:
     ``centres[src[i]] + ring[k[i]]`` (a vertex of ``G`` and an offset), or
     ``src[i] = k[i] = -1`` for the rings GEOS's convex hull makes. What
     :func:`lonlat_wkts` needs to unproject a grown ring from its few centres."""
-    m = len(geoms)
-    if m == 0:
+    if len(geoms) == 0:
         return _no_parts(ring)
+    v, vid, point, line, poly, c, idx = _vertices(geoms)
+    return _grown_vertices(v, vid, point, line, poly, ring, c, idx)
+
+
+def _vertices(geoms: np.ndarray) -> tuple:
+    """What :func:`_grown_vertices` reads of geometries: ``(v, vid, point, line, poly, c, idx)``."""
+    m = len(geoms)
     c, idx = shapely.get_coordinates(geoms, return_index=True)
     tid = shapely.get_type_id(geoms)
     nc = np.bincount(idx, minlength=m)
@@ -461,7 +469,54 @@ def grown_convex_parts(geoms: np.ndarray, ring: np.ndarray) -> tuple:
     first = np.r_[0, np.cumsum(nc)[:-1]]
     keep = np.zeros(len(c), dtype=bool)
     keep[concat_ranges(first, np.where(poly, nc - 1, np.where(point | line, nc, 0)))] = True
-    return _grown_vertices(c[keep], idx[keep], point, line, poly, ring, c, idx)
+    return c[keep], idx[keep], point, line, poly, c, idx
+
+
+def grown_point_hulls(xy: np.ndarray, ring: np.ndarray) -> tuple:
+    """:func:`grown_convex_parts` of GEOS's convex hulls of ``n`` sets of ``k`` points
+    (``xy``: shape ``(k, n, 2)``), the hulls of 3 or 4 points in general position made
+    without GEOS (:func:`spatec.spatial.smallhull.hull_rings`: the same polygons,
+    coordinate for coordinate), the others by GEOS. The same vertices go through the
+    same arithmetic, so the same numbers."""
+    k, n = xy.shape[0], xy.shape[1]
+    if n == 0:
+        return _no_parts(ring)
+    if k not in SMALL_HULL:
+        return grown_convex_parts(_point_hulls(xy), ring)
+    order, count, sure = hull_rings(xy[:, :, 0], xy[:, :, 1])
+    ok = np.flatnonzero(sure)
+    # the polygons' vertices, row after row, and their shells (the first vertex again)
+    cnt = count[ok]
+    pick = order[ok][np.arange(order.shape[1])[None, :] < cnt[:, None]]
+    rows = np.repeat(ok, cnt)
+    v = xy[pick, rows]
+    first = np.cumsum(cnt) - cnt
+    shell = np.insert(np.arange(len(v)), first[1:].tolist() + [len(v)], first)
+    parts = [(v, rows, v[shell], np.repeat(ok, cnt + 1))]
+    point, line, poly = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    poly[ok] = True
+    other = np.flatnonzero(~sure)
+    if len(other):
+        gv, gvid, gpoint, gline, gpoly, gc, gidx = _vertices(_point_hulls(xy[:, other]))
+        point[other], line[other], poly[other] = gpoint, gline, gpoly
+        parts.append((gv, other[gvid], gc, other[gidx]))
+        by_v = np.argsort(np.concatenate([p[1] for p in parts]), kind="stable")
+        by_c = np.argsort(np.concatenate([p[3] for p in parts]), kind="stable")
+        v, vid = np.concatenate([p[0] for p in parts])[by_v], np.concatenate([p[1] for p in parts])[by_v]
+        c, idx = np.concatenate([p[2] for p in parts])[by_c], np.concatenate([p[3] for p in parts])[by_c]
+    else:
+        _, vid, c, idx = parts[0]
+    return _grown_vertices(v, vid, point, line, poly, ring, c, idx)
+
+
+def _point_hulls(xy: np.ndarray) -> np.ndarray:
+    """GEOS's convex hulls of ``n`` sets of ``k >= 2`` points (``xy``: ``(k, n, 2)``),
+    each handed to GEOS as a line string (its hull reads only the coordinates)."""
+    k, n = xy.shape[0], xy.shape[1]
+    lines = shapely.from_ragged_array(shapely.GeometryType.LINESTRING,
+                                      np.ascontiguousarray(xy.transpose(1, 0, 2).reshape(-1, 2)),
+                                      (np.arange(0, k * n + 1, k, dtype=np.int64),))
+    return shapely.convex_hull(lines)
 
 
 def grown_segments(p: np.ndarray, q: np.ndarray, ring: np.ndarray) -> tuple:

@@ -317,7 +317,9 @@ class Matches:
         ids = [self._bound_ids(v) for v in vs]
         head = f"[{enc(self.fp.phrase)},["
         sha = hashlib.sha256
-        if all(json_verbatim(c) is not None for c in ids):     # (an Arrow array, or None)
+        # the whole column's text checked once (a staged Arrow column), else each variable's ids
+        plain = isinstance(self.cols.ids, TextColumn) and self.cols.ids.json_plain()
+        if plain or all(json_verbatim(c) is not None for c in ids):     # (an Arrow array, or None)
             line = (head + ",".join(f"[{enc(v)},\"\0\"]" for v in vs) + "]]").replace("%", "%%").replace("\0", "%s")
             return [sha((line % pairs).encode("utf-8")).hexdigest()[:32] for pairs in zip(*ids)]
         cols = [[f"[{enc(v)},{enc(x)}]" for x in c] for v, c in zip(vs, ids)]
@@ -910,6 +912,10 @@ def _hulls_wkt(m: Matches, projector, arrow: bool = False):
         ring = S.wkt_ring(r)
         return S.lonlat_wkts(None, projector, coords=S.grown_segments(np.column_stack([ex[0], ey[0]]),
                                                                       np.column_stack([ex[1], ey[1]]), ring),
+                             arrow=arrow)
+    if k > 2 and r > 0:
+        # hulls of 3 or 4 centres made in numpy where GEOS's are certain (Stuck), GEOS's otherwise
+        return S.lonlat_wkts(None, projector, coords=S.grown_point_hulls(np.stack([ex, ey], axis=-1), S.wkt_ring(r)),
                              arrow=arrow)
     if k == 1:
         hull = shapely.points(ex[0], ey[0])

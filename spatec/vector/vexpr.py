@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from spatec.automata.exprs import compile_expr
 from spatec.automata.machine import Context, RunState
 from spatec.automata.patterns import PatternCompiler, domain
-from spatec.events.columns import arrow_text, one_array
+from spatec.events.columns import arrow_text, json_plain_text, one_array
 from spatec.frontend import ast as A
 from spatec.frontend.check import time_literal_micros
 from spatec.plan.predicates import expr_vars
@@ -148,6 +148,16 @@ class TextColumn:
 
     def tolist(self) -> list:
         return (self.arr if self.pos is None else self.arr.take(pa.array(self.pos, pa.int64()))).to_pylist()
+
+    def json_plain(self) -> bool:
+        """Whether every text of the whole array is one JSON writes as it is, in quotes
+        (:func:`~spatec.events.columns.json_plain_text`; no missing value): then so is
+        every row of any :meth:`take`. Read once, from the array's own bytes."""
+        got = self.__dict__.get("_plain")
+        if got is None:
+            arr = self.arr
+            got = self._plain = arr.type == pa.string() and arr.null_count == 0 and json_plain_text(arr)
+        return got
 
     def all_distinct(self) -> bool:
         """Whether the rows' values all differ: every value of the array once (Arrow's

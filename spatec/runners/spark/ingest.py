@@ -300,6 +300,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     run = needed(compiled, phrases)
     plans = [p for p in compiled.plans if p.name in run]
     shown = [p for p in plans if not phrases or p.name in phrases]
+    where = getattr(spark, "where", "on Spark")     # (the local runner's SerialSession: in this process)
     root = os.path.join(staging_dir(spark), uuid.uuid4().hex)
     os.makedirs(root, exist_ok=True)
     started = time.perf_counter()
@@ -323,7 +324,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         results: dict = {}
         if chunks:
             if ui:
-                ui.stage(f"typing {len(chunks)} chunk{'s' if len(chunks) > 1 else ''} of input on Spark")
+                ui.stage(f"typing {len(chunks)} chunk{'s' if len(chunks) > 1 else ''} of input {where}")
             seeds, tasks = dealt(spark, [ch.rows for ch in chunks])
             fn = ingest_fn(program, plans, chunks, tasks, buckets, root, windows, log=log)
             for r in seeds.mapInPandas(fn, "g long, path string").collect():
@@ -355,7 +356,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         ingested = time.perf_counter()
         clock.step("decide")
         if ui:
-            ui.stage("matching on Spark")
+            ui.stage(f"matching {where}")
             ui.matching({p.name: sum(g["rows"] for g in staged[p.name].values()) for p in plans})
         engine = engine_name(spark) if prefilter_leaves else None
         raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root,

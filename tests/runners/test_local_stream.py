@@ -1,0 +1,52 @@
+"""The local runner's streamed replay (spatec.runners.serial): the staged exchange run
+in-process, chunk by chunk and group by group. Its files are the in-memory local
+runner's, byte for byte, and it is chosen only where it applies."""
+from __future__ import annotations
+
+import pytest
+
+from spatec.plan.program import compile_program
+from spatec.runners import serial
+from spatec.runners.replay import replay_local
+
+from tests.runners.conftest import REPO
+
+THREE = REPO / "bench" / "three_phrases.spatec"
+DERIVED = REPO / "examples" / "headway" / "headway.spatec"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_streamed_files_are_the_local_runners(slice20, tmp_path, monkeypatch, fmt):
+    """Many chunks (4,000 rows each) and groups (3,000 events): the same rejects, counts
+    and files as the in-memory local runner; ``replay_local`` streams when told to."""
+    compiled = compile_program(str(THREE))
+    inputs = [("BusGPS", str(slice20))]
+    monkeypatch.setenv(serial.STREAM_ENV, "off")
+    whole = replay_local(compiled, inputs, tmp_path / "whole", fmt=fmt)
+    assert min(len(df) for df in whole.frames.values()) > 0
+    conf = {"spark.spatec.ingestRows": "4000", "spark.spatec.bucketRows": "3000"}
+    small = serial.replay_streamed(compiled, inputs, tmp_path / "small", fmt=fmt, conf=conf)
+    monkeypatch.setenv(serial.STREAM_ENV, "on")
+    routed = serial.local_replay(compiled, inputs, tmp_path / "routed", fmt=fmt)
+    for streamed in (small, routed):
+        assert streamed.ingest.rows == whole.ingest.rows
+        assert dict(streamed.counts) == {p: len(df) for p, df in whole.frames.items()}
+        for name, path in whole.paths.items():
+            assert streamed.paths[name].read_bytes() == path.read_bytes(), name
+
+
+def test_streaming_is_chosen_where_it_applies(tmp_path, monkeypatch):
+    small = tmp_path / "fixes.csv"
+    small.write_text("vehicle,ts,lon,lat\n")
+    three = compile_program(str(THREE))
+    inputs = [("BusGPS", str(small))]
+    monkeypatch.setenv(serial.STREAM_ENV, "auto")
+    assert not serial.streams(three, inputs, "jsonl")                 # a small input: in memory
+    monkeypatch.setattr(serial, "STREAM_BYTES", 1)
+    assert serial.streams(three, inputs, "jsonl")
+    assert serial.streams(three, inputs, "parquet")
+    assert not serial.streams(three, inputs, "geojson")               # not written in parts
+    assert not serial.streams(compile_program(str(DERIVED)), inputs, "jsonl")   # phrases over phrases
+    monkeypatch.setenv(serial.STREAM_ENV, "off")
+    assert not serial.streams(three, inputs, "jsonl")
