@@ -37,6 +37,7 @@ class Progress:
         self._started = None
         self._last_line = 0.0
         self._current = None
+        self.feeds: list = []      # callables that report what is still unread (TaskLogTail.poll)
 
     def _print(self, msg: str) -> None:
         if self.quiet:
@@ -120,7 +121,10 @@ class Progress:
         self._print(f"  {phrase}: {g:,} groups, {m:,} composites")
 
     def matched(self) -> None:
-        """Matching is over."""
+        """Matching is over: what the feeds still hold is counted first, so the last line gives
+        every group (outside the lock: a feed reports through :meth:`partition`)."""
+        for feed in list(self.feeds):
+            feed()
         with self._lock:
             if self._bar is not None:
                 for p, task in self._tasks.items():
@@ -189,9 +193,11 @@ class TaskLogTail:
         except OSError:
             self._offset = 0
         self._rest = b""
+        self._poll_lock = threading.Lock()     # the thread's polls and the one matched() asks for
         self._thread = threading.Thread(target=self._run, name="spatec-progress", daemon=True)
 
     def __enter__(self):
+        self.ui.feeds.append(self.poll)
         self._thread.start()
         return self
 
@@ -199,12 +205,18 @@ class TaskLogTail:
         self._stop.set()
         self._thread.join()
         self.poll()
+        if self.poll in self.ui.feeds:
+            self.ui.feeds.remove(self.poll)
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
             self.poll()
 
     def poll(self) -> None:
+        with self._poll_lock:
+            self._poll()
+
+    def _poll(self) -> None:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)

@@ -32,6 +32,7 @@ phrases yet (:func:`~spatec.plan.support.require_flow` refuses them).
 from __future__ import annotations
 
 from spatec.automata.machine import NEG_INF, Composite, Ev, RunState
+from spatec.automata.runs import floor as runs_floor
 from spatec.automata.step import undecided_low
 from spatec.runtime.rows import emit_values
 
@@ -149,12 +150,7 @@ def live_frontier(am, states, bcast, watermark: int) -> int:
             for pm in pms:
                 if pm.lo < low:
                     low = pm.lo
-        for cut in rs.runs.values():
-            if cut.open is not None and cut.open.lo < low:
-                low = cut.open.lo
-            for x in cut.pending:
-                if x.lo < low:
-                    low = x.lo
+        low = runs_floor(rs, low)     # open runs and events not yet settled into one
     return low
 
 

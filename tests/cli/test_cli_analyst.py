@@ -175,3 +175,20 @@ def test_the_live_console_shows_times_in_a_zone():
     assert "since=2019-10-01T08:59:38+01:00" in line and "vehicle=2019-10-01 " in line
     with pytest.raises(DataError, match="not a time zone"):
         open_sink("console:?tz=Mars/Olympus", None)
+
+
+def test_the_last_line_counts_every_group_the_log_holds(tmp_path):
+    """Matching ends before the tail's next poll: the phrase's last line still counts the groups
+    the tasks logged meanwhile (the README's command printed 9 groups, 14 composites of 12, 20)."""
+    log = tmp_path / "tasks.jsonl"
+    log.write_text("")
+    s = io.StringIO()
+    ui = Progress(stream=s, interval=1e9)
+    ui.matching({"A": 30})
+    with TaskLogTail(log, ui, every=3600):        # the thread's own polls never come in time
+        with open(log, "a") as f:
+            for i, n in enumerate((4, 1, 3)):
+                f.write(json.dumps({"stage": "match", "phrase": "A", "item": i, "events": 10, "rows": n}) + "\n")
+        ui.partition("A", 0, 0)                   # (one group seen before: the phrase is current)
+        ui.matched()
+    assert "A: 4 groups, 8 composites" in s.getvalue()
