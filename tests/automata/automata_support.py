@@ -146,6 +146,27 @@ def compile_text(body: str):
     return compile_program(f"/tmp/spatec_oracle_{_N[0]}.spatec", HEADER + body)
 
 
+def compiled_or_reject(body: str):
+    """:func:`compile_text`, or (a generated program that does not check) the example rejected."""
+    from hypothesis import assume
+
+    from spatec.errors import SpatecError
+
+    try:
+        return compile_text(body)
+    except SpatecError:
+        assume(False)
+
+
+def write_stops(path, stops) -> Path:
+    """A stops CSV (``stop_id,name,lon,lat``) of ``(id, name, dx, dy)`` metres from the origin."""
+    path = Path(path)
+    path.write_text("stop_id,name,lon,lat\n" + "".join(
+        f"{sid},{name},{lonlat(dx, dy)[0]:.8f},{lonlat(dx, dy)[1]:.8f}\n" for sid, name, dx, dy in stops),
+        encoding="utf-8")
+    return path
+
+
 def sut_rows(compiled, rows, name: str) -> list[tuple]:
     df = replay_frames(compiled, frames(rows), crs=CRS).frames[name]
     return sorted((r.id, int(r.lo), int(r.hi), tuple(sorted(r.events.items()))) for r in df.itertuples())

@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import random
 
-from automata_support import CRS, US, compile_text, frames, oracle_rows, row, sut_rows
-from hypothesis import HealthCheck, assume, given, settings
+from automata_support import CRS, US, compiled_or_reject, frames, oracle_rows, row, sut_rows
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spatec.automata.machine import RunState, build
 from spatec.automata.step import step
-from spatec.errors import SpatecError
 from spatec.runtime.batch import run_partition
 from spatec.runtime.events import event_order, to_evs
 from spatec.runtime.routing import partitions
@@ -151,13 +150,6 @@ def phrases(draw, types):
         text += "  where " + " and ".join(where) + "\n"
     text += within + "\n"
     return text
-
-
-def compiled_or_reject(text):
-    try:
-        return compile_text(text)
-    except SpatecError:
-        assume(False)
 
 
 # ------------------------------------------------------------------------------ batch

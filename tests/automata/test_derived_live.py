@@ -9,14 +9,13 @@ import os
 import random
 
 import pandas as pd
-from automata_support import CRS, US, compile_text, frames
-from hypothesis import HealthCheck, assume, given, settings
+from automata_support import CRS, US, compiled_or_reject, frames
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_against_oracle import traces
 from test_derived_oracle import programs
 
 import oracle
-from spatec.errors import SpatecError
 from spatec.runners.live_local import LocalLive
 from spatec.runners.local import replay_frames
 from spatec.runtime.rows import time_fields
@@ -76,10 +75,7 @@ def batch_alerts(compiled, rows) -> dict:
 def test_live_phrases_over_phrases_equal_oracle_and_batch(tmp_path_factory, data):
     rows = data.draw(traces(types=("Bus", "Tag")))
     text = data.draw(programs())
-    try:
-        c = compile_text(text)
-    except SpatecError:
-        assume(False)
+    c = compiled_or_reject(text)
     lateness = data.draw(st.sampled_from([0, 10 * US, 60 * US, 300 * US]))
     rnd = random.Random(data.draw(st.integers(0, 2 ** 16)))
     ck = tmp_path_factory.mktemp("ck")

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 
-from automata_support import T0, US, both_all, compile_text, row
-from hypothesis import HealthCheck, assume, given, settings
+from automata_support import T0, US, both_all, compile_text, compiled_or_reject, row
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_against_oracle import traces
 
-from spatec.errors import SpatecError
 
 FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 EXAMPLES = int(os.environ.get("ORACLE_DERIVED_EXAMPLES", 300))
@@ -69,10 +68,7 @@ def programs(draw):
 def test_phrases_over_phrases_equal_oracle(data):
     rows = data.draw(traces(types=("Bus", "Tag")))
     text = data.draw(programs())
-    try:
-        c = compile_text(text)
-    except SpatecError:
-        assume(False)
+    c = compiled_or_reject(text)
     for name, (orc, sut) in both_all(c, rows).items():
         assert sut == orc, (name, text)
 

@@ -9,15 +9,14 @@ import os
 import random
 
 import pytest
-from automata_support import CRS, US, compile_text, frames, lonlat, row
-from hypothesis import HealthCheck, assume, given, settings
+from automata_support import CRS, US, frames, row, write_stops, compiled_or_reject
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oracle
 from spatec.automata.codec import decode_state, encode_state
 from spatec.automata.machine import RunState, build
 from spatec.automata.step import step
-from spatec.errors import SpatecError
 from spatec.runners.local import replay_frames
 from spatec.runtime.batch import run_partition
 from spatec.runtime.events import event_order, to_evs
@@ -35,11 +34,7 @@ STOPS = [("s1", "First", 0, 0), ("s2", "Second", 30, 0), ("s3", "Third", 90, 10)
 
 @pytest.fixture(scope="module")
 def stops_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("stops") / "stops.csv"
-    path.write_text("stop_id,name,lon,lat\n" + "".join(
-        f"{sid},{name},{lonlat(dx, dy)[0]:.8f},{lonlat(dx, dy)[1]:.8f}\n" for sid, name, dx, dy in STOPS),
-        encoding="utf-8")
-    return path
+    return write_stops(tmp_path_factory.mktemp("stops") / "stops.csv", STOPS)
 
 
 def places_decl(path) -> str:
@@ -154,11 +149,8 @@ def phrases(draw):
     return text
 
 
-def compiled_or_reject(stops, text):
-    try:
-        return compile_text(places_decl(stops) + text)
-    except SpatecError:
-        assume(False)
+def compiled_with_stops(stops, text):
+    return compiled_or_reject(places_decl(stops) + text)
 
 
 # ------------------------------------------------------------------------------ comparisons
@@ -207,7 +199,7 @@ def _norm(v):
 def test_runs_and_places_equal_the_oracle(stops_file, data):
     rows = data.draw(traces())
     text = data.draw(phrases())
-    c = compiled_or_reject(stops_file, text)
+    c = compiled_with_stops(stops_file, text)
     got, got_emit = sut(c, rows)
     want, want_emit = orc(c, rows)
     assert got == want, text
@@ -223,7 +215,7 @@ def test_live_in_random_batches_equals_batch(stops_file, data):
     read back between batches: the same composites as a replay, each once."""
     rows = data.draw(traces())
     text = data.draw(phrases())
-    c = compiled_or_reject(stops_file, text)
+    c = compiled_with_stops(stops_file, text)
     proj = Projector(CRS)
     evs_by_type = {t: to_evs(df, c.program, proj) for t, df in frames(rows).items()}
     plan = c.plan("Ph")

@@ -15,16 +15,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "automata"))
 
 import oracle  # noqa: E402
-from automata_support import CRS, US, compile_text, frames, lonlat, row  # noqa: E402
+from automata_support import CRS, US, frames, row, write_stops, compiled_or_reject  # noqa: E402
 
-from spatec.errors import SpatecError  # noqa: E402
 from spatec.runners.local import replay_frames  # noqa: E402
 from spatec.runtime.events import to_evs  # noqa: E402
 from spatec.spatial.crs import Projector  # noqa: E402
@@ -40,11 +39,7 @@ ANCHORS = [(0, 0), (10, 0), (30, 0), (90, 10), (200, 0)]
 
 @pytest.fixture(scope="module")
 def stops_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("stops") / "stops.csv"
-    path.write_text("stop_id,name,lon,lat\n" + "".join(
-        f"{sid},{name},{lonlat(dx, dy)[0]:.8f},{lonlat(dx, dy)[1]:.8f}\n" for sid, name, dx, dy in STOPS),
-        encoding="utf-8")
-    return path
+    return write_stops(tmp_path_factory.mktemp("stops") / "stops.csv", STOPS)
 
 
 @st.composite
@@ -111,10 +106,7 @@ def phrases(draw):
 
 
 def compiled(stops, text):
-    try:
-        return compile_text(text.replace("STOPS", str(stops)))
-    except SpatecError:
-        assume(False)
+    return compiled_or_reject(text.replace("STOPS", str(stops)))
 
 
 def outputs(c, rows, fastpath: bool) -> pd.DataFrame:
