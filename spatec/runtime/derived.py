@@ -138,7 +138,13 @@ def live_frontier(am, states, bcast, watermark: int) -> int:
     longest = am.type_len.get(None)
     if watermark == NEG_INF or longest is None:
         return NEG_INF
-    low = watermark - longest
+    return held_low(states, bcast, watermark - longest)
+
+
+def held_low(states, bcast, low: int) -> int:
+    """The least of ``low`` and the ``lo`` of what keys' run ``states`` and a broadcast buffer
+    ``bcast`` hold that a composite may still grow from (pending and buffered partial matches,
+    broadcast events, open runs): :func:`live_frontier`'s bound from the state alone."""
     for e in bcast:
         if e.lo < low:
             low = e.lo

@@ -1,9 +1,9 @@
 """Phrases over phrases (SPEC §8) run in the local runners (batch and live,
 tests/live/test_live_derived.py) and in Spark batch on the staged exchange
 (tests/runners/test_spark_parity.py). What is refused, with an error naming the construct,
-the phrase and what it reads, before starting anything: Spark live; Spark batch on the
-shuffle exchange; Spark batch for a phrase that reads both composites and input events
-(REFERENCE decision 37). A program without them, or a choice of phrases that leaves them
+the phrase and what it reads, before starting anything: Spark batch on the shuffle
+exchange; Spark batch and Spark live for a phrase that reads both composites and input
+events (REFERENCE decisions 37, 38). A program without them, or a choice of phrases that leaves them
 out, is not refused."""
 from __future__ import annotations
 
@@ -70,11 +70,22 @@ def test_local_live_accepts(headway, tmp_path):
     assert [p.name for p in live.plans] == ["StationCall", "Headway"]
 
 
-def test_spark_live_refuses(headway):
+def test_spark_live_runs_the_flow_graph(headway):
+    """Spark live takes phrases over phrases (the driver steps them, REFERENCE decision 38);
+    ``--phrase Headway`` runs its producer too."""
+    assert [p.name for p in check_streamable(headway)] == ["StationCall", "Headway"]
+    assert [p.name for p in check_streamable(headway, phrases=["Headway"])] == ["StationCall", "Headway"]
+
+
+def test_spark_live_refuses_a_phrase_over_composites_and_input_events(tmp_path):
+    p = tmp_path / "mixed.spatec"
+    p.write_text(f'include "{EXAMPLES / "headway" / "headway.spatec"}"\n\n'
+                 "phrase Leaving per vehicle =\n    StationCall -> C ; BusGPS -> B\n"
+                 "  where B.vehicle == C.vehicle\n  within 10 min\n")
     with pytest.raises(UnsupportedError) as e:
-        check_streamable(headway)
-    _refused(e)
+        check_streamable(compile_program(p))
     assert e.value.mode == "Spark live"
+    assert "phrase Leaving reads the composites of StationCall and input events (BusGPS)" in str(e.value)
 
 
 def test_the_producer_alone_is_not_refused(headway):

@@ -100,7 +100,7 @@ import pyarrow as pa
 
 from spatec.errors import UnsupportedError
 from spatec.plan import data
-from spatec.plan.support import require_flow
+from spatec.plan.support import require_derived_only
 from spatec.runtime.checkpoint import CheckpointError
 from spatec.storage.atomic import atomic_bytes, write_synced
 
@@ -518,6 +518,9 @@ def _processor(compiled_data: str, crs: str, lateness: int):
                 compiled = data.loads(compiled_data)
                 self.proj = Projector(crs)
                 self.phrases = {p.name: KeyedPhrase(p, compiled.program, self.proj) for p in compiled.plans}
+                consumed = {t for p in compiled.plans for t in p.physical.derived}
+                for ph in self.phrases.values():
+                    ph.consumed = ph.name in consumed
             return self.phrases[name]
 
         def _watermark(self, timer_values):
@@ -567,6 +570,8 @@ def _processor(compiled_data: str, crs: str, lateness: int):
                     row["hull"] = h
                     t = max((arrival[e.id] for e in c.events if e.id in arrival), default=None)
                     _row(rows, "alert", phrase, c.id, int(c.hi), t, json.dumps(row, default=str))
+            if ph.consumed:
+                _hand_on(rows, ph, bucket, store, ks, done, meta, wm, final, arrival)
             # one timer for the bucket: at its first decision
             due = ks.due
             want = None
@@ -581,7 +586,7 @@ def _processor(compiled_data: str, crs: str, lateness: int):
                 meta["timer"] = want
             blobs = store.encoded()
             if blobs or ks.bcast or due or meta["timer"] is not None:
-                data = _meta_data(blobs, ks.bcast, due, meta["timer"])
+                data = _meta_data(blobs, ks.bcast, due, meta["timer"], meta["held"])
                 self.bucket.put([(data[i:i + STATE_CHUNK],) for i in range(0, len(data), STATE_CHUNK)])
             elif got_meta:
                 self.bucket.clear()
@@ -645,22 +650,47 @@ class _Store(MutableMapping):
         return self.blobs
 
 
-def _meta_data(blobs: dict, bcast: list, due: dict, timer) -> bytes:
+def _meta_data(blobs: dict, bcast: list, due: dict, timer, held: dict) -> bytes:
     from spatec.automata.codec import encode_events
 
     return META_MAGIC + msgpack.packb({"keys": list(blobs.items()), "bcast": encode_events(bcast),
-                                       "due": list(due.items()), "timer": timer}, use_bin_type=True)
+                                       "due": list(due.items()), "timer": timer,
+                                       "held": list(held.items())}, use_bin_type=True)
 
 
 def _meta_back(data: bytes) -> dict:
     from spatec.automata.codec import decode_events
 
     if not data:
-        return {"keys": {}, "bcast": [], "due": {}, "timer": None}
+        return {"keys": {}, "bcast": [], "due": {}, "timer": None, "held": {}}
     if data[:len(META_MAGIC)] != META_MAGIC:
         raise CheckpointError("a Spark live state group of another spatec version; use a new checkpoint directory")
     m = msgpack.unpackb(data[len(META_MAGIC):], raw=False, strict_map_key=False)
-    return {"keys": dict(m["keys"]), "bcast": decode_events(m["bcast"]), "due": dict(m["due"]), "timer": m["timer"]}
+    return {"keys": dict(m["keys"]), "bcast": decode_events(m["bcast"]), "due": dict(m["due"]), "timer": m["timer"],
+            "held": dict(m.get("held", ()))}
+
+
+def _hand_on(rows, ph, bucket: int, store, ks, done, meta, wm: int, final: bool, arrival: dict) -> None:
+    """A producer's bucket (another phrase reads its composites, SPEC §8): its decided
+    composites as events, and what its state still holds back (per key, cached in the
+    bucket's state for the keys this call did not read), for the driver's phrases over
+    phrases (:mod:`spatec.runners.spark.live_flows`)."""
+    from spatec.runners.spark.live_flows import NOTHING, bucket_low, event_payload
+    from spatec.runtime.derived import held_low
+
+    for (c, _row_out), e in zip(done.found, done.events):     # (in step: one event per composite)
+        t = max((arrival[x.id] for x in c.events if x.id in arrival), default=None)
+        _row(rows, "event", ph.name, e.id, e.hi, t, event_payload(e))
+    held = meta["held"]
+    for k in done.dropped:
+        held.pop(k, None)
+    if final:
+        low = bucket_low(ph.am, [store[k] for k in list(store)], ks.bcast, True)
+    else:
+        for k, rs in store.live.items():
+            held[k] = held_low([rs], (), NOTHING)
+        low = min([held_low((), ks.bcast, NOTHING)] + [v for k, v in held.items() if k in store.blobs or k in store.live])
+    _row(rows, "low", ph.name, str(bucket), low, None, f"{wm}:{int(final)}")
 
 
 def _out_frame(rows) -> pd.DataFrame:
@@ -685,10 +715,15 @@ def _row(rows, kind, phrase, cid, hi, arrived, payload):
 # ------------------------------------------------------------------------------ the driver
 
 def check_streamable(compiled, phrases=None) -> list:
-    """The plans to run (every phrase can: broadcast types go to every bucket of their phrase;
-    phrases over phrases are refused, :func:`~spatec.plan.support.require_flow`)."""
-    plans = [p for p in compiled.plans if not phrases or p.name in phrases]
-    require_flow(plans, "Spark live")
+    """The plans to run: the phrases asked for and every phrase whose composites they read,
+    in flow order (broadcast types go to every bucket of their phrase; a phrase over phrases
+    runs on the driver, :mod:`spatec.runners.spark.live_flows`, and is refused when it also
+    reads input events, :func:`~spatec.plan.support.require_derived_only`)."""
+    from spatec.runtime.derived import needed
+
+    run = needed(compiled, phrases)
+    plans = [p for p in compiled.plans if p.name in run]
+    require_derived_only(plans, "Spark live")
     return plans
 
 
@@ -707,6 +742,9 @@ class SparkLive:
         self.spark, self.compiled, self.sinks = spark, compiled, sinks
         self.ck, self.out, self.lateness = Path(checkpoint), Path(out), int(lateness)
         self.plans = check_streamable(compiled, phrases)
+        self.report = {p.name for p in self.plans if not phrases or p.name in phrases}
+        #: the phrases the query runs; the phrases over phrases run on the driver
+        self.streamed = [p for p in self.plans if not p.physical.derived]
         self.time_fields = {p.name: time_fields(p) for p in self.plans}
         self.sources = list(sources)
         self.on_batch = on_batch
@@ -743,7 +781,7 @@ class SparkLive:
                            .option("maxPolls", str(max_polls))
                            .option("settle", str(2.0 if settle is None else settle))
                            .option("crs", self.crs).option("buckets", str(self.buckets))
-                           .option("phrases", ",".join(p.name for p in self.plans)).load())
+                           .option("phrases", ",".join(p.name for p in self.streamed)).load())
         events = streams[0]
         for s in streams[1:]:
             events = events.unionByName(s)
@@ -751,6 +789,15 @@ class SparkLive:
         # itself before the processor can report them
         events = (events.withColumn("hi_ts", F.timestamp_micros("hi"))
                   .withWatermark("hi_ts", f"{self.lateness // 1000} milliseconds").drop("hi_ts"))
+        self.flows = None
+        self._lock = threading.Lock()
+        if len(self.streamed) < len(self.plans):
+            from spatec.runners.spark.live_flows import DriverFlows
+            from spatec.spatial.crs import Projector
+
+            self.proj = Projector(self.crs)
+            self.flows = DriverFlows(compiled, self.plans, {p.name for p in self.streamed}, self.report,
+                                     self.proj, self.ck)
         out = events.groupBy("phrase", "bucket").transformWithStateInPandas(
             _processor(compiled_data, self.crs, self.lateness), OUT_SCHEMA, "Append", "EventTime")
         self.query = (out.writeStream.foreachBatch(self._batch)
@@ -763,16 +810,21 @@ class SparkLive:
 
         rows = [r.asDict() for r in df.collect()]
         alerts, his, trig = {}, {}, {}
-        late = []
+        late, handed = [], []
         for r in rows:
             if r["kind"] == "alert":
-                if r["id"] in his:
+                if r["id"] in his or r["phrase"] not in self.report:
                     continue    # a composite of broadcast events only, found in several buckets
                 alerts.setdefault(r["phrase"], []).append(json.loads(r["payload"]))
                 his[r["id"]] = r["hi"]
                 trig[r["id"]] = r["arrived"]
             elif r["kind"] == "late":
                 late.append(r)
+            else:               # "event", "low": what a producer hands on to the driver
+                handed.append(r)
+        if self.flows is not None:
+            with self._lock:
+                self._derived(self.flows.batch(batch_id, handed), alerts, his, trig)
         delivered = []
         for phrase, rs in alerts.items():
             delivered.extend(alert_json(rs, self.time_fields[phrase]))
@@ -783,6 +835,35 @@ class SparkLive:
             self._write_late(late)
         if self.on_batch is not None:
             self.on_batch(batch_id, delivered, trig)
+
+    def _derived(self, found, alerts: dict, his: dict, trig: dict) -> None:
+        """Composites the driver's phrases over phrases decided, as alerts."""
+        from spatec.runtime.rows import hulls_wkt
+
+        for (ph, c, row, t), h in zip(found, hulls_wkt([f[1] for f in found], self.proj)):
+            if c.id in his:
+                continue
+            row["hull"] = h
+            alerts.setdefault(ph.name, []).append(json.loads(json.dumps(row, default=str)))
+            his[c.id] = int(c.hi)
+            trig[c.id] = t
+
+    def _finish_derived(self, wm_us: int) -> None:
+        """The end of input reached every bucket: the phrases over phrases decide at the end."""
+        from spatec.sinks.alerts import alert_json
+
+        if self.flows is None:
+            return
+        alerts, his, trig = {}, {}, {}
+        with self._lock:
+            self._derived(self.flows.finish(wm_us - END_BASE + self.lateness), alerts, his, trig)
+        delivered = []
+        for phrase, rs in alerts.items():
+            delivered.extend(alert_json(rs, self.time_fields[phrase]))
+        self.counts["alerts"] += len(delivered)
+        self.sinks.deliver(delivered, his)
+        if self.on_batch is not None:
+            self.on_batch(None, delivered, trig)
 
     def _write_late(self, late) -> None:
         from spatec.runtime.keyed import write_late
@@ -824,6 +905,7 @@ class SparkLive:
             p = self.query.lastProgress
             wm = (p or {}).get("eventTime", {}).get("watermark")
             if wm is not None and pd.Timestamp(wm).value // 1000 >= END_BASE:
+                self._finish_derived(pd.Timestamp(wm).value // 1000)
                 return
             time.sleep(0.2)
         raise TimeoutError("the end of input did not reach every key in time")
@@ -836,8 +918,10 @@ class SparkLive:
 def run_live_spark(compiled, sources, sink_urls, checkpoint, out, lateness: int, trigger: float = 1.0,
                    until_idle: float | None = None, crs=None, phrases=None, master=None,
                    stop: threading.Event | None = None, webhook=None, quiet=False, spark=None,
-                   max_polls: int = 200) -> Counter:
-    """``spatec live --runner spark``: run until ``stop`` is set, or (``until_idle``) idle that long."""
+                   max_polls: int = 200, on_batch=None) -> Counter:
+    """``spatec live --runner spark``: run until ``stop`` is set, or (``until_idle``) idle that long.
+    ``on_batch(batch_id, delivered, arrived)`` after each micro-batch (``batch_id`` None: the end
+    of input's decisions of the phrases over phrases)."""
     import tempfile
 
     from spatec.runners.spark.session import get_or_create
@@ -854,7 +938,7 @@ def run_live_spark(compiled, sources, sink_urls, checkpoint, out, lateness: int,
         # Spark's 200 (each is a task with a Python worker in every micro-batch)
         spark = get_or_create(master, {"spark.sql.shuffle.partitions": str(max(2, os.cpu_count() or 2))})
     live = SparkLive(spark, compiled, sources, sinks, checkpoint, out, lateness, trigger, crs, phrases,
-                     max_polls)
+                     max_polls, on_batch)
     try:
         while not stop.wait(0.2):
             if live.query.exception() is not None:
