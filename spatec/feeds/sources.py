@@ -173,6 +173,11 @@ class DirSource:
     def pending(self) -> list[Item]:
         return []   # files stay in the directory: nothing to replay beyond `poll`
 
+    def logged(self, offsets) -> list[Item]:
+        """After a restart, the files of the batches the batch log names (``offsets``): still
+        in the directory and not done, so :meth:`poll` finds them (with any new ones)."""
+        return self.poll() if offsets else []
+
     def _complete(self, p: Path) -> bool:
         """Whether a file is written: renamed in or closed by its writer (inotify), or, for a
         file inotify reported created but not closed, untouched for ``settle`` seconds (a
@@ -365,6 +370,10 @@ class HttpFeedSource:
     def _item(self, seq: int, server, data: bytes, arrived: float) -> Item:
         name = f"{self.spec.url}#{seq}"
         return Item(self.id, seq, name, arrived, [feed_batch(self.fmt, name, data, arrived, self.columns)], server)
+
+    def logged(self, offsets) -> list[Item]:
+        """After a restart: the polls of logged batches are spooled, :meth:`pending` has them."""
+        return []
 
     def pending(self) -> list[Item]:
         """Polls fetched before a restart and not yet committed, in order."""

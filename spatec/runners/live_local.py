@@ -83,6 +83,7 @@ from spatec.feeds.sources import DirSource, HttpFeedSource
 from spatec.plan.program import Compiled
 from spatec.runtime.checkpoint import (
     FULL_EVERY,
+    BatchLog,
     Checkpoint,
     CheckpointError,
     LiveState,
@@ -152,6 +153,8 @@ class LocalLive:
         self.compiled, self.program = compiled, compiled.program
         self.sources, self.sinks = list(sources), sinks
         self.ck = Checkpoint(checkpoint)
+        #: the batches made since the last save, replayed as they were after a crash
+        self.batch_log = BatchLog(self.ck.dir) if self.ck.dir is not None else None
         self.out = Path(out)
         self.lateness = int(lateness)
         self.crs_override = crs
@@ -248,10 +251,13 @@ class LocalLive:
                     break
         return out
 
-    def process(self, items: Sequence) -> list[dict]:
+    def process(self, items: Sequence, logged: bool = False) -> list[dict]:
         """Ingest ``items``, advance the watermark, run every phrase; deliver and checkpoint.
-        Returns the alerts delivered (as JSON dicts)."""
+        Returns the alerts delivered (as JSON dicts). ``logged``: a batch of the batch log,
+        replayed after a restart (:class:`~spatec.runtime.checkpoint.BatchLog`)."""
         st = self.state
+        if self.batch_log is not None and items and not logged:
+            self.batch_log.append(items)
         t_start = time.time()
         frames, arrival = self._ingest(items)
         if self.proj is None:
@@ -478,12 +484,13 @@ class LocalLive:
         undo = dirty, dropped, new_seen = (self._dirty, self._dropped, self._new_seen)
         self._dirty, self._dropped, self._new_seen, self._full = set(), set(), {}, False
         self._last_save = time.monotonic()
+        logged = len(self.batch_log.entries) if self.batch_log is not None else 0   # the batches it covers
         if background:
             # the segment is made in the child, from the image of the state at the fork (the
             # keys changed since the last save: thousands a second at a high rate)
             pid = forked.fork_write(str(self.ck.dir), lambda: self.ck.write(
                 st, self.ck.segment(st, dirty, dropped, new_seen, full), name, segments))
-            self._saving = (pid, offsets, undo, st.segments, st.saves)
+            self._saving = (pid, offsets, undo, st.segments, st.saves, logged)
             st.segments, st.saves = segments, st.saves + 1
             return
         seg = self.ck.segment(st, dirty, dropped, new_seen, full)
@@ -493,21 +500,26 @@ class LocalLive:
             self._failed(undo)
             raise
         st.segments, st.saves = segments, st.saves + 1
+        self._saved(offsets, logged)
+
+    def _saved(self, offsets: dict, logged: int) -> None:
+        """A save is on disk: release the input it covers, forget the batches it covers."""
         for s in self.sources:
             s.release(offsets.get(s.id))
+        if self.batch_log is not None:
+            self.batch_log.drop_first(logged)
 
     def _reap(self, block: bool = False) -> None:
         """Whether the save a child was writing has completed: then release what it covers."""
         if self._saving is None:
             return
-        pid, offsets, undo, segments, saves = self._saving
+        pid, offsets, undo, segments, saves, logged = self._saving
         ok = forked.reap(str(self.ck.dir), pid, block)
         if ok is None:
             return
         self._saving = None
         if ok:
-            for s in self.sources:
-                s.release(offsets.get(s.id))
+            self._saved(offsets, logged)
             return
         log.warning("a checkpoint save failed; the next one is a full snapshot")
         self.state.segments, self.state.saves = segments, saves
@@ -582,9 +594,14 @@ class LocalLive:
 
     def _loop(self, trigger, until_idle, stop, max_batches, watch) -> Counter:
         items = self.pending()
+        if self.batch_log is not None and self.batch_log.entries:
+            # what the batches logged since the last save took, as each source has it again
+            for s in self.sources:
+                items += s.logged([o for e in self.batch_log.entries for src, o in e if src == s.id])
         if items:
             log.info("replaying %d spooled poll(s) from before the restart", len(items))
-            self.process(items)
+            for batch, logged in (self.batch_log.replay(items) if self.batch_log is not None else [(items, False)]):
+                self.process(batch, logged=logged)
         last_input = time.monotonic()
         idle = IDLE_WAIT_HTTP if any(isinstance(s, HttpFeedSource) for s in self.sources) else IDLE_WAIT
         n = 0

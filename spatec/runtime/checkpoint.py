@@ -16,6 +16,7 @@ can write is refused too: whoever can write it can feed the run any state.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 from collections import Counter
@@ -41,6 +42,7 @@ from spatec.storage.atomic import atomic_bytes
 CHECKPOINT_MAGIC = b"SPCK"
 CHECKPOINT_VERSION = 3
 STATE_FILE = "state.ck"
+BATCH_LOG = "batches.log"
 FULL_EVERY = 50                # saves between two full snapshots (bounds the number of deltas)
 
 
@@ -226,3 +228,63 @@ def _segment_back(d: dict) -> dict:
                 "dropped": [(ph, _key(k)) for ph, k in d["dropped"]], "seen": dict(d["seen"])}
     except (KeyError, TypeError, ValueError, CodecError) as e:
         raise CheckpointError(f"a damaged checkpoint segment ({e})") from None
+
+
+class BatchLog:
+    """The micro-batches a live run made since its last save, in order: the items each took
+    (source id, offset), appended and synced before the batch is processed.
+
+    What a batch decides depends on how the input was cut into batches: an event is late
+    behind the watermark of the batches before its own. A run restarted on its checkpoint
+    replays the items it finds again (spooled polls, files not done) in the batches logged,
+    so it decides what the run that died decided, and delivered, rather than taking
+    everything spooled as one batch, in which an event found late before might no longer be
+    (REFERENCE decision 39). A save drops the entries it covers."""
+
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / BATCH_LOG
+        self.entries: list = []
+        if self.path.exists():
+            lines = self.path.read_bytes().split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    self.entries.append(tuple((str(s), o) for s, o in json.loads(line)))
+                except (ValueError, TypeError):
+                    break           # a line a crash cut short: it and what follows are dropped
+            self._rewrite()
+
+    def append(self, items) -> None:
+        entry = tuple((it.source, it.offset) for it in items)
+        with open(self.path, "ab") as f:
+            f.write(json.dumps([list(k) for k in entry]).encode("utf-8") + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.entries.append(entry)
+
+    def drop_first(self, n: int) -> None:
+        """A save covers the first ``n`` entries."""
+        if n > 0:
+            self.entries = self.entries[n:]
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        atomic_bytes(self.path, b"".join(json.dumps([list(k) for k in e]).encode("utf-8") + b"\n"
+                                         for e in self.entries))
+
+    def replay(self, items: list) -> list:
+        """``items`` found again after a restart as ``[(batch, logged)]``: cut in the batches
+        logged (those the checkpoint already covers are not found: their items are gone),
+        then one batch of the items no batch took (``logged`` False: not in the log yet)."""
+        by = {(it.source, it.offset): it for it in items}
+        out = []
+        for entry in self.entries:
+            batch = [by.pop(k) for k in entry if k in by]
+            if batch:
+                out.append((batch, True))
+        rest = [it for it in items if (it.source, it.offset) in by]
+        if rest:
+            out.append((rest, False))
+        return out
+

@@ -153,14 +153,30 @@ class LogSource:
     def poll(self) -> list[Item]:
         """The polls logged since the last call (up to :data:`POLLS_PER_BATCH`), as one item: the
         runner types them in one go (a backlog after a restart or a take-over is read fast)."""
-        items = self._polls()
+        return self._merged(self._polls())
+
+    def logged(self, offsets) -> list[Item]:
+        """After a restart: the batches the batch log names (``offsets``: each batch's last
+        stream sequence), read again from the stream and merged as :meth:`poll` merged them."""
+        out = []
+        for last in sorted(o for o in offsets if o >= self.next):
+            polls = []
+            while self.next <= last:
+                got = self._polls(upto=last)
+                if not got:
+                    break
+                polls += got
+            out += self._merged(polls)
+        return out
+
+    def _merged(self, items: list) -> list[Item]:
         if len(items) <= 1:
             return items
         last = items[-1]
         return [Item(self.id, last.offset, last.name, last.arrived,
                      [b for it in items for b in it.batches], last.server)]
 
-    def _polls(self) -> list[Item]:
+    def _polls(self, upto: int | None = None) -> list[Item]:
         from nats.js.errors import NotFoundError
 
         out = []
@@ -171,6 +187,8 @@ class LogSource:
                 break
             except Exception as e:  # noqa: BLE001 - the broker is away: try again next batch
                 log.warning("%s: reading the input log failed (%s)", self.spec.url, e)
+                break
+            if upto is not None and m.seq > upto:
                 break
             h = m.headers or {}
             received = float(h.get("Spatec-Received", time.time()))

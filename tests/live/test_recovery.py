@@ -63,3 +63,32 @@ def test_local_killed_and_restarted_delivers_each_alert_once(tmp_path, polls10):
     want = batch_alerts(compiled, feed_events(compiled, polls10), exclude=late_ids(ck))
     assert sum(map(len, want.values())) > 1000
     assert_same_alerts(sink_alerts(sink, compiled), want)
+
+
+def test_batches_a_crash_cut_short_are_replayed_as_they_were(tmp_path, polls5):
+    """Lateness depends on how the polls were cut into micro-batches (an event is late behind
+    the watermark of the batches before its own). A run that dies after some batches, with
+    no save since, is restarted on its checkpoint: the polls it had spooled are replayed in
+    the same batches (``<checkpoint>/batches.log``), so the fixes it found late are late
+    again and what it delivered is what the replay without them gives; not one batch of
+    everything spooled, in which they would no longer be late."""
+    from spatec.runners.live_local import open_local
+
+    compiled = compile_program(program_of(tmp_path, "silent", "stuck"))
+    ck, sink = tmp_path / "ck", tmp_path / "alerts"
+    with FeedServer(polls5, speed=0) as srv:
+        first = open_local(compiled, [f"BusGPS={srv.source_url()}"], [f"jsonl://{sink}"], ck,
+                           lateness=0, crs=CRS, max_polls=1, checkpoint_every=1e9, background=False)
+        for _ in range(len(polls5) // 2):
+            first.process(first.poll())      # one poll a batch; never saved: the process "dies" here
+        late_first = late_ids(ck)
+        assert late_first, "with no lateness some fixes come behind the watermark"
+        first.sinks.close()
+        again = open_local(compiled, [f"BusGPS={srv.source_url()}"], [f"jsonl://{sink}"], ck,
+                           lateness=0, crs=CRS, max_polls=1)
+        again.run(trigger=0, until_idle=1.5)
+    late = late_ids(ck)
+    assert late >= late_first
+    want = batch_alerts(compiled, feed_events(compiled, polls5), exclude=late)
+    assert sum(map(len, want.values())) > 100
+    assert_same_alerts(sink_alerts(sink, compiled), want)
