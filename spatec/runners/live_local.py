@@ -256,8 +256,11 @@ class LocalLive:
         Returns the alerts delivered (as JSON dicts). ``logged``: a batch of the batch log,
         replayed after a restart (:class:`~spatec.runtime.checkpoint.BatchLog`)."""
         st = self.state
-        if self.batch_log is not None and items and not logged:
-            self.batch_log.append(items)
+        if self.batch_log is not None and items:
+            if logged:
+                self.batch_log.replayed()
+            else:
+                self.batch_log.append(items)
         t_start = time.time()
         frames, arrival = self._ingest(items)
         if self.proj is None:
@@ -484,7 +487,7 @@ class LocalLive:
         undo = dirty, dropped, new_seen = (self._dirty, self._dropped, self._new_seen)
         self._dirty, self._dropped, self._new_seen, self._full = set(), set(), {}, False
         self._last_save = time.monotonic()
-        logged = len(self.batch_log.entries) if self.batch_log is not None else 0   # the batches it covers
+        logged = self.batch_log.processed() if self.batch_log is not None else 0   # the batches it covers
         if background:
             # the segment is made in the child, from the image of the state at the fork (the
             # keys changed since the last save: thousands a second at a high rate)

@@ -244,6 +244,7 @@ class BatchLog:
     def __init__(self, directory: Path):
         self.path = Path(directory) / BATCH_LOG
         self.entries: list = []
+        self.owed = 0           # entries found again after a restart and not yet replayed
         if self.path.exists():
             lines = self.path.read_bytes().split(b"\n")
             for line in lines:
@@ -263,6 +264,14 @@ class BatchLog:
             os.fsync(f.fileno())
         self.entries.append(entry)
 
+    def processed(self) -> int:
+        """How many entries, from the first, a save made now covers (not those still to replay)."""
+        return len(self.entries) - self.owed
+
+    def replayed(self) -> None:
+        """A batch :meth:`replay` gave is being processed."""
+        self.owed = max(0, self.owed - 1)
+
     def drop_first(self, n: int) -> None:
         """A save covers the first ``n`` entries."""
         if n > 0:
@@ -278,11 +287,15 @@ class BatchLog:
         logged (those the checkpoint already covers are not found: their items are gone),
         then one batch of the items no batch took (``logged`` False: not in the log yet)."""
         by = {(it.source, it.offset): it for it in items}
-        out = []
+        out, kept = [], []
         for entry in self.entries:
             batch = [by.pop(k) for k in entry if k in by]
             if batch:
                 out.append((batch, True))
+                kept.append(entry)
+        # what the log holds now: the batches to replay (the others are covered by the checkpoint)
+        self.entries, self.owed = kept, len(kept)
+        self._rewrite()
         rest = [it for it in items if (it.source, it.offset) in by]
         if rest:
             out.append((rest, False))
