@@ -139,6 +139,8 @@ def evaluate(fp: FastPath, cols: Columns, tz: str, filters: Filters) -> Matches:
     if not len(left.start) or not len(right.start):
         return empty_matches(fp, cols)
     li, rj = _candidates(fp, cols, root, left, right)
+    if not len(li):
+        return empty_matches(fp, cols)
     parts = []
     for a in range(0, len(li), BLOCK):
         parts.append(_exact(fp, cols, root, ev, left, right, li[a:a + BLOCK], rj[a:a + BLOCK]))
