@@ -7,7 +7,9 @@ T -> X within D``; ``between``: ``T -> A ; not T -> X ; T -> B within D``; ``pai
 ``T -> A op T -> B`` bounded by concurrency or ``within``; ``run``: one run leaf ``run T -> R
 [while C] [gap D]`` (its patterns, places, where and emit any), cut vectorised per source
 (:mod:`spatec.vector.runs`) when ``C`` reads only the members ``R.first``, ``R.prev``,
-``R.this`` and their attributes. The evaluators are in
+``R.this`` and their attributes; ``chains``: two chains (each as ``chain`` over its own
+variables, or one leaf) joined at the root by an operator bounded by concurrency or
+``within`` (:mod:`spatec.vector.chains`: Issue 17's TwoStuck). The evaluators are in
 :mod:`spatec.vector.fastpath`; they also refuse data they were not proven for, and the
 runner then falls back to the automaton.
 """

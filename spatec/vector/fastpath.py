@@ -35,6 +35,11 @@ bindings) over all of a type's events at once:
     one run leaf, ``run T -> R [while C] [gap D]`` with its patterns, places,
     where and emit: cut per source in :mod:`spatec.vector.runs`, the complete
     runs handed to the automaton's own code at the leaf.
+``chains``
+    ``(T -> A op T -> B ...) OP (T -> E op T -> F ...)``, each side a chain
+    (its own ``successive``) or one leaf: the sides' windows joined by time
+    window and grid, in :mod:`spatec.vector.chains` (which uses this
+    module's columns, tests and :class:`Matches`).
 
 Anything else is not a fast path (None): the general automaton runs. The
 evaluators also refuse data they were not proven for (two events of one
