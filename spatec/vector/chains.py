@@ -15,8 +15,8 @@ Evaluation, all sources at once:
 
 1. each side's matches: sliding windows of ``k`` consecutive events of one
    source, in one partition, that pass the side's leaf patterns and
-   conjuncts and its spatial suffixes (:func:`side_starts`, the ``chain``
-   shape's own tests);
+   conjuncts and its spatial suffixes (:func:`fastpath.chain_side`, the
+   ``chain`` shape's own evaluation);
 2. the join: candidate pairs of side matches from a window on the sides'
    time stamps within each partition — and, when a root conjunct is
    ``distance(X, Y) < D`` with X on one side and Y on the other, from a grid
@@ -33,26 +33,25 @@ None, and the runner falls back to the automaton, which stays the reference.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from spatec.automata.places import PlaceSets
 from spatec.frontend import ast as A
 from spatec.plan.evaluator import chain_preds
-from spatec.plan.nodes import Join, walk_nodes
+from spatec.plan.nodes import Join
 from spatec.spatial.stamps import concat_ranges
 from spatec.vector.fastpath import (
+    ChainSide,
     FastPath,
     Filters,
     GroupSearch,
     Matches,
+    chain_side,
     empty_matches,
     frame_columns,
     grid_window_pairs,
     hull_overlap,
     near_bound,
-    unary,
     within_mask,
 )
 from spatec.vector.vexpr import Bound, Columns, Evaluator, Patterns
@@ -71,71 +70,12 @@ def run_frame(fp: FastPath, df, program, projector, final_watermark: int, materi
     return evaluate(fp, cols, program.timezone, Filters(patterns=pats))
 
 
-@dataclass
-class Side:
-    """One side's matches: the first row of each window and what the join needs of it."""
-
-    start: np.ndarray         # first row of each match (its events: start .. start + k - 1)
-    k: int
-    offset: dict              # variable → its row's offset from start
-    lo: np.ndarray            # the side's time stamp
-    hi: np.ndarray
-
-
-def side_starts(fp: FastPath, node, cols: Columns, ev: Evaluator, filters: Filters) -> Side:
-    """The matches of one side (a chain over consecutive slots, or a leaf) as windows of
-    consecutive events of a source in one partition (history rows, ``part`` -1, bind
-    nothing), passing its leaves' patterns and conjuncts, its joins' conjuncts and
-    spatial suffixes, and ``within`` (a side's span is at most the composite's)."""
-    plan = fp.plan
-    leaves = [l for l in plan.leaves if l.slot in node.slots]
-    base = leaves[0].slot
-    offset = {l.var: l.slot - base for l in leaves}
-    k = len(leaves)
-    z = np.zeros(0, dtype=np.int64)
-    n = cols.n
-    if n < k or any(isinstance(m, Join) and m.op.startswith("||") for m in walk_nodes(node)):
-        # a join's left events all come before its right ones in their source's order: never concurrent
-        return Side(z, k, offset, z, z)
-    g, part = cols.group, cols.part
-    start = np.arange(n - k + 1, dtype=np.int64)
-    ok = (g[start] == g[start + k - 1]) & (part[start] >= 0)      # k consecutive events of a source ...
-    for s_ in range(1, k):
-        ok &= part[start + s_] == part[start]                        # ... all in one partition
-    start = start[ok]
-
-    def stamps(start):
-        lo = np.min([cols.lo[start + s] for s in range(k)], axis=0) if len(start) else start
-        hi = np.max([cols.hi[start + s] for s in range(k)], axis=0) if len(start) else start
-        return lo, hi
-
-    lo, hi = stamps(start)
-    start = start[within_mask(plan, lo, hi)]
-    for leaf in leaves:
-        if not len(start):
-            break
-        start = start[unary(leaf, cols, start + offset[leaf.var], ev, filters, leaf.var)]
-    for m in walk_nodes(node):
-        if not isinstance(m, Join) or not len(start):
-            continue
-        preds = chain_preds(m)
-        if preds:
-            start = start[ev.holds(preds, Bound(cols, {v: start + o for v, o in offset.items()}))]
-        space = A.op_parts(m.op)[1]
-        if space and len(start):
-            ov = hull_overlap(cols, [start + (s - base) for s in sorted(m.left.slots)],
-                              [start + (s - base) for s in sorted(m.right.slots)])
-            start = start[ov if space == "=" else ~ov]
-    lo, hi = stamps(start)
-    return Side(start, k, offset, lo, hi)
-
-
 def evaluate(fp: FastPath, cols: Columns, tz: str, filters: Filters) -> Matches:
     """The composites of ``fp`` (shape ``chains``) over ``cols`` (:func:`frame_columns`)."""
     ev = Evaluator(tz)
     root: Join = fp.plan.root
-    left = side_starts(fp, root.left, cols, ev, filters)
-    right = side_starts(fp, root.right, cols, ev, filters) if len(left.start) else left
+    left = chain_side(fp.plan, root.left, cols, ev, filters)
+    right = chain_side(fp.plan, root.right, cols, ev, filters) if len(left.start) else left
     if not len(left.start) or not len(right.start):
         return empty_matches(fp, cols)
     li, rj = _candidates(fp, cols, root, left, right)
@@ -150,7 +90,7 @@ def evaluate(fp: FastPath, cols: Columns, tz: str, filters: Filters) -> Matches:
     return Matches(fp, cols, rows, lo, hi)
 
 
-def _near(preds, left: Side, right: Side):
+def _near(preds, left: ChainSide, right: ChainSide):
     """(X, Y, D): a conjunct ``distance(X, Y) < D`` (or ``<=``) with X on the left and Y
     on the right; None if there is none."""
     for x in left.offset:
@@ -161,7 +101,7 @@ def _near(preds, left: Side, right: Side):
     return None
 
 
-def _candidates(fp: FastPath, cols: Columns, root: Join, left: Side, right: Side):
+def _candidates(fp: FastPath, cols: Columns, root: Join, left: ChainSide, right: ChainSide):
     """(left positions, right positions): pairs of side matches in one partition whose
     time stamps the root's operator and ``within`` allow (a superset: the exact tests
     follow), narrowed by a grid when a conjunct bounds a distance across the sides."""
@@ -193,7 +133,7 @@ def _candidates(fp: FastPath, cols: Columns, root: Join, left: Side, right: Side
     return np.repeat(np.arange(len(left.start), dtype=np.int64), cnt), order[concat_ranges(s, cnt)]
 
 
-def _exact(fp: FastPath, cols: Columns, root: Join, ev: Evaluator, left: Side, right: Side, li, rj):
+def _exact(fp: FastPath, cols: Columns, root: Join, ev: Evaluator, left: ChainSide, right: ChainSide, li, rj):
     """The candidate pairs ``(li, rj)`` that are composites: (rows by variable, lo, hi)."""
     sa, sb = left.start[li], right.start[rj]
     src = cols.src_code

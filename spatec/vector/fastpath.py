@@ -397,45 +397,68 @@ def _leaf(fp, cols, final_w, ev, filters) -> Matches:
 
 # ---------------------------------------------------------------------------- chain
 
-def _chain(fp, cols, final_w, ev, filters) -> Matches:
-    plan = fp.plan
-    k = len(fp.vars)
+@dataclass
+class ChainSide:
+    """A chain's matches: the first row of each window, each variable's offset from it, the stamps."""
+
+    start: np.ndarray         # first row of each match (its events: start .. start + k - 1)
+    k: int
+    offset: dict              # variable → its row's offset from start
+    lo: np.ndarray            # the side's time stamp
+    hi: np.ndarray
+
+
+def chain_side(plan, node, cols: Columns, ev: Evaluator, filters: Filters) -> ChainSide:
+    """The matches of a chain (``node``: the root of shape ``chain``, or a side of shape
+    ``chains``: a chain over consecutive slots, or a leaf) as windows of
+    consecutive events of a source in one partition (history rows, ``part`` -1, bind
+    nothing), passing its leaves' patterns and conjuncts, its joins' conjuncts and
+    spatial suffixes, and ``within`` (a side's span is at most the composite's)."""
+    leaves = [l for l in plan.leaves if l.slot in node.slots]
+    base = leaves[0].slot
+    offset = {l.var: l.slot - base for l in leaves}
+    k = len(leaves)
+    z = np.zeros(0, dtype=np.int64)
     n = cols.n
-    if n < k:
-        return empty_matches(fp, cols)
+    if n < k or any(isinstance(m, Join) and m.op.startswith("||") for m in walk_nodes(node)):
+        # a join's left events all come before its right ones in their source's order: never concurrent
+        return ChainSide(z, k, offset, z, z)
     g, part = cols.group, cols.part
     start = np.arange(n - k + 1, dtype=np.int64)
     ok = (g[start] == g[start + k - 1]) & (part[start] >= 0)      # k consecutive events of a source ...
     for s_ in range(1, k):
         ok &= part[start + s_] == part[start]                        # ... all in one partition
     start = start[ok]
-    if any(isinstance(m, Join) and m.op.startswith("||") for m in walk_nodes(plan.root)):
-        # a join's left events all come before its right ones in their source's order: never concurrent
-        return empty_matches(fp, cols)
-    lo = np.min([cols.lo[start + s] for s in range(k)], axis=0) if len(start) else start
-    hi = np.max([cols.hi[start + s] for s in range(k)], axis=0) if len(start) else start
-    keep = within_mask(plan, lo, hi)
-    start = start[keep]
-    for leaf in plan.leaves:
+
+    def stamps(start):
+        lo = np.min([cols.lo[start + s] for s in range(k)], axis=0) if len(start) else start
+        hi = np.max([cols.hi[start + s] for s in range(k)], axis=0) if len(start) else start
+        return lo, hi
+
+    lo, hi = stamps(start)
+    start = start[within_mask(plan, lo, hi)]
+    for leaf in leaves:
         if not len(start):
             break
-        start = start[unary(leaf, cols, start + leaf.slot, ev, filters, leaf.var)]
-    for node in walk_nodes(plan.root):
-        if not isinstance(node, Join) or not len(start):
+        start = start[unary(leaf, cols, start + offset[leaf.var], ev, filters, leaf.var)]
+    for m in walk_nodes(node):
+        if not isinstance(m, Join) or not len(start):
             continue
-        preds = chain_preds(node)
+        preds = chain_preds(m)
         if preds:
-            b = Bound(cols, {l.var: start + l.slot for l in plan.leaves})
-            start = start[ev.holds(preds, b)]
-        space = node.op[len(node.op.rstrip("=<>")):]
+            start = start[ev.holds(preds, Bound(cols, {v: start + o for v, o in offset.items()}))]
+        space = A.op_parts(m.op)[1]
         if space and len(start):
-            ov = hull_overlap(cols, [start + s for s in sorted(node.left.slots)],
-                              [start + s for s in sorted(node.right.slots)])
+            ov = hull_overlap(cols, [start + (s - base) for s in sorted(m.left.slots)],
+                              [start + (s - base) for s in sorted(m.right.slots)])
             start = start[ov if space == "=" else ~ov]
-    rows = {l.var: start + l.slot for l in plan.leaves}
-    lo = np.min([cols.lo[r] for r in rows.values()], axis=0)
-    hi = np.max([cols.hi[r] for r in rows.values()], axis=0)
-    return Matches(fp, cols, rows, lo, hi)
+    lo, hi = stamps(start)
+    return ChainSide(start, k, offset, lo, hi)
+
+
+def _chain(fp, cols, final_w, ev, filters) -> Matches:
+    side = chain_side(fp.plan, fp.plan.root, cols, ev, filters)
+    return Matches(fp, cols, {v: side.start + o for v, o in side.offset.items()}, side.lo, side.hi)
 
 
 def hull_overlap(cols: Columns, left: list, right: list) -> np.ndarray:
