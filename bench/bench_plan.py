@@ -10,8 +10,13 @@ other side (:func:`spatec.plan.program.unordered`, the plan before this pass). T
 must give exactly the same composites (checked: ids, stamps, hulls, emit fields); the
 ratio is unordered / ordered time.
 
+``--automaton``: instead, the phrase's fast path ``chains`` (:mod:`spatec.vector.chains`,
+the default) against the automaton (``fastpath=False``), both on the ordered plan, in the
+same process; frames asserted equal, the ratio is automaton / fast path time.
+
     .venv/bin/python bench/bench_plan.py                  # the whole hour (unordered: ~5 min)
     .venv/bin/python bench/bench_plan.py --minutes 10     # the hour's first 10 minutes
+    .venv/bin/python bench/bench_plan.py --automaton      # fast path vs automaton, the hour
 """
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=None, help="only the input's first MINUTES (from "
                     "its first thousandth of times on)")
     ap.add_argument("--skip-unordered", action="store_true", help="time the ordered plan only")
+    ap.add_argument("--automaton", action="store_true", help="compare the fast path (chains) with the "
+                    "automaton on the ordered plan instead of ordered with unordered")
     args = ap.parse_args()
 
     from spatec.events.read import read_events
@@ -51,12 +58,21 @@ def main() -> None:
     t0 = time.perf_counter()
     ordered_plan = with_statistics(compiled, frames)
     out["plan_s"] = round(time.perf_counter() - t0, 3)
+    out["evaluator"] = ordered_plan.plan("TwoStuck").physical.fast_path or "automaton"
     t0 = time.perf_counter()
     got = replay_frames(ordered_plan, frames, statistics=False)
     out["ordered_s"] = round(time.perf_counter() - t0, 2)
     out["composites"] = got.counts["TwoStuck"]
     out["joins"] = [j.describe() for j in ordered_plan.plan("TwoStuck").physical.joins]
-    if not args.skip_unordered:
+    if args.automaton:
+        t0 = time.perf_counter()
+        base = replay_frames(ordered_plan, frames, statistics=False, fastpath=False)
+        out["automaton_s"] = round(time.perf_counter() - t0, 2)
+        a, b = got.frames["TwoStuck"], base.frames["TwoStuck"]
+        assert a.equals(b), "the fast path's composites differ from the automaton's"
+        out["same_composites"] = True
+        out["automaton_vs_fast"] = round(out["automaton_s"] / out["ordered_s"], 1)
+    elif not args.skip_unordered:
         t0 = time.perf_counter()
         base = replay_frames(unordered(compiled), frames, statistics=False)
         out["unordered_s"] = round(time.perf_counter() - t0, 2)

@@ -7,7 +7,9 @@ T -> X within D``; ``between``: ``T -> A ; not T -> X ; T -> B within D``; ``pai
 ``T -> A op T -> B`` bounded by concurrency or ``within``; ``run``: one run leaf ``run T -> R
 [while C] [gap D]`` (its patterns, places, where and emit any), cut vectorised per source
 (:mod:`spatec.vector.runs`) when ``C`` reads only the members ``R.first``, ``R.prev``,
-``R.this`` and their attributes. The evaluators are in
+``R.this`` and their attributes; ``chains``: two chains (each as ``chain`` over its own
+variables, or one leaf) joined at the root by an operator bounded by concurrency or
+``within`` (:mod:`spatec.vector.chains`: Issue 17's TwoStuck). The evaluators are in
 :mod:`spatec.vector.fastpath`; they also refuse data they were not proven for, and the
 runner then falls back to the automaton.
 """
@@ -56,7 +58,8 @@ def fast_path_shape(plan: PhrasePlan, program: Program) -> str | None:
     elif isinstance(root, Join) and root.absence is not None:
         shape = "between" if _between_ok(plan, root, t, nodes) else None
     elif isinstance(root, Join):
-        shape = "chain" if _chain_ok(plan, nodes) else "pair" if _pair_ok(plan, root, nodes) else None
+        shape = "chain" if _chain_ok(plan, nodes) else "pair" if _pair_ok(plan, root, nodes) \
+            else "chains" if _chains_ok(plan, root) else None
     if shape is None:
         return None
     if shape in ("after", "between"):
@@ -137,6 +140,36 @@ def _chain_ok(plan, nodes) -> bool:
     want = set(zip(vs, vs[1:]))
     if _chain_pairs(plan) != want:
         return False
+    return _chain_nodes_ok(nodes, want)
+
+
+def _chains_ok(plan, root: Join) -> bool:
+    """Two chains (each a leaf, or a chain as :func:`_chain_ok` over its own variables)
+    joined by one operator at the root, with ``successive`` over each side's variables in
+    order and nothing else: ``(T -> A ;= T -> B ...) || (T -> E ;= T -> F ...)``. The root's
+    operator must bound the join (``||``, or any under ``within``); its conjuncts (and
+    spatial suffix) relate the sides."""
+    if root.absence is not None or root.filters:
+        return False
+    if root.op != "and" and root.op not in A.ST_OPS:
+        return False
+    if A.op_parts(root.op)[0] != "||" and plan.within is None:
+        return False
+    want = set()
+    for side in (root.left, root.right):
+        vs = [l.var for l in plan.leaves if l.slot in side.slots]
+        want |= set(zip(vs, vs[1:]))
+    if not want or _chain_pairs(plan) != want:
+        return False
+    if any(is_successive(c) for c in root.preds):
+        return False
+    return all(_chain_nodes_ok(list(walk_nodes(side)), want) for side in (root.left, root.right))
+
+
+def _chain_nodes_ok(nodes, want: set) -> bool:
+    """The nodes of a chain over consecutive slots: leaves without ``successive``, joins
+    of the spatio-temporal operators (or ``and``) over adjacent slots, no patterns on
+    joins, no absences, only the ``successive`` pairs ``want`` implies."""
     for n in nodes:
         if isinstance(n, Leaf):
             if any(is_successive(c) for c in n.preds):

@@ -15,7 +15,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.printer import print_match
 
 #: Evaluators: the general automaton, or a vectorised fast path of one of these shapes.
-FAST_PATH_SHAPES = ("leaf", "chain", "after", "between", "pair", "run")
+FAST_PATH_SHAPES = ("leaf", "chain", "after", "between", "pair", "run", "chains")
 
 
 @dataclass(frozen=True)

@@ -175,9 +175,11 @@ def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, fina
     phrase over the canonical events of its type, every partition at once; None when
     the data does not fit. ``arrow_hulls``: the hulls' texts as an Arrow string array
     (a frame of them has an Arrow text column; for the JSON lines writer)."""
+    from spatec.vector import chains
     from spatec.vector.fastpath import run_frame
 
-    m = run_frame(fp, df, program, projector, final_watermark, lambda d: to_evs(d, program, projector))
+    run = chains.run_frame if fp.shape == "chains" else run_frame
+    m = run(fp, df, program, projector, final_watermark, lambda d: to_evs(d, program, projector))
     if m is None:
         return None
     types = dict(fp.plan.schema)

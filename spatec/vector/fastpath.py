@@ -35,6 +35,11 @@ bindings) over all of a type's events at once:
     one run leaf, ``run T -> R [while C] [gap D]`` with its patterns, places,
     where and emit: cut per source in :mod:`spatec.vector.runs`, the complete
     runs handed to the automaton's own code at the leaf.
+``chains``
+    ``(T -> A op T -> B ...) OP (T -> E op T -> F ...)``, each side a chain
+    (its own ``successive``) or one leaf: the sides' windows joined by time
+    window and grid, in :mod:`spatec.vector.chains` (which uses this
+    module's columns, tests and :class:`Matches`).
 
 Anything else is not a fast path (None): the general automaton runs. The
 evaluators also refuse data they were not proven for (two events of one
@@ -129,8 +134,9 @@ def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
         # a type without the key is broadcast: one partition of everything
     keyed = np.logical_and.reduce([present(df[k]) for k in key]) if key else np.ones(len(df), dtype=bool)
     src = source_codes(df["_source"])
-    by_source = fp.shape in ("chain", "run")
-    pos = pos[src[pos] >= 0] if fp.shape == "chain" else pos[keyed[pos] & (src[pos] >= 0)] if by_source \
+    chained = fp.shape in ("chain", "chains")     # sources' whole histories (successive)
+    by_source = chained or fp.shape == "run"
+    pos = pos[src[pos] >= 0] if chained else pos[keyed[pos] & (src[pos] >= 0)] if by_source \
         else pos[keyed[pos]]
     part = np.zeros(len(df), dtype=np.int64)
     if key and len(df):
@@ -358,12 +364,12 @@ def evaluate(fp: FastPath, cols: Columns, final_watermark: int, tz: str, filters
     return run(fp, cols, final_watermark, ev, filters)
 
 
-def _empty(fp: FastPath, cols: Columns) -> Matches:
+def empty_matches(fp: FastPath, cols: Columns) -> Matches:
     z = np.zeros(0, dtype=np.int64)
     return Matches(fp, cols, {v: z for v in fp.vars}, z, z)
 
 
-def _unary(node, cols: Columns, rows, ev: Evaluator, filters: Filters, var: str) -> np.ndarray:
+def unary(node, cols: Columns, rows, ev: Evaluator, filters: Filters, var: str) -> np.ndarray:
     """Rows passing ``node``'s patterns and conjuncts over ``var`` alone."""
     ok = filters.mask(node, cols, rows)
     preds = chain_preds(node)
@@ -373,7 +379,7 @@ def _unary(node, cols: Columns, rows, ev: Evaluator, filters: Filters, var: str)
     return ok
 
 
-def _within(plan, lo, hi) -> np.ndarray:
+def within_mask(plan, lo, hi) -> np.ndarray:
     return np.ones(len(lo), dtype=bool) if plan.within is None else hi - lo <= plan.within
 
 
@@ -382,54 +388,77 @@ def _within(plan, lo, hi) -> np.ndarray:
 def _leaf(fp, cols, final_w, ev, filters) -> Matches:
     leaf = fp.plan.root
     rows = np.arange(cols.n, dtype=np.int64)
-    ok = _within(fp.plan, cols.lo, cols.hi)
+    ok = within_mask(fp.plan, cols.lo, cols.hi)
     idx = np.flatnonzero(ok)
-    idx = idx[_unary(leaf, cols, idx, ev, filters, leaf.var)]
+    idx = idx[unary(leaf, cols, idx, ev, filters, leaf.var)]
     rows = rows[idx]
     return Matches(fp, cols, {leaf.var: rows}, cols.lo[rows], cols.hi[rows])
 
 
 # ---------------------------------------------------------------------------- chain
 
-def _chain(fp, cols, final_w, ev, filters) -> Matches:
-    plan = fp.plan
-    k = len(fp.vars)
+@dataclass
+class ChainSide:
+    """A chain's matches: the first row of each window, each variable's offset from it, the stamps."""
+
+    start: np.ndarray         # first row of each match (its events: start .. start + k - 1)
+    k: int
+    offset: dict              # variable → its row's offset from start
+    lo: np.ndarray            # the side's time stamp
+    hi: np.ndarray
+
+
+def chain_side(plan, node, cols: Columns, ev: Evaluator, filters: Filters) -> ChainSide:
+    """The matches of a chain (``node``: the root of shape ``chain``, or a side of shape
+    ``chains``: a chain over consecutive slots, or a leaf) as windows of
+    consecutive events of a source in one partition (history rows, ``part`` -1, bind
+    nothing), passing its leaves' patterns and conjuncts, its joins' conjuncts and
+    spatial suffixes, and ``within`` (a side's span is at most the composite's)."""
+    leaves = [l for l in plan.leaves if l.slot in node.slots]
+    base = leaves[0].slot
+    offset = {l.var: l.slot - base for l in leaves}
+    k = len(leaves)
+    z = np.zeros(0, dtype=np.int64)
     n = cols.n
-    if n < k:
-        return _empty(fp, cols)
+    if n < k or any(isinstance(m, Join) and m.op.startswith("||") for m in walk_nodes(node)):
+        # a join's left events all come before its right ones in their source's order: never concurrent
+        return ChainSide(z, k, offset, z, z)
     g, part = cols.group, cols.part
     start = np.arange(n - k + 1, dtype=np.int64)
     ok = (g[start] == g[start + k - 1]) & (part[start] >= 0)      # k consecutive events of a source ...
     for s_ in range(1, k):
         ok &= part[start + s_] == part[start]                        # ... all in one partition
     start = start[ok]
-    if any(isinstance(m, Join) and m.op.startswith("||") for m in walk_nodes(plan.root)):
-        # a join's left events all come before its right ones in their source's order: never concurrent
-        return _empty(fp, cols)
-    lo = np.min([cols.lo[start + s] for s in range(k)], axis=0) if len(start) else start
-    hi = np.max([cols.hi[start + s] for s in range(k)], axis=0) if len(start) else start
-    keep = _within(plan, lo, hi)
-    start = start[keep]
-    for leaf in plan.leaves:
+
+    def stamps(start):
+        lo = np.min([cols.lo[start + s] for s in range(k)], axis=0) if len(start) else start
+        hi = np.max([cols.hi[start + s] for s in range(k)], axis=0) if len(start) else start
+        return lo, hi
+
+    lo, hi = stamps(start)
+    start = start[within_mask(plan, lo, hi)]
+    for leaf in leaves:
         if not len(start):
             break
-        start = start[_unary(leaf, cols, start + leaf.slot, ev, filters, leaf.var)]
-    for node in walk_nodes(plan.root):
-        if not isinstance(node, Join) or not len(start):
+        start = start[unary(leaf, cols, start + offset[leaf.var], ev, filters, leaf.var)]
+    for m in walk_nodes(node):
+        if not isinstance(m, Join) or not len(start):
             continue
-        preds = chain_preds(node)
+        preds = chain_preds(m)
         if preds:
-            b = Bound(cols, {l.var: start + l.slot for l in plan.leaves})
-            start = start[ev.holds(preds, b)]
-        space = node.op[len(node.op.rstrip("=<>")):]
+            start = start[ev.holds(preds, Bound(cols, {v: start + o for v, o in offset.items()}))]
+        space = A.op_parts(m.op)[1]
         if space and len(start):
-            ov = hull_overlap(cols, [start + s for s in sorted(node.left.slots)],
-                              [start + s for s in sorted(node.right.slots)])
+            ov = hull_overlap(cols, [start + (s - base) for s in sorted(m.left.slots)],
+                              [start + (s - base) for s in sorted(m.right.slots)])
             start = start[ov if space == "=" else ~ov]
-    rows = {l.var: start + l.slot for l in plan.leaves}
-    lo = np.min([cols.lo[r] for r in rows.values()], axis=0)
-    hi = np.max([cols.hi[r] for r in rows.values()], axis=0)
-    return Matches(fp, cols, rows, lo, hi)
+    lo, hi = stamps(start)
+    return ChainSide(start, k, offset, lo, hi)
+
+
+def _chain(fp, cols, final_w, ev, filters) -> Matches:
+    side = chain_side(fp.plan, fp.plan.root, cols, ev, filters)
+    return Matches(fp, cols, {v: side.start + o for v, o in side.offset.items()}, side.lo, side.hi)
 
 
 def hull_overlap(cols: Columns, left: list, right: list) -> np.ndarray:
@@ -635,11 +664,11 @@ def _after(fp, cols, final_w, ev, filters) -> Matches:
     node: After = plan.root
     leaf, neg = node.left, node.absence
     rows = np.arange(cols.n, dtype=np.int64)
-    ok = _within(plan, cols.lo, cols.hi) & (cols.hi + neg.window <= final_w)
+    ok = within_mask(plan, cols.lo, cols.hi) & (cols.hi + neg.window <= final_w)
     cand = rows[ok]
-    cand = cand[_unary(leaf, cols, cand, ev, filters, leaf.var)]
+    cand = cand[unary(leaf, cols, cand, ev, filters, leaf.var)]
     if len(cand):
-        cand = cand[_unary(node, cols, cand, ev, filters, leaf.var)]
+        cand = cand[unary(node, cols, cand, ev, filters, leaf.var)]
     related = bool(neg.left_space) or any(leaf.var in expr_vars(c) for c in neg.conds)
     xmask = _x_mask(neg, cols, ev, filters, related)
     # the X that count: later in the source, ending by A.hi + window
@@ -661,8 +690,8 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
     la, lb, neg = node.left, node.right, node.absence
     w = plan.within
     rows = np.arange(cols.n, dtype=np.int64)
-    ia = rows[_unary(la, cols, rows, ev, filters, la.var)]
-    jb = rows[_unary(lb, cols, rows, ev, filters, lb.var)]
+    ia = rows[unary(la, cols, rows, ev, filters, la.var)]
+    jb = rows[unary(lb, cols, rows, ev, filters, lb.var)]
     side = x_side(node)
     xmask = _x_mask(neg, cols, ev, filters, side != "")
     xpos = np.flatnonzero(xmask)
@@ -706,7 +735,7 @@ def _between(fp, cols, final_w, ev, filters) -> Matches:
 def _two(fp, cols, node: Join, ev, ii, jj, lo, hi) -> Matches:
     """Pairs (A row, B row) of a two-leaf join that also satisfy its conjuncts."""
     preds = chain_preds(node)
-    near = _near(preds, node.left.var, node.right.var)
+    near = near_bound(preds, node.left.var, node.right.var)
     if near is not None and len(ii):
         # a conjunct distance(A, B) < D: first drop the pairs of discs whose centres are
         # clearly too far apart (a necessary condition, with room for rounding; the
@@ -729,41 +758,55 @@ def _grid_pairs(cols, ia, jb, lower, upper, near: float):
     """(A rows, B rows): the pairs of :func:`_pair`'s time windows (B's ``lo`` in
     ``[lower, upper]`` of its A, same partition) whose discs lie in the same or
     neighbouring cells of a grid as wide as the farthest two related discs can be
-    (``near + 2 r_max``, with :func:`_two`'s room for rounding): every pair that
-    :func:`_two`'s distance test keeps, without the others — bunching's time windows
-    alone give 1.5 M pairs an hour for 11k matches. None when some event is not a disc
-    (or the grid's numbers would not fit)."""
+    (:func:`grid_window_pairs`) — bunching's time windows alone give 1.5 M pairs an
+    hour for 11k matches. None when some event is not a disc (or the grid's numbers
+    would not fit)."""
     xa, ya, da = cols.centres(ia)
     xb, yb, db = cols.centres(jb)
     if not (da.all() and db.all()) or not len(ia) or not len(jb):
         return None
     rmax = float(max(cols.r[ia].max(), cols.r[jb].max()))
-    size = (near + 2 * rmax) * (1 + 1e-9) + 1e-6 + 1.0
+    got = grid_window_pairs(xa, ya, cols.group[ia], lower, upper, xb, yb, cols.group[jb], cols.lo[jb],
+                            near + 2 * rmax)
+    if got is None:
+        return None
+    pa, pb = got
+    return ia[pa], jb[pb]
+
+
+def grid_window_pairs(xa, ya, ga, lower, upper, xb, yb, gb, kb, reach: float):
+    """(positions in a, positions in b): the pairs of the same group (``ga``/``gb``) whose
+    ``kb`` lies in ``[lower, upper]`` of the a item and whose points lie in the same or
+    neighbouring cells of a grid as wide as ``reach`` (the farthest two related points
+    can be, with :func:`_two`'s room for rounding): every pair within ``reach``, and some
+    others. None when the grid's numbers would not fit."""
+    size = reach * (1 + 1e-9) + 1e-6 + 1.0
     if not (math.isfinite(size) and size > 0):
         return None
+    if not len(xa) or not len(xb):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     cx = np.floor(np.concatenate([xa, xb]) / size)
     cy = np.floor(np.concatenate([ya, yb]) / size)
     x0, y0 = cx.min() - 1, cy.min() - 1
     nx, ny = cx.max() - x0 + 2, cy.max() - y0 + 2
-    ng = float(cols.group.max()) + 1
+    ng = float(max(ga.max(), gb.max())) + 1
     if ng * nx * ny >= 2 ** 62:
         return None
     cx, cy = (cx - x0).astype(np.int64), (cy - y0).astype(np.int64)
     nx, ny = int(nx), int(ny)
-    cell_a = (cols.group[ia] * nx + cx[:len(ia)]) * ny + cy[:len(ia)]
-    cell_b = (cols.group[jb] * nx + cx[len(ia):]) * ny + cy[len(ia):]
-    # A's rows in order of (cell, lower): each search below then looks its values up in
+    na = len(xa)
+    cell_a = (ga * nx + cx[:na]) * ny + cy[:na]
+    cell_b = (gb * nx + cx[na:]) * ny + cy[na:]
+    # a's items in order of (cell, lower): each search below then looks its values up in
     # order, which numpy's binary search does about four times faster than at random
     # (Bunching's hour: 18 searches, 25 -> 7 ms); the pairs come out in another order
     oa = np.lexsort((lower, cell_a))
-    ia, lower, upper, cell_a = ia[oa], lower[oa], upper[oa], cell_a[oa]
-    lo = cols.lo
-    order = np.lexsort((lo[jb], cell_b))
-    jbs, cell_b = jb[order], cell_b[order]
-    cells, dense = np.unique(cell_b, return_inverse=True)       # B's cells, numbered in order
-    lob = lo[jbs]
-    within = GroupSearch(dense, lob)
-    # A's rows share few cells: each neighbour of each of A's cells is looked up once
+    lower, upper, cell_a = lower[oa], upper[oa], cell_a[oa]
+    order = np.lexsort((kb, cell_b))
+    cell_b = cell_b[order]
+    cells, dense = np.unique(cell_b, return_inverse=True)       # b's cells, numbered in order
+    within = GroupSearch(dense, kb[order])
+    # a's items share few cells: each neighbour of each of a's cells is looked up once
     cells_a, of_a = np.unique(cell_a, return_inverse=True)
     out_i, out_j = [], []
     for dx in (-1, 0, 1):
@@ -778,14 +821,14 @@ def _grid_pairs(cols, ia, jb, lower, upper, near: float):
             s = within.search(pos, lower[hit], "left")
             e = within.search(pos, upper[hit], "right")
             cnt = np.maximum(e - s, 0)
-            out_i.append(np.repeat(ia[hit], cnt))
-            out_j.append(jbs[concat_ranges(s, cnt)])
+            out_i.append(np.repeat(oa[hit], cnt))
+            out_j.append(order[concat_ranges(s, cnt)])
     if not out_i:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate(out_i), np.concatenate(out_j)
 
 
-def _near(preds, a: str, b: str) -> float | None:
+def near_bound(preds, a: str, b: str) -> float | None:
     """D (metres) when a conjunct is ``distance(a, b) < D`` or ``<= D`` (either argument
     order, or written ``D > distance(a, b)``), D a length; None otherwise."""
     flip = {">": "<", ">=": "<="}
@@ -812,10 +855,10 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
     w = plan.within
     time_rel, space = A.op_parts(node.op)
     rows = np.arange(cols.n, dtype=np.int64)
-    ia = rows[_unary(la, cols, rows, ev, filters, la.var)]
-    jb = rows[_unary(lb, cols, rows, ev, filters, lb.var)]
+    ia = rows[unary(la, cols, rows, ev, filters, la.var)]
+    jb = rows[unary(lb, cols, rows, ev, filters, lb.var)]
     if not len(ia) or not len(jb):
-        return _empty(fp, cols)
+        return empty_matches(fp, cols)
     g, lo, hi, t = cols.group, cols.lo, cols.hi, cols.t
     longest = int((hi - lo).max())
     # B's candidates, sorted by (partition, lo): lo within a window of A's stamp
@@ -826,7 +869,7 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
             lower = np.maximum(lower, hi[ia] - w)
     else:
         lower, upper = hi[ia] - w, lo[ia] + w             # the span hi - lo is at most `within`
-    near = _near(chain_preds(node), la.var, lb.var)
+    near = near_bound(chain_preds(node), la.var, lb.var)
     got = _grid_pairs(cols, ia, jb, lower, upper, near) if near is not None else None
     if got is not None:
         ii, jj = got
@@ -850,7 +893,7 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
         ii, jj = ii[keep], jj[keep]
     plo = np.minimum(lo[ii], lo[jj])
     phi = np.maximum(hi[ii], hi[jj])
-    keep = _within(plan, plo, phi)
+    keep = within_mask(plan, plo, phi)
     ii, jj, plo, phi = ii[keep], jj[keep], plo[keep], phi[keep]
     if space and len(ii):
         ov = hull_overlap(cols, [ii], [jj])
@@ -966,8 +1009,8 @@ def run_events(am, evs: list, final_watermark: int) -> list | None:
     if am not in _FOR_AUTOMATON:
         _FOR_AUTOMATON[am] = fast_path(am.plan)
     fp = _FOR_AUTOMATON[am]
-    if fp is None or fp.shape == "run":
-        return None     # (runs are cut over whole frames: spatec.vector.runs)
+    if fp is None or fp.shape in ("run", "chains"):
+        return None     # (cut over whole frames: spatec.vector.runs, spatec.vector.chains)
     cols = event_columns(fp, evs)
     if cols is None:
         return None

@@ -26,6 +26,7 @@ from spatec.runtime.events import to_evs  # noqa: E402
 from spatec.runtime.routing import partitions
 from spatec.runtime.rows import output_row
 from spatec.spatial.crs import Projector  # noqa: E402
+from spatec.vector import chains  # noqa: E402
 from spatec.vector.fastpath import fast_path, run_frame  # noqa: E402
 
 SETTINGS = dict(deadline=None, derandomize=True,
@@ -244,7 +245,8 @@ def check_same(text, rows, shape, name="Ph"):
     types = set(c.program.events)
     final_w = max(int(df["_hi"].max()) for t, df in fr.items() if t in types)
     if fp.type in fr:
-        got = run_frame(fp, fr[fp.type], c.program, proj, final_w, lambda d: to_evs(d, c.program, proj))
+        run = chains.run_frame if shape == "chains" else run_frame
+        got = run(fp, fr[fp.type], c.program, proj, final_w, lambda d: to_evs(d, c.program, proj))
         assert got is not None, "the fast path refused well-formed data"
     fast = replay_frames(c, fr, crs=CRS, fastpath=True).frames[name]
     slow = replay_frames(c, fr, crs=CRS, fastpath=False).frames[name]
