@@ -124,7 +124,7 @@ def _insert(am: Automaton, st: RunState, ctx, ev, out, ordered: bool = False) ->
             slots = [None] * am.nleaves
             slots[slot] = ev
             if join is not None:
-                _join(am, st, ctx, join, side, PM(tuple(slots), ev.lo, ev.hi), out)
+                _flow(am, st, ctx, out, [_join(am, st, ctx, join, side, PM(tuple(slots), ev.lo, ev.hi), out)])
             else:
                 _up(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi), out)
         for rl in runs:
@@ -188,7 +188,7 @@ def _leaf_places(am: Automaton, st: RunState, ctx, leaf, ev, out) -> None:
 def _up_from_leaf(am: Automaton, st: RunState, ctx, leaf, pm: PM, out) -> None:
     parent = am.parent.get(leaf.id)
     if isinstance(parent, Join):
-        _join(am, st, ctx, parent, am.side[leaf.id], pm, out)
+        _flow(am, st, ctx, out, [_join(am, st, ctx, parent, am.side[leaf.id], pm, out)])
     else:
         _up(am, st, ctx, leaf, pm, out)
 
@@ -230,10 +230,18 @@ def _join_info(am: Automaton, node: Join) -> tuple:
     r = cache.get(node.id)
     if r is None:
         r = cache[node.id] = (*A.op_parts(node.op), node.absence.id if node.absence is not None else None,
-                              tuple(sorted(am.slots[node.right.id])),
+                              _copied(am.slots[node.right.id]),
                               am.filters[node.id] is not None or am.preds[node.id] is not None,
                               bool(am.rules[(node.id, "R")].get("seq_right")), am.parent.get(node.id))
     return r
+
+
+def _copied(slots):
+    """The right side's slots as :func:`_join` copies them: a slice when they are contiguous
+    (one C-level copy, whatever the size), else the sorted slots."""
+    if isinstance(slots, range):
+        return slice(slots.start, slots.stop)
+    return tuple(sorted(slots))
 
 
 def _env(am: Automaton, pm: PM, extra=None) -> dict:
@@ -252,21 +260,44 @@ def _env(am: Automaton, pm: PM, extra=None) -> dict:
 
 
 def _up(am: Automaton, st: RunState, ctx, node, pm: PM, out) -> None:
-    parent = am.parent.get(node.id)
-    if parent is None:
-        _root(am, st, ctx, pm, out)
-        return
-    side = am.side[node.id]
-    if isinstance(parent, Join):
-        _join(am, st, ctx, parent, side, pm, out)
-        return
-    if isinstance(parent, After):
-        pm = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,), pm.places)
-    if parent.id in am.binders:
-        for q in _bind_places(am, parent, pm, ctx):
-            _up(am, st, ctx, parent, q, out)
-    elif _accept(am, parent, pm, ctx):
-        _up(am, st, ctx, parent, pm, out)
+    """``pm``, a match of ``node``, goes up the tree (:func:`_flow`)."""
+    _flow(am, st, ctx, out, [iter(((node, pm),))])
+
+
+def _flow(am: Automaton, st: RunState, ctx, out, stack: list) -> None:
+    """Send matches up the tree, depth first, without recursion (trees of any depth).
+
+    ``stack``: iterators of ``(node, match of node)`` still to send up, the innermost last;
+    a join is one (:func:`_join`, a generator: the matches it makes with the other side's
+    buffer, then it buffers its own). A match goes up through the nodes above it that only
+    filter it (``or``, an absence after, patterns and conditions) until it reaches a join,
+    whose generator goes on the stack, or the root. The order of everything (matches made,
+    buffered, reported) is the order of the recursive descent this replaces: a join's next
+    candidate is tried only once the match made with the last one has gone as far up as it
+    goes, and a join buffers its own match after probing."""
+    parent_of, side_of, binders = am.parent, am.side, am.binders
+    while stack:
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            continue
+        node, pm = nxt
+        while True:
+            parent = parent_of.get(node.id)
+            if parent is None:
+                _root(am, st, ctx, pm, out)
+                break
+            if isinstance(parent, Join):
+                stack.append(_join(am, st, ctx, parent, side_of[node.id], pm, out))
+                break
+            if isinstance(parent, After):
+                pm = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,), pm.places)
+            if parent.id in binders:
+                stack.append(iter([(parent, q) for q in _bind_places(am, parent, pm, ctx)]))
+                break
+            if not _accept(am, parent, pm, ctx):
+                break
+            node = parent
 
 
 def _bind_places(am: Automaton, node, pm: PM, ctx) -> list:
@@ -292,7 +323,10 @@ def _accept(am: Automaton, node, pm: PM, ctx) -> bool:
     return p is None or p(_env(am, pm), ctx)
 
 
-def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) -> None:
+def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
+    """``pm`` arrives at ``node`` from ``side``: a generator of the matches of ``node`` it makes
+    with the other side's buffered partial matches, ``(node, match)`` (:func:`_flow` sends
+    each up before asking for the next); once they are made, ``pm`` is buffered."""
     nid = node.id
     time_rel, space, absence, rslots, check, seq_right, parent = _join_info(am, node)
     access = am.access.get(nid)
@@ -348,9 +382,12 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
                 continue
             # the events of both sides: the left's, with the right side's slots from the right
             ev = list(left.ev)
-            rev = right.ev
-            for s_ in rslots:
-                ev[s_] = rev[s_]
+            if rslots.__class__ is slice:
+                ev[rslots] = right.ev[rslots]
+            else:
+                rev = right.ev
+                for s_ in rslots:
+                    ev[s_] = rev[s_]
             checks = left.checks + right.checks
             if absence is not None:
                 checks = checks + (absence,)
@@ -359,17 +396,11 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
                    left.places + right.places if left.places or right.places else ())
             if nid in am.binders:
                 for c2 in _bind_places(am, node, c, ctx):
-                    if parent is None:
-                        _root(am, st, ctx, c2, out)
-                    else:
-                        _up(am, st, ctx, node, c2, out)
+                    yield node, c2
                 continue
             if check and not _accept(am, node, c, ctx):
                 continue
-            if parent is None:
-                _root(am, st, ctx, c, out)
-            else:
-                _up(am, st, ctx, node, c, out)
+            yield node, c
     key = (nid, side) if access is None else (nid, side, access.store(side, pm))
     if side == "R" and seq_right and _seq_right_dead(
             pm, RUNS.floor(st, st.watermark) if st.runs else st.watermark, am.G):

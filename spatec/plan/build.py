@@ -72,9 +72,6 @@ class TooDeep(Exception):
 def logical_plan(program: Program, info: PhraseInfo) -> PhrasePlan:
     p = info.phrase
     root = normalise(program, p.match, info.runs)
-    levels = depth(root)
-    if levels > MAX_DEPTH:
-        raise TooDeep(levels)
     conjuncts = split_conjuncts(p.where)
     one_partition = p.per is not None and needs_one_partition(program, p.per, root)
     run_keys = runs_share(program, info, p.per)
