@@ -222,8 +222,9 @@ def _routes(am: Automaton, type_name) -> tuple:
 def _join_info(am: Automaton, node: Join) -> tuple:
     """What :func:`_join` needs of a join, derived once: ``(time relation, space suffix,
     absence id or None, the right side's slots, whether the join has a filter or predicate,
-    whether its right buffer drops dead partial matches, parent)`` (``"and"``: no
-    relation, ``"", ""``: :func:`~spatec.frontend.ast.op_parts`)."""
+    whether its right buffer drops dead partial matches, sides)`` (``"and"``: no
+    relation, ``"", ""``: :func:`~spatec.frontend.ast.op_parts`; per side, where its own and
+    the other side's events are in the slots: :func:`_within`)."""
     cache = am.__dict__.get("_join_info")
     if cache is None:
         cache = am._join_info = {}
@@ -232,8 +233,16 @@ def _join_info(am: Automaton, node: Join) -> tuple:
         r = cache[node.id] = (*A.op_parts(node.op), node.absence.id if node.absence is not None else None,
                               _copied(am.slots[node.right.id]),
                               am.filters[node.id] is not None or am.preds[node.id] is not None,
-                              bool(am.rules[(node.id, "R")].get("seq_right")), am.parent.get(node.id))
+                              bool(am.rules[(node.id, "R")].get("seq_right")),
+                              {"L": (_within(am.slots[node.left.id]), _within(am.slots[node.right.id])),
+                               "R": (_within(am.slots[node.right.id]), _within(am.slots[node.left.id]))})
     return r
+
+
+def _within(slots) -> slice:
+    """Where a side's events are in a partial match's slots: its range (a chain of n events
+    then scans its side, not all n slots), or everywhere."""
+    return slice(slots.start, slots.stop) if isinstance(slots, range) else slice(None)
 
 
 def _copied(slots):
@@ -328,7 +337,8 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
     with the other side's buffered partial matches, ``(node, match)`` (:func:`_flow` sends
     each up before asking for the next); once they are made, ``pm`` is buffered."""
     nid = node.id
-    time_rel, space, absence, rslots, check, seq_right, parent = _join_info(am, node)
+    time_rel, space, absence, rslots, check, seq_right, sides = _join_info(am, node)
+    my_sl, other_sl = sides[side]
     access = am.access.get(nid)
     oside = "R" if side == "L" else "L"
     if access is None:
@@ -358,9 +368,9 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
             if access is not None and (access.reject(pm, q, ctx) if side == "L" else access.reject(q, pm, ctx)):
                 continue  # the access's conjunct (a condition of this join) is false: decided early
             if mine is None:
-                mine = pm.events()
+                mine = [e for e in pm.ev[my_sl] if e is not None]    # pm.events()
                 mine_ids = set(map(id, mine))
-            if not mine_ids.isdisjoint(map(id, q.ev)):   # (None is not among mine)
+            if not mine_ids.isdisjoint(map(id, q.ev[other_sl])):   # (None is not among mine)
                 continue  # distinct variables, distinct events
             if am.run_leaves and RUNS.shares_events(mine, q.events()):
                 continue  # ... and a run holds every event of its stretch
@@ -371,11 +381,12 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
             # the relation: time (``;``, ``||``), then space (``=``, ``<>``)
             if time_rel == ";":
                 if not left.hi < right.lo:
-                    theirs = q.events()
+                    theirs = [e for e in q.ev[other_sl] if e is not None]    # q.events()
                     if not (R.before(mine, theirs) if side == "L" else R.before(theirs, mine)):
                         continue
             elif time_rel == "||":
-                le, re_ = (mine, q.events()) if side == "L" else (q.events(), mine)
+                theirs = [e for e in q.ev[other_sl] if e is not None]    # q.events()
+                le, re_ = (mine, theirs) if side == "L" else (theirs, mine)
                 if not R.composite_concurrent(le, left.lo, left.hi, re_, right.lo, right.hi):
                     continue
             if space and S.overlap(left.loc, right.loc) != (space == "="):
@@ -403,7 +414,7 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
             yield node, c
     key = (nid, side) if access is None else (nid, side, access.store(side, pm))
     if side == "R" and seq_right and _seq_right_dead(
-            pm, RUNS.floor(st, st.watermark) if st.runs else st.watermark, am.G):
+            pm, RUNS.floor(st, st.watermark) if st.runs else st.watermark, am.G, my_sl):
         return
     buf = st.buffers.get(key)
     if not buf:
@@ -613,9 +624,10 @@ def _holds(am: Automaton, st: RunState, ctx, pm: PM) -> bool:
 
 # ------------------------------------------------------------------------------------ prune
 
-def _seq_right_dead(pm: PM, w: int, G: int) -> bool:
-    """No future match can come certainly before this right-hand partial match."""
-    for q in pm.ev:
+def _seq_right_dead(pm: PM, w: int, G: int, where: slice = slice(None)) -> bool:
+    """No future match can come certainly before this right-hand partial match (``where``:
+    where its events are, :func:`_within`)."""
+    for q in pm.ev[where]:
         if q is not None and q.lo <= w and (q.source is None or q.t <= w - G):
             return True
     return False
