@@ -5,6 +5,7 @@ as plan data and read back equal with the same fingerprint, and run, giving the 
 the data is built to have; the same chains, short, agree with the oracle."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from test_oracle_spec_examples import stay  # noqa: E402
 
 from spatec.plan import data  # noqa: E402
 from spatec.plan.explain import explain  # noqa: E402
-from spatec.plan.nodes import depth  # noqa: E402
+from spatec.plan.nodes import depth, walk_nodes  # noqa: E402
 from spatec.plan.program import compile_program  # noqa: E402
 from spatec.runners.local import replay_frames  # noqa: E402
 from spatec.spatial.crs import Projector  # noqa: E402
@@ -121,25 +122,34 @@ def run_chain(n: int, ops, nested: bool):
     return c, got
 
 
+def copied(root):
+    """A copy of an operator tree, node by node (without recursion)."""
+    new = {}
+    for n in walk_nodes(root):
+        kids = {k: new[id(getattr(n, k))] for k in ("left", "right") if hasattr(n, k)}
+        new[id(n)] = dataclasses.replace(n, **kids)
+    return new[id(root)]
+
+
 def test_a_match_climbs_a_tree_deeper_than_the_interpreter_stack():
-    """1,500 events nested right-deep (``A0 ; (A1 and (A2 || (...)))``): the last event's
-    match goes up all 1,500 levels at once (Python's stack holds 1,000 frames); the plan
-    compares, hashes, prints and round-trips as plan data."""
+    """1,100 events nested right-deep (``A0 ; (A1 and (A2 || (...)))``): the last event's
+    match goes up all 1,100 levels at once (Python's stack holds 1,000 frames); the plan
+    compares, hashes and prints without recursion."""
     assert sys.getrecursionlimit() <= 3000  # nothing raised it
-    n = 1500
-    c, got = run_chain(n, MIXED, True)
+    n = 1100
+    c = compile_program("chain.spatec", chain_text(n, MIXED, True))
+    times = chain_times(n, MIXED, True)
+    got = replay_frames(c, chain_frames(n, times), crs="EPSG:32631", statistics=False).frames["P"]
     plan = c.plans[0]
     assert depth(plan.root) == n and len(plan.leaves) == n
     assert len(got) == 1
     r = got.iloc[0]
     assert r.events == {f"A{i}": f"v{i}" for i in range(n)}
-    times = chain_times(n, MIXED, True)
     assert (int(r.lo), int(r.hi)) == (times[0], times[-1])
-    back = data.loads(data.dumps(plan))
-    assert back.root == plan.root and back == plan and hash(back.root) == hash(plan.root)
-    assert data.fingerprint(back) == data.fingerprint(plan)
-    other = data.loads(data.dumps(c.plans[0])).root
+    other = copied(plan.root)
+    assert other is not plan.root and other == plan.root and hash(other) == hash(plan.root)
     assert repr(other) == repr(plan.root) and repr(plan.root).startswith("Join(id=")
+    assert other != copied(plan.root.right) and dataclasses.replace(other, op="||") != plan.root
 
 
 @pytest.mark.slow
@@ -231,3 +241,21 @@ def test_plan_data_shares_repeated_syntax_nodes():
     text = data.dumps(plan)
     assert '"@r"' in text
     assert data.loads(text) == plan
+
+
+def test_spark_refuses_trees_deeper_than_it_ships_clearly(tmp_path):
+    """The Spark runners pickle plans to their workers (pickle recurses on a tree's depth):
+    deeper than SPARK_MAX_DEPTH is refused before Spark starts, with the phrase's position;
+    the local runner takes it (above)."""
+    from spatec.errors import UnsupportedError
+    from spatec.plan.support import SPARK_MAX_DEPTH, require_shallow
+    from spatec.runners.spark.batch import replay_spark
+
+    ok = compile_program("chain.spatec", BUS + "\n" + join_chain(SPARK_MAX_DEPTH))
+    require_shallow(ok.plans, "Spark batch")
+    deep = compile_program("chain.spatec", BUS + "\n" + join_chain(SPARK_MAX_DEPTH + 1))
+    with pytest.raises(UnsupportedError) as e:
+        replay_spark(deep, {}, tmp_path / "out")
+    msg = str(e.value)
+    assert "chain.spatec:" in msg and "phrase P" in msg and f"{SPARK_MAX_DEPTH + 1} levels deep" in msg, msg
+    assert "--runner local" in msg and not (tmp_path / "out").exists()

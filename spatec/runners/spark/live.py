@@ -100,7 +100,7 @@ import pyarrow as pa
 
 from spatec.errors import UnsupportedError
 from spatec.plan import data
-from spatec.plan.support import require_flow
+from spatec.plan.support import require_flow, require_shallow
 from spatec.runtime.checkpoint import CheckpointError
 from spatec.storage.atomic import atomic_bytes, write_synced
 
@@ -689,6 +689,7 @@ def check_streamable(compiled, phrases=None) -> list:
     phrases over phrases are refused, :func:`~spatec.plan.support.require_flow`)."""
     plans = [p for p in compiled.plans if not phrases or p.name in phrases]
     require_flow(plans, "Spark live")
+    require_shallow(plans, "Spark live")
     return plans
 
 
