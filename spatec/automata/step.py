@@ -124,7 +124,7 @@ def _insert(am: Automaton, st: RunState, ctx, ev, out, ordered: bool = False) ->
             slots = [None] * am.nleaves
             slots[slot] = ev
             if join is not None:
-                _flow(am, st, ctx, out, [_join(am, st, ctx, join, side, PM(tuple(slots), ev.lo, ev.hi), out)])
+                _enter(am, st, ctx, out, _join(am, st, ctx, join, side, PM(tuple(slots), ev.lo, ev.hi), out))
             else:
                 _up(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi), out)
         for rl in runs:
@@ -188,7 +188,7 @@ def _leaf_places(am: Automaton, st: RunState, ctx, leaf, ev, out) -> None:
 def _up_from_leaf(am: Automaton, st: RunState, ctx, leaf, pm: PM, out) -> None:
     parent = am.parent.get(leaf.id)
     if isinstance(parent, Join):
-        _flow(am, st, ctx, out, [_join(am, st, ctx, parent, am.side[leaf.id], pm, out)])
+        _enter(am, st, ctx, out, _join(am, st, ctx, parent, am.side[leaf.id], pm, out))
     else:
         _up(am, st, ctx, leaf, pm, out)
 
@@ -273,7 +273,15 @@ def _up(am: Automaton, st: RunState, ctx, node, pm: PM, out) -> None:
     _flow(am, st, ctx, out, [iter(((node, pm),))])
 
 
-def _flow(am: Automaton, st: RunState, ctx, out, stack: list) -> None:
+def _enter(am: Automaton, st: RunState, ctx, out, join) -> None:
+    """A partial match enters a join (``join``: :func:`_join`'s generator): most make nothing
+    with the other side's buffer, and are done with here; the others go to :func:`_flow`."""
+    nxt = next(join, None)
+    if nxt is not None:
+        _flow(am, st, ctx, out, [join], nxt)
+
+
+def _flow(am: Automaton, st: RunState, ctx, out, stack: list, nxt=None) -> None:
     """Send matches up the tree, depth first, without recursion (trees of any depth).
 
     ``stack``: iterators of ``(node, match of node)`` still to send up, the innermost last;
@@ -283,14 +291,17 @@ def _flow(am: Automaton, st: RunState, ctx, out, stack: list) -> None:
     whose generator goes on the stack, or the root. The order of everything (matches made,
     buffered, reported) is the order of the recursive descent this replaces: a join's next
     candidate is tried only once the match made with the last one has gone as far up as it
-    goes, and a join buffers its own match after probing."""
+    goes, and a join buffers its own match after probing. ``nxt``: the first match to send
+    up, already taken from the innermost iterator."""
     parent_of, side_of, binders = am.parent, am.side, am.binders
     while stack:
-        nxt = next(stack[-1], None)
         if nxt is None:
-            stack.pop()
-            continue
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                continue
         node, pm = nxt
+        nxt = None
         while True:
             parent = parent_of.get(node.id)
             if parent is None:
