@@ -103,17 +103,21 @@ def _prune_rules(spec: AutomatonSpec, nodes: list, type_len: dict) -> tuple:
         if l.bound:
             var_slots.setdefault(l.var, l.slot)
     rules = []
+    lens = node_lens(nodes, spec.plan.within, type_len)
     for n in nodes:
         if not isinstance(n, Join):
             continue
         for side, mine, other in (("L", n.left, n.right), ("R", n.right, n.left)):
             r = []
             if n.op in A.CONC_OPS:
-                ol = node_len(other, spec.plan.within, type_len)
+                ol = lens[other.id]
                 if ol is not None:
                     r.append(("conc", ol))
             if side == "R" and n.op in A.SEQ_OPS:
                 r.append(("seq_right", True))
+            if not spec.succ_chains:
+                rules.append(((n.id, side), tuple(r)))
+                continue     # (the variables below each side: only for `successive`)
             mv, ov = _vars(mine), _vars(other)
             succ = []
             for chain in spec.succ_chains:
@@ -134,21 +138,30 @@ def _prune_rules(spec: AutomatonSpec, nodes: list, type_len: dict) -> tuple:
 
 def node_len(n, within: int | None, type_len: dict) -> int | None:
     """Largest stamp length of a match of node ``n`` (µs), None if unbounded."""
-    if isinstance(n, Leaf):
-        x = None if n.run is not None else type_len.get(n.type)   # a run's stamp has no bound
-    elif isinstance(n, Or):
-        a, b = node_len(n.left, within, type_len), node_len(n.right, within, type_len)
-        x = None if a is None or b is None else max(a, b)
-    elif isinstance(n, After):
-        x = node_len(n.left, within, type_len)
-    elif isinstance(n, Join) and n.op in A.CONC_OPS and n.absence is None:
-        a, b = node_len(n.left, within, type_len), node_len(n.right, within, type_len)
-        x = None if a is None or b is None else a + b
-    else:
-        x = None
-    if within is not None:
-        x = within if x is None else min(x, within)
-    return x
+    return node_lens(walk_nodes(n), within, type_len)[n.id]
+
+
+def node_lens(nodes, within: int | None, type_len: dict) -> dict:
+    """:func:`node_len` of each of ``nodes`` (children before parents, as
+    :func:`~spatec.plan.nodes.walk_nodes` gives them), by node id; without recursion."""
+    out = {}
+    for n in nodes:
+        if isinstance(n, Leaf):
+            x = None if n.run is not None else type_len.get(n.type)   # a run's stamp has no bound
+        elif isinstance(n, Or):
+            a, b = out[n.left.id], out[n.right.id]
+            x = None if a is None or b is None else max(a, b)
+        elif isinstance(n, After):
+            x = out[n.left.id]
+        elif isinstance(n, Join) and n.op in A.CONC_OPS and n.absence is None:
+            a, b = out[n.left.id], out[n.right.id]
+            x = None if a is None or b is None else a + b
+        else:
+            x = None
+        if within is not None:
+            x = within if x is None else min(x, within)
+        out[n.id] = x
+    return out
 
 
 def _vars(n) -> set:

@@ -219,6 +219,31 @@ class Context:
 
 # --------------------------------------------------------------------------------- automaton
 
+def slot_sets(nodes) -> dict:
+    """Node id → the slots of the leaves below it, for ``nodes`` in the order of
+    :func:`~spatec.plan.nodes.walk_nodes` (children before parents). A sub-tree's slots are
+    mostly contiguous (slots are numbered left to right): those are a ``range`` (constant
+    size: a chain of n events would otherwise hold n²/2 slots), the others a frozenset."""
+    out = {}
+    span = {}    # node id → (least slot, largest slot, number of slots)
+    for n in nodes:
+        if isinstance(n, Leaf):
+            span[n.id] = (n.slot, n.slot, 1)
+            out[n.id] = range(n.slot, n.slot + 1)
+            continue
+        if isinstance(n, (Join, Or)):
+            (a, b, k), (c, d, m) = span[n.left.id], span[n.right.id]
+            span[n.id] = lo, hi, count = min(a, c), max(b, d), k + m
+            if hi - lo + 1 == count:
+                out[n.id] = range(lo, hi + 1)
+            else:
+                out[n.id] = frozenset(out[n.left.id]) | frozenset(out[n.right.id])
+        else:
+            span[n.id] = span[n.left.id]
+            out[n.id] = out[n.left.id]
+    return out
+
+
 class Automaton:
     """An automaton bound to a projection (:func:`bind`): the spec's data, with its patterns
     and conditions compiled to closures, in the shape :mod:`spatec.automata.step` reads."""
@@ -249,14 +274,8 @@ class Automaton:
                                          compile_condition([l.run.cond] if l.run.cond is not None else [], tz, runs),
                                          l.run.gap, l.run.aggregates, plan.run_keys)
                            for l in plan.leaves if l.run is not None}
-        self.slots = {}
-        for n in self.nodes:      # children before parents
-            if isinstance(n, Leaf):
-                self.slots[n.id] = frozenset((n.slot,))
-            elif isinstance(n, (Join, Or)):
-                self.slots[n.id] = self.slots[n.left.id] | self.slots[n.right.id]
-            else:
-                self.slots[n.id] = self.slots[n.left.id]
+        #: node id → the slots of the leaves below it (:func:`slot_sets`)
+        self.slots = slot_sets(self.nodes)
         # leaves by event type (None: any type)
         self.leaves_by_type: dict = {}
         for l in plan.leaves:

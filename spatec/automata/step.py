@@ -124,7 +124,7 @@ def _insert(am: Automaton, st: RunState, ctx, ev, out, ordered: bool = False) ->
             slots = [None] * am.nleaves
             slots[slot] = ev
             if join is not None:
-                _join(am, st, ctx, join, side, PM(tuple(slots), ev.lo, ev.hi), out)
+                _enter(am, st, ctx, out, _join(am, st, ctx, join, side, PM(tuple(slots), ev.lo, ev.hi), out))
             else:
                 _up(am, st, ctx, leaf, PM(tuple(slots), ev.lo, ev.hi), out)
         for rl in runs:
@@ -188,7 +188,7 @@ def _leaf_places(am: Automaton, st: RunState, ctx, leaf, ev, out) -> None:
 def _up_from_leaf(am: Automaton, st: RunState, ctx, leaf, pm: PM, out) -> None:
     parent = am.parent.get(leaf.id)
     if isinstance(parent, Join):
-        _join(am, st, ctx, parent, am.side[leaf.id], pm, out)
+        _enter(am, st, ctx, out, _join(am, st, ctx, parent, am.side[leaf.id], pm, out))
     else:
         _up(am, st, ctx, leaf, pm, out)
 
@@ -222,18 +222,35 @@ def _routes(am: Automaton, type_name) -> tuple:
 def _join_info(am: Automaton, node: Join) -> tuple:
     """What :func:`_join` needs of a join, derived once: ``(time relation, space suffix,
     absence id or None, the right side's slots, whether the join has a filter or predicate,
-    whether its right buffer drops dead partial matches, parent)`` (``"and"``: no
-    relation, ``"", ""``: :func:`~spatec.frontend.ast.op_parts`)."""
+    whether its right buffer drops dead partial matches, sides)`` (``"and"``: no
+    relation, ``"", ""``: :func:`~spatec.frontend.ast.op_parts`; per side, where its own and
+    the other side's events are in the slots: :func:`_within`)."""
     cache = am.__dict__.get("_join_info")
     if cache is None:
         cache = am._join_info = {}
     r = cache.get(node.id)
     if r is None:
         r = cache[node.id] = (*A.op_parts(node.op), node.absence.id if node.absence is not None else None,
-                              tuple(sorted(am.slots[node.right.id])),
+                              _copied(am.slots[node.right.id]),
                               am.filters[node.id] is not None or am.preds[node.id] is not None,
-                              bool(am.rules[(node.id, "R")].get("seq_right")), am.parent.get(node.id))
+                              bool(am.rules[(node.id, "R")].get("seq_right")),
+                              {"L": (_within(am.slots[node.left.id]), _within(am.slots[node.right.id])),
+                               "R": (_within(am.slots[node.right.id]), _within(am.slots[node.left.id]))})
     return r
+
+
+def _within(slots) -> slice:
+    """Where a side's events are in a partial match's slots: its range (a chain of n events
+    then scans its side, not all n slots), or everywhere."""
+    return slice(slots.start, slots.stop) if isinstance(slots, range) else slice(None)
+
+
+def _copied(slots):
+    """The right side's slots as :func:`_join` copies them: a slice when they are contiguous
+    (one C-level copy, whatever the size), else the sorted slots."""
+    if isinstance(slots, range):
+        return slice(slots.start, slots.stop)
+    return tuple(sorted(slots))
 
 
 def _env(am: Automaton, pm: PM, extra=None) -> dict:
@@ -252,21 +269,55 @@ def _env(am: Automaton, pm: PM, extra=None) -> dict:
 
 
 def _up(am: Automaton, st: RunState, ctx, node, pm: PM, out) -> None:
-    parent = am.parent.get(node.id)
-    if parent is None:
-        _root(am, st, ctx, pm, out)
-        return
-    side = am.side[node.id]
-    if isinstance(parent, Join):
-        _join(am, st, ctx, parent, side, pm, out)
-        return
-    if isinstance(parent, After):
-        pm = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,), pm.places)
-    if parent.id in am.binders:
-        for q in _bind_places(am, parent, pm, ctx):
-            _up(am, st, ctx, parent, q, out)
-    elif _accept(am, parent, pm, ctx):
-        _up(am, st, ctx, parent, pm, out)
+    """``pm``, a match of ``node``, goes up the tree (:func:`_flow`)."""
+    _flow(am, st, ctx, out, [iter(((node, pm),))])
+
+
+def _enter(am: Automaton, st: RunState, ctx, out, join) -> None:
+    """A partial match enters a join (``join``: :func:`_join`'s generator): most make nothing
+    with the other side's buffer, and are done with here; the others go to :func:`_flow`."""
+    nxt = next(join, None)
+    if nxt is not None:
+        _flow(am, st, ctx, out, [join], nxt)
+
+
+def _flow(am: Automaton, st: RunState, ctx, out, stack: list, nxt=None) -> None:
+    """Send matches up the tree, depth first, without recursion (trees of any depth).
+
+    ``stack``: iterators of ``(node, match of node)`` still to send up, the innermost last;
+    a join is one (:func:`_join`, a generator: the matches it makes with the other side's
+    buffer, then it buffers its own). A match goes up through the nodes above it that only
+    filter it (``or``, an absence after, patterns and conditions) until it reaches a join,
+    whose generator goes on the stack, or the root. The order of everything (matches made,
+    buffered, reported) is the order of the recursive descent this replaces: a join's next
+    candidate is tried only once the match made with the last one has gone as far up as it
+    goes, and a join buffers its own match after probing. ``nxt``: the first match to send
+    up, already taken from the innermost iterator."""
+    parent_of, side_of, binders = am.parent, am.side, am.binders
+    while stack:
+        if nxt is None:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                continue
+        node, pm = nxt
+        nxt = None
+        while True:
+            parent = parent_of.get(node.id)
+            if parent is None:
+                _root(am, st, ctx, pm, out)
+                break
+            if isinstance(parent, Join):
+                stack.append(_join(am, st, ctx, parent, side_of[node.id], pm, out))
+                break
+            if isinstance(parent, After):
+                pm = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,), pm.places)
+            if parent.id in binders:
+                stack.append(iter([(parent, q) for q in _bind_places(am, parent, pm, ctx)]))
+                break
+            if not _accept(am, parent, pm, ctx):
+                break
+            node = parent
 
 
 def _bind_places(am: Automaton, node, pm: PM, ctx) -> list:
@@ -292,9 +343,13 @@ def _accept(am: Automaton, node, pm: PM, ctx) -> bool:
     return p is None or p(_env(am, pm), ctx)
 
 
-def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) -> None:
+def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
+    """``pm`` arrives at ``node`` from ``side``: a generator of the matches of ``node`` it makes
+    with the other side's buffered partial matches, ``(node, match)`` (:func:`_flow` sends
+    each up before asking for the next); once they are made, ``pm`` is buffered."""
     nid = node.id
-    time_rel, space, absence, rslots, check, seq_right, parent = _join_info(am, node)
+    time_rel, space, absence, rslots, check, seq_right, sides = _join_info(am, node)
+    my_sl, other_sl = sides[side]
     access = am.access.get(nid)
     oside = "R" if side == "L" else "L"
     if access is None:
@@ -324,9 +379,9 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
             if access is not None and (access.reject(pm, q, ctx) if side == "L" else access.reject(q, pm, ctx)):
                 continue  # the access's conjunct (a condition of this join) is false: decided early
             if mine is None:
-                mine = pm.events()
+                mine = [e for e in pm.ev[my_sl] if e is not None]    # pm.events()
                 mine_ids = set(map(id, mine))
-            if not mine_ids.isdisjoint(map(id, q.ev)):   # (None is not among mine)
+            if not mine_ids.isdisjoint(map(id, q.ev[other_sl])):   # (None is not among mine)
                 continue  # distinct variables, distinct events
             if am.run_leaves and RUNS.shares_events(mine, q.events()):
                 continue  # ... and a run holds every event of its stretch
@@ -337,20 +392,24 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
             # the relation: time (``;``, ``||``), then space (``=``, ``<>``)
             if time_rel == ";":
                 if not left.hi < right.lo:
-                    theirs = q.events()
+                    theirs = [e for e in q.ev[other_sl] if e is not None]    # q.events()
                     if not (R.before(mine, theirs) if side == "L" else R.before(theirs, mine)):
                         continue
             elif time_rel == "||":
-                le, re_ = (mine, q.events()) if side == "L" else (q.events(), mine)
+                theirs = [e for e in q.ev[other_sl] if e is not None]    # q.events()
+                le, re_ = (mine, theirs) if side == "L" else (theirs, mine)
                 if not R.composite_concurrent(le, left.lo, left.hi, re_, right.lo, right.hi):
                     continue
             if space and S.overlap(left.loc, right.loc) != (space == "="):
                 continue
             # the events of both sides: the left's, with the right side's slots from the right
             ev = list(left.ev)
-            rev = right.ev
-            for s_ in rslots:
-                ev[s_] = rev[s_]
+            if rslots.__class__ is slice:
+                ev[rslots] = right.ev[rslots]
+            else:
+                rev = right.ev
+                for s_ in rslots:
+                    ev[s_] = rev[s_]
             checks = left.checks + right.checks
             if absence is not None:
                 checks = checks + (absence,)
@@ -359,20 +418,14 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out) 
                    left.places + right.places if left.places or right.places else ())
             if nid in am.binders:
                 for c2 in _bind_places(am, node, c, ctx):
-                    if parent is None:
-                        _root(am, st, ctx, c2, out)
-                    else:
-                        _up(am, st, ctx, node, c2, out)
+                    yield node, c2
                 continue
             if check and not _accept(am, node, c, ctx):
                 continue
-            if parent is None:
-                _root(am, st, ctx, c, out)
-            else:
-                _up(am, st, ctx, node, c, out)
+            yield node, c
     key = (nid, side) if access is None else (nid, side, access.store(side, pm))
     if side == "R" and seq_right and _seq_right_dead(
-            pm, RUNS.floor(st, st.watermark) if st.runs else st.watermark, am.G):
+            pm, RUNS.floor(st, st.watermark) if st.runs else st.watermark, am.G, my_sl):
         return
     buf = st.buffers.get(key)
     if not buf:
@@ -582,9 +635,10 @@ def _holds(am: Automaton, st: RunState, ctx, pm: PM) -> bool:
 
 # ------------------------------------------------------------------------------------ prune
 
-def _seq_right_dead(pm: PM, w: int, G: int) -> bool:
-    """No future match can come certainly before this right-hand partial match."""
-    for q in pm.ev:
+def _seq_right_dead(pm: PM, w: int, G: int, where: slice = slice(None)) -> bool:
+    """No future match can come certainly before this right-hand partial match (``where``:
+    where its events are, :func:`_within`)."""
+    for q in pm.ev[where]:
         if q is not None and q.lo <= w and (q.source is None or q.t <= w - G):
             return True
     return False

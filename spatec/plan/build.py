@@ -29,7 +29,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.check import PhraseInfo, Program
 from spatec.plan.attributes import attributes_read
 from spatec.plan.evaluator import choose_evaluator
-from spatec.plan.nodes import MAX_DEPTH, Leaf, PhrasePlan, depth, walk_nodes
+from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
 from spatec.plan.normalise import normalise
 from spatec.plan.order import order_joins
 from spatec.plan.partition import needs_one_partition, partition_key, per_equalities
@@ -62,19 +62,9 @@ def plan_phrase(program: Program, info: PhraseInfo, stats=None) -> PhrasePlan:
     return dataclasses.replace(plan, physical=physical_plan(program, plan, stats))
 
 
-class TooDeep(Exception):
-    """An operator tree deeper than :data:`~spatec.plan.nodes.MAX_DEPTH`."""
-
-    def __init__(self, levels: int):
-        self.levels = levels
-
-
 def logical_plan(program: Program, info: PhraseInfo) -> PhrasePlan:
     p = info.phrase
     root = normalise(program, p.match, info.runs)
-    levels = depth(root)
-    if levels > MAX_DEPTH:
-        raise TooDeep(levels)
     conjuncts = split_conjuncts(p.where)
     one_partition = p.per is not None and needs_one_partition(program, p.per, root)
     run_keys = runs_share(program, info, p.per)
@@ -112,22 +102,12 @@ def plan_program(program: Program, mode: str = "batch", stats=None) -> list[Phra
     for info in program.phrases:
         try:
             out.append(plan_phrase(program, info, stats))
-        except TooDeep as e:
-            span = getattr(info.phrase.match, "span", None)
-            where = f"{span}: " if getattr(span, "line", 0) else ""
-            raise UnsupportedError(
-                "match expressions nested this deep", mode,
-                f"{where}phrase {info.name}: its operator tree is {e.levels} levels deep, more than the "
-                f"{MAX_DEPTH} planned (too many events joined in one chain: REFERENCE, decision 35); "
-                "chains of `or` and `where` of any length are planned") from None
         except RecursionError:
-            # the operator tree's passes are not all iterative yet: long `or` and `where` chains
-            # plan at any length, but a match expression of thousands of joined events does not
+            # a backstop: every pass walks the tree without recursion (REFERENCE, decision 35)
             raise UnsupportedError(
                 "match expressions nested this deep", mode,
-                f"phrase {info.name}: its match expression joins too many events for the planner "
-                "(chains of `or` and `where` of any length are planned; chains of `;`, `||` and "
-                "the other joins of thousands of events are not yet)") from None
+                f"phrase {info.name}: its match expression is nested too deep for the planner "
+                "(a pass recursed on the tree's depth: please report it)") from None
     return out
 
 

@@ -206,12 +206,41 @@ def explain(program: Program, phrase: str | None = None, fmt: str = "json", fram
             raise SpatecError(f"no phrase {phrase} (phrases: {names})")
     dicts = [plan_dict(p, program) for p in plans]
     if fmt == "json":
-        return json.dumps(dicts, indent=2, ensure_ascii=False) + "\n"
+        return json.dumps([flat_tree(d) for d in dicts], indent=2, ensure_ascii=False) + "\n"
     if fmt == "dot":
         return _dot(dicts)
     if fmt == "svg":
         return to_svg(_dot(dicts))
     return "\n".join(_text_tree(d) for d in dicts)
+
+
+#: the deepest operator tree explain's JSON writes nested (REFERENCE, decision 35); a deeper
+#: one is written as a flat list of nodes (JSON readers, Python's own included, stop at about
+#: 1,000 levels of nesting)
+JSON_NESTED_DEPTH = 100
+
+
+def _children(n: dict) -> list:
+    return [n[k] for k in ("left", "right") if k in n]
+
+
+def flat_tree(d: dict) -> dict:
+    """``d`` (:func:`plan_dict`) with its tree flat if deeper than :data:`JSON_NESTED_DEPTH`:
+    ``"tree": {"root": id, "nodes": [...]}``, each node as nested explain writes it but with
+    ``left``/``right`` its children's ids, parents before children (left before right)."""
+    best, stack = 0, [(d["tree"], 1)]
+    while stack:
+        n, level = stack.pop()
+        best = max(best, level)
+        stack += [(c, level + 1) for c in _children(n)]
+    if best <= JSON_NESTED_DEPTH:
+        return d
+    nodes, stack = [], [d["tree"]]
+    while stack:
+        n = stack.pop()
+        nodes.append({k: (v["node"] if k in ("left", "right") else v) for k, v in n.items()})
+        stack += reversed(_children(n))
+    return {**d, "tree": {"root": d["tree"]["node"], "nodes": nodes}}
 
 
 def to_svg(dot: str) -> str:
@@ -246,7 +275,7 @@ def _text_tree(d: dict) -> str:
     for v, b in d.get("places", {}).items():
         lines.append(f"  place {v}: {b['test']} {b['set']}, {b['matched']}")
 
-    def rec(n, depth):
+    def one(n, depth):
         pad = "  " * depth
         if n["kind"] in ("event", "run"):
             g = n["transitions"][0]["guard"]
@@ -266,11 +295,12 @@ def _text_tree(d: dict) -> str:
             lines.append(f"{pad}    no {ev}" + (f" as {a['var']}" if a["var"] else "")
                          + (f" where {' and '.join(a['conditions'])}" if a["conditions"] else "")
                          + f"; {a['decided']}")
-        for k in ("left", "right"):
-            if k in n:
-                rec(n[k], depth + 1)
 
-    rec(d["tree"], 2)
+    stack = [(d["tree"], 2)]     # depth first, without recursion (trees of any depth)
+    while stack:
+        n, depth = stack.pop()
+        one(n, depth)
+        stack += [(c, depth + 1) for c in reversed(_children(n))]
     lines += _physical_lines(d["physical"])
     return "\n".join(lines) + "\n"
 
@@ -326,7 +356,7 @@ def _dot(dicts) -> str:
     def esc(text: str) -> str:
         return text.replace("\\", "\\\\").replace('"', '\\"')
 
-    def rec(n, prefix):
+    def one(n, prefix):
         me = f"{prefix}_{n['node']}"
         if n["kind"] in ("event", "run"):
             label = _leaf_label(n)
@@ -342,11 +372,20 @@ def _dot(dicts) -> str:
                 conds = conds + [f"no {ev}" + (f" where {' and '.join(a['conditions'])}" if a["conditions"] else "")]
         text = "\\n".join([esc(label)] + [esc("where " + c) for c in conds])
         out.append(f'  "{me}" [label="{text}"];')
-        for k in ("left", "right"):
-            if k in n:
-                child = rec(n[k], prefix)
-                out.append(f'  "{child}" -> "{me}";')
         return me
+
+    def rec(n, prefix):
+        # each node, then for each child its sub-tree and the edge to the node; without recursion
+        stack = [n]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, str):
+                out.append(x)
+                continue
+            me = one(x, prefix)
+            for c in reversed(_children(x)):
+                stack.append(f'  "{prefix}_{c["node"]}" -> "{me}";')
+                stack.append(c)
 
     for d in dicts:
         name = d["phrase"]

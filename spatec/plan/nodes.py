@@ -4,14 +4,66 @@ their variables. Plain frozen data; printable and serialisable.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Optional, Union
 
 from spatec.frontend import ast as A
 
 
-@dataclass(frozen=True)
-class Leaf:
+class TreeNode:
+    """Base of the operator tree's nodes: equality, hash and repr without recursion (trees of
+    any depth; the dataclasses' own recurse, one level of the tree at a time)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if type(other) is not type(self):
+            return NotImplemented
+        stack = [(self, other)]
+        while stack:
+            x, y = stack.pop()
+            if x is y:
+                continue
+            if type(x) is not type(y):
+                return False
+            for f in _compared(type(x)):
+                a, b = getattr(x, f), getattr(y, f)
+                if isinstance(a, TreeNode) and isinstance(b, TreeNode):
+                    stack.append((a, b))
+                elif not (a is b or a == b):
+                    return False
+        return True
+
+    def __hash__(self) -> int:
+        hashes: dict = {}
+        for x in walk_nodes(self):       # children first
+            hashes[id(x)] = hash((type(x).__name__,) + tuple(
+                hashes[id(v)] if isinstance(v, TreeNode) else v
+                for v in (getattr(x, f) for f in _compared(type(x)))))
+        return hashes[id(self)]
+
+    def __repr__(self) -> str:
+        return A.trampoline(_repr_walk(self))
+
+
+def _compared(cls) -> tuple:
+    return tuple(f.name for f in fields(cls) if f.compare)
+
+
+def _repr_walk(x):
+    # a generator for A.trampoline: the text the dataclass repr gives
+    parts = []
+    for f in fields(x):
+        if f.repr:
+            v = getattr(x, f.name)
+            parts.append(f"{f.name}={(yield _repr_walk(v)) if isinstance(v, TreeNode) else repr(v)}")
+    return f"{type(x).__qualname__}({', '.join(parts)})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Leaf(TreeNode):
     """One event of the composite: a slot filled by an event of ``type`` (None: any type)."""
 
     id: int
@@ -43,8 +95,8 @@ class Negation:
     conds: tuple = ()        # where-conjuncts that mention X: part of the absence condition
 
 
-@dataclass(frozen=True)
-class Join:
+@dataclass(frozen=True, eq=False, repr=False)
+class Join(TreeNode):
     """``left op right``; for ``A ; not X ; B`` also the absence between them."""
 
     id: int
@@ -61,8 +113,8 @@ class Join:
         return leaf_slots(self)
 
 
-@dataclass(frozen=True)
-class Or:
+@dataclass(frozen=True, eq=False, repr=False)
+class Or(TreeNode):
     """``left or right``: a match of either, with that branch's stamps."""
 
     id: int
@@ -77,8 +129,8 @@ class Or:
         return leaf_slots(self)
 
 
-@dataclass(frozen=True)
-class After:
+@dataclass(frozen=True, eq=False, repr=False)
+class After(TreeNode):
     """``left ; not X within D``: a match of left with nothing like X for D after it."""
 
     id: int
@@ -136,12 +188,6 @@ def walk_nodes(n):
             stack.append((x.left, False))
         elif isinstance(x, After):
             stack.append((x.left, False))
-
-
-#: The deepest operator tree planned (REFERENCE, decision 35): a chain of joined events is
-#: a tree one level deeper per event; the automaton passes a partial match up the tree by
-#: recursion (two frames a level) and explain's JSON nests one object a level.
-MAX_DEPTH = 300
 
 
 def leaf_slots(n) -> tuple:

@@ -100,7 +100,7 @@ import pyarrow as pa
 
 from spatec.errors import UnsupportedError
 from spatec.plan import data
-from spatec.plan.support import require_derived_only
+from spatec.plan.support import require_derived_only, require_shallow
 from spatec.runtime.checkpoint import CheckpointError
 from spatec.storage.atomic import atomic_bytes, write_synced
 
@@ -718,12 +718,14 @@ def check_streamable(compiled, phrases=None) -> list:
     """The plans to run: the phrases asked for and every phrase whose composites they read,
     in flow order (broadcast types go to every bucket of their phrase; a phrase over phrases
     runs on the driver, :mod:`spatec.runners.spark.live_flows`, and is refused when it also
-    reads input events, :func:`~spatec.plan.support.require_derived_only`)."""
+    reads input events, :func:`~spatec.plan.support.require_derived_only`; operator trees
+    deeper than Spark can ship to its workers are refused, :func:`~spatec.plan.support.require_shallow`)."""
     from spatec.runtime.derived import needed
 
     run = needed(compiled, phrases)
     plans = [p for p in compiled.plans if p.name in run]
     require_derived_only(plans, "Spark live")
+    require_shallow(plans, "Spark live")
     return plans
 
 
