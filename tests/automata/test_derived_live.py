@@ -29,7 +29,12 @@ EXAMPLES = int(os.environ.get("ORACLE_DERIVED_LIVE_EXAMPLES", 120))
 
 class FramesLive(LocalLive):
     """The local live runner given canonical frames as its input items (no feed, no reader):
-    everything after the readers is the runner's own."""
+    everything after the readers is the runner's own; its items are not a source's, so no
+    batch log (each "restart" here follows a save)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.batch_log = None
 
     def _ingest(self, items):
         out: dict = {}
