@@ -157,9 +157,11 @@ def test_a_match_climbs_a_tree_deeper_than_the_interpreter_stack():
 @pytest.mark.parametrize("ops,nested,n", [((";",), False, N), ((";=",), False, 2000), (MIXED, True, 3000)],
                          ids=["seq-10000", "seq-same-place-2000", "mixed-nested-3000"])
 def test_a_long_event_chain_checks_plans_explains_and_runs(ops, nested, n):
-    """10,000 events joined by `;`; `;=` (a hull per level: n² work) and the nested mixed
-    chain (its last event's match climbs every level at once, each level holding its side's
-    events: n² memory) shorter, to keep the suite fast; both ran at 10,000 (issue-17g note)."""
+    """10,000 events joined by `;`; `;=` (a hull per level: n² work; at 10,000 it did not
+    finish in the time tried) and the nested mixed chain (its last event's match climbs every
+    level at once, each level holding its side's events: n² memory; 10,000 ran by hand in
+    114 s and 8 GB) shorter, to keep the suite fast. Explained at 10,000 as JSON (flat) and
+    carried as plan data; as text and dot at 3,000 (deeper than the interpreter's stack)."""
     assert sys.getrecursionlimit() <= 3000  # nothing raised it
     c, got = run_chain(n, ops, nested)
     plan = c.plans[0]
@@ -172,11 +174,12 @@ def test_a_long_event_chain_checks_plans_explains_and_runs(ops, nested, n):
     if ops == (";",):
         tree = json.loads(explain(c.program, fmt="json"))[0]["tree"]
         assert len(tree["nodes"]) == 2 * N - 1
-        text = explain(c.program, fmt="text")
-        assert f"T{(N - 1) % K} -> A{N - 1}" in text
-        assert explain(c.program, fmt="dot").count(" -> \"P_") == 2 * N - 2
         back = data.loads(data.dumps(plan))
         assert back == plan and data.fingerprint(back) == data.fingerprint(plan)
+    if nested:
+        text = explain(c.program, fmt="text")
+        assert f"T{(n - 1) % K} -> A{n - 1}" in text
+        assert explain(c.program, fmt="dot").count(" -> \"P_") == 2 * n - 2
 
 
 @pytest.mark.parametrize("ops,nested", [((";",), False), ((";=",), False), ((";", "and"), False),
