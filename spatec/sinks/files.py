@@ -514,8 +514,8 @@ def merge_parquet_parts(parts: list, path: PathLike, empty: pd.DataFrame, time_f
         kept = np.arange(len(ids))
     order = kept[pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()]
     which, row = which[order], row[order]
-    tables = [pa.ipc.open_file(pa.memory_map(os.fspath(p))).read_all() for p, _ in parts]
-    schema = pa.unify_schemas([t.schema.remove_metadata() for t in tables], promote_options="permissive")
+    paths = [os.fspath(p) for p, _ in parts]
+    schema = pa.unify_schemas([_part(p).schema.remove_metadata() for p in paths], promote_options="permissive")
     geos = [json.loads(k.schema.metadata[b"geo"])["columns"]["hull"] for _, k in parts]
     schema = schema.with_metadata({b"geo": json.dumps(_merged_geo(geos)).encode()})
 
@@ -525,14 +525,20 @@ def merge_parquet_parts(parts: list, path: PathLike, empty: pd.DataFrame, time_f
                 wh, rw = which[s0:s0 + MERGE_ROWS], row[s0:s0 + MERGE_ROWS]
                 by_part = np.argsort(wh, kind="stable")     # gathered part by part, then put in order
                 pieces = []
-                for j in np.unique(wh).tolist():
-                    take = rw[by_part[wh[by_part] == j]]
-                    pieces.append(tables[j].take(pa.array(take)).cast(schema.remove_metadata()))
+                for j in np.unique(wh).tolist():       # mapped for this block only: the rows
+                    take = rw[by_part[wh[by_part] == j]]  # taken are copies, the mapping goes
+                    pieces.append(_part(paths[j]).take(pa.array(take)).cast(schema.remove_metadata()))
                 block = pa.concat_tables(pieces).take(pa.array(np.argsort(by_part, kind="stable")))
                 w.write_table(block.replace_schema_metadata(schema.metadata))
 
     atomic_write(path, write)
     return len(order)
+
+
+def _part(path: str) -> pa.Table:
+    """A part written by :func:`write_parquet_part`, memory-mapped (nothing read until used;
+    unmapped when the table goes, so the merge's resident memory stays one block's)."""
+    return pa.ipc.open_file(pa.memory_map(path)).read_all()
 
 
 def _merged_geo(columns: list) -> dict[str, Any]:
