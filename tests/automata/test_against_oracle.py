@@ -154,7 +154,7 @@ def phrases(draw, types):
 
 # ------------------------------------------------------------------------------ batch
 
-@settings(max_examples=int(os.environ.get("ORACLE_EXAMPLES", 2000)), **FAST)
+@settings(max_examples=int(os.environ.get("ORACLE_EXAMPLES", 1000)), **FAST)
 @given(st.data())
 def test_replay_equals_oracle(data):
     rows = data.draw(traces())
@@ -187,7 +187,7 @@ def _sut_events(c, rows):
     return {t: to_evs(df, c.program, proj) for t, df in fr.items()}, proj
 
 
-@settings(max_examples=int(os.environ.get("ORACLE_LIVE_EXAMPLES", 1000)), **FAST)
+@settings(max_examples=int(os.environ.get("ORACLE_LIVE_EXAMPLES", 600)), **FAST)
 @given(st.data())
 def test_live_equals_batch(data):
     rows = data.draw(traces())

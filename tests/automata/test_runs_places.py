@@ -24,8 +24,8 @@ from spatec.runtime.routing import partitions
 from spatec.spatial.crs import Projector
 
 FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", 2000)) // 4 or 1
-LIVE_EXAMPLES = int(os.environ.get("ORACLE_LIVE_EXAMPLES", 1000)) // 4 or 1
+EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", 1000)) // 4 or 1
+LIVE_EXAMPLES = int(os.environ.get("ORACLE_LIVE_EXAMPLES", 600)) // 4 or 1
 
 # stops: two 40 m discs 30 m apart (a fix between them is inside their union, maybe in neither),
 # one on the 90 m anchor, one far away

@@ -207,19 +207,19 @@ def test_the_stuck_bus_day_map(tmp_path):
                "--events", f"BusGPS={data}", "--out", str(out), "--map", str(page), "--map-colour", "line",
                "--quiet"])
     assert rc == 0
-    from spatec.sinks.files import read_jsonl_composites
-
-    stuck = read_jsonl_composites(out / "Stuck.jsonl", {"since", "until"})
+    with open(out / "Stuck.jsonl", encoding="utf-8") as f:
+        stuck = pd.DataFrame([{k: r[k] for k in ("id", "hull")} for r in map(json.loads, f)])
     assert len(stuck) > 200_000
     assert page.stat().st_size < 40e6          # the folium page: 67 MB for a twelfth of this
-    rows = stuck.iloc[[len(stuck) // 5, len(stuck) // 2, 4 * len(stuck) // 5]]
-    got = probe(page, {"points": [inside(w) for w in rows["hull"]]}, tmp_path)
+    # one zoomed pick, far into the buffer (the small map's test picks and clicks in detail;
+    # each pick here redraws 240k composites in software GL)
+    row = stuck.iloc[4 * len(stuck) // 5]
+    got = probe(page, {"points": [inside(row["hull"])]}, tmp_path)
     assert got["layers"] == [{"phrase": "Stuck", "n": len(stuck), "shown": len(stuck), "undrawn": 0,
                               "fields": ["vehicle", "line", "since", "until"]}]
-    ids = set(stuck["id"])
-    for pick, (_, row) in zip(got["picks"], rows.iterrows()):
-        # picked where it is drawn: that composite or one stacked on it (a bus stuck for longer)
-        assert pick is not None and pick["id"] in ids
-        hull = shapely.from_wkt(stuck.set_index("id").loc[pick["id"], "hull"])
-        assert hull.buffer(1e-5).contains(shapely.Point(inside(row["hull"])))
+    # picked where it is drawn: that composite or one stacked on it (a bus stuck for longer)
+    pick = got["picks"][0]
+    assert pick is not None and pick["id"] in set(stuck["id"])
+    hull = shapely.from_wkt(stuck.set_index("id").loc[pick["id"], "hull"])
+    assert hull.buffer(1e-5).contains(shapely.Point(inside(row["hull"])))
     assert "line" in got["legend"]
