@@ -39,6 +39,7 @@ import shapely
 from spatec.events.columns import arrow_text, json_plain_text, json_verbatim
 from spatec.events.raw import to_arrow
 from spatec.events.timefmt import format_times, parse_times
+from spatec.spatial.wkb import wkb_column
 from spatec.storage import directio
 from spatec.storage.atomic import atomic_write
 
@@ -408,15 +409,30 @@ def _timestamps(values: Any) -> pa.Array:
     return pa.array(pd.array(values, dtype="Int64"), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
 
 
-def _geo_metadata(geoms: np.ndarray) -> dict[str, Any]:
-    present = geoms[~shapely.is_missing(geoms)]
-    types = sorted({g.geom_type + (" Z" if shapely.has_z(g) else "") for g in present if not g.is_empty})
-    column: dict[str, Any] = {"encoding": "WKB", "geometry_types": types}
-    nonempty = present[~shapely.is_empty(present)] if len(present) else present
-    if len(nonempty):
-        b = shapely.bounds(nonempty)
-        column["bbox"] = [float(b[:, 0].min()), float(b[:, 1].min()), float(b[:, 2].max()), float(b[:, 3].max())]
+def _geo_metadata(types: set, bbox: list | None) -> dict[str, Any]:
+    column: dict[str, Any] = {"encoding": "WKB", "geometry_types": sorted(types)}
+    if bbox is not None:
+        column["bbox"] = bbox
     return {"version": "1.0.0", "primary_column": "hull", "columns": {"hull": column}}
+
+
+def _string_map(values: list) -> pa.Array:
+    """A ``map<string, string>`` column of :func:`events_dict` of each value. When every
+    value is a dict of text to text with the same keys in sorted order (a phrase's
+    variables to event ids), built from one column of values per key, without a
+    dict per row."""
+    if values and all(type(v) is dict for v in values):
+        keys = list(values[0])
+        if all(type(k) is str for k in keys) and keys == sorted(keys) and len(set(keys)) == len(keys) \
+                and all(list(v) == keys for v in values):
+            cols = [[v[k] for v in values] for k in keys]
+            if all(type(x) is str for col in cols for x in col):
+                n, k = len(values), len(keys)
+                items = pa.array([x for row in zip(*cols) for x in row], pa.string()) if k else pa.array([], pa.string())
+                return pa.MapArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32) * k),
+                                               pa.array(np.tile(np.array(keys, dtype=object), n), pa.string()),
+                                               items, pa.map_(pa.string(), pa.string()))
+    return pa.array([list(events_dict(v).items()) for v in values], pa.map_(pa.string(), pa.string()))
 
 
 def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
@@ -429,25 +445,30 @@ def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
 def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = ()) -> pa.Table:
     """Ordered composites as the Arrow table :func:`write_parquet` writes, with its
     GeoParquet metadata (``geo``)."""
-    geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
+    hull = wkb_column(_text_column(df["hull"]))
     arrays = {
         "phrase": pa.array(df["phrase"].tolist(), pa.string()),
         "id": pa.array(df["id"].tolist(), pa.string()),
         "lo": _timestamps(df["lo"]),
         "hi": _timestamps(df["hi"]),
-        "hull": pa.array(list(shapely.to_wkb(geoms)) if len(df) else [], pa.binary()),
-        "events": pa.array([list(events_dict(v).items()) for v in df["events"]],
-                           pa.map_(pa.string(), pa.string())),
+        "hull": hull.wkb,
+        "events": _string_map(df["events"].tolist()),
     }
     for c in _emit_fields(df):
         if c in MAPS:
-            arrays[c] = pa.array([list(events_dict(v).items()) for v in df[c]], pa.map_(pa.string(), pa.string()))
+            arrays[c] = _string_map(df[c].tolist())
         elif c in time_fields:
             arrays[c] = _timestamps(df[c])
         else:
             arrays[c] = to_arrow(df[c]) if len(df) else pa.array([], pa.null())
     table = pa.table(arrays)
-    return table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(geoms)).encode()})
+    return table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(hull.types, hull.bbox)).encode()})
+
+
+def _text_column(s: pd.Series):
+    """A column of WKT as the Arrow array behind it (Spark tasks' hulls) or as objects."""
+    arr = arrow_text(s)
+    return arr if arr is not None else s.to_numpy(dtype=object)
 
 
 def write_parquet_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> pa.Table:
@@ -493,8 +514,8 @@ def merge_parquet_parts(parts: list, path: PathLike, empty: pd.DataFrame, time_f
         kept = np.arange(len(ids))
     order = kept[pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()]
     which, row = which[order], row[order]
-    tables = [pa.ipc.open_file(pa.memory_map(os.fspath(p))).read_all() for p, _ in parts]
-    schema = pa.unify_schemas([t.schema.remove_metadata() for t in tables], promote_options="permissive")
+    paths = [os.fspath(p) for p, _ in parts]
+    schema = pa.unify_schemas([_part(p).schema.remove_metadata() for p in paths], promote_options="permissive")
     geos = [json.loads(k.schema.metadata[b"geo"])["columns"]["hull"] for _, k in parts]
     schema = schema.with_metadata({b"geo": json.dumps(_merged_geo(geos)).encode()})
 
@@ -504,14 +525,20 @@ def merge_parquet_parts(parts: list, path: PathLike, empty: pd.DataFrame, time_f
                 wh, rw = which[s0:s0 + MERGE_ROWS], row[s0:s0 + MERGE_ROWS]
                 by_part = np.argsort(wh, kind="stable")     # gathered part by part, then put in order
                 pieces = []
-                for j in np.unique(wh).tolist():
-                    take = rw[by_part[wh[by_part] == j]]
-                    pieces.append(tables[j].take(pa.array(take)).cast(schema.remove_metadata()))
+                for j in np.unique(wh).tolist():       # mapped for this block only: the rows
+                    take = rw[by_part[wh[by_part] == j]]  # taken are copies, the mapping goes
+                    pieces.append(_part(paths[j]).take(pa.array(take)).cast(schema.remove_metadata()))
                 block = pa.concat_tables(pieces).take(pa.array(np.argsort(by_part, kind="stable")))
                 w.write_table(block.replace_schema_metadata(schema.metadata))
 
     atomic_write(path, write)
     return len(order)
+
+
+def _part(path: str) -> pa.Table:
+    """A part written by :func:`write_parquet_part`, memory-mapped (nothing read until used;
+    unmapped when the table goes, so the merge's resident memory stays one block's)."""
+    return pa.ipc.open_file(pa.memory_map(path)).read_all()
 
 
 def _merged_geo(columns: list) -> dict[str, Any]:
