@@ -37,7 +37,7 @@ from spatec.automata.machine import NEG_INF
 from spatec.errors import SpatecError
 from spatec.plan.program import Compiled
 from spatec.storage import forked
-from spatec.storage.atomic import atomic_bytes
+from spatec.storage.atomic import atomic_bytes, write_synced
 
 CHECKPOINT_MAGIC = b"SPCK"
 CHECKPOINT_VERSION = 3
@@ -245,6 +245,7 @@ class BatchLog:
         self.path = Path(directory) / BATCH_LOG
         self.entries: list = []
         self.owed = 0           # entries found again after a restart and not yet replayed
+        self.size = 0           # the file's length (an append cuts what a crash left past it)
         if self.path.exists():
             lines = self.path.read_bytes().split(b"\n")
             for line in lines:
@@ -258,10 +259,7 @@ class BatchLog:
 
     def append(self, items) -> None:
         entry = tuple((it.source, it.offset) for it in items)
-        with open(self.path, "ab") as f:
-            f.write(json.dumps([list(k) for k in entry]).encode("utf-8") + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
+        self.size += write_synced(self.path, _log_line(entry), "ab", at=self.size)
         self.entries.append(entry)
 
     def processed(self) -> int:
@@ -279,8 +277,9 @@ class BatchLog:
             self._rewrite()
 
     def _rewrite(self) -> None:
-        atomic_bytes(self.path, b"".join(json.dumps([list(k) for k in e]).encode("utf-8") + b"\n"
-                                         for e in self.entries))
+        data = b"".join(_log_line(e) for e in self.entries)
+        atomic_bytes(self.path, data)
+        self.size = len(data)
 
     def replay(self, items: list) -> list:
         """``items`` found again after a restart as ``[(batch, logged)]``: cut in the batches
@@ -301,3 +300,6 @@ class BatchLog:
             out.append((rest, False))
         return out
 
+
+def _log_line(entry) -> bytes:
+    return json.dumps([list(k) for k in entry]).encode("utf-8") + b"\n"

@@ -489,6 +489,12 @@ def _fanout(compiled, crs: str, phrase_names: Sequence[str], buckets: int):
 
 # ------------------------------------------------------------------------------ the processor
 
+def end_time(wm_us: int, lateness: int) -> int:
+    """The last event time of the input, from a watermark the end markers dragged past
+    END_BASE (a marker's time is END_BASE plus the last event time its reader saw)."""
+    return wm_us - END_BASE + lateness
+
+
 def _processor(compiled_data: str, crs: str, lateness: int):
     from pyspark.sql.streaming import StatefulProcessor
 
@@ -531,7 +537,7 @@ def _processor(compiled_data: str, crs: str, lateness: int):
                 return NEG_INF, False
             wm_us = wm * 1000
             if wm_us >= END_BASE:
-                return wm_us - END_BASE + lateness, True
+                return end_time(wm_us, lateness), True
             return wm_us, False
 
         def _run(self, key, evs, arrival, timer_values, fired: bool = False):
@@ -808,8 +814,6 @@ class SparkLive:
                       .queryName(f"spatec-live-{os.getpid()}").start())
 
     def _batch(self, df, batch_id: int) -> None:
-        from spatec.sinks.alerts import alert_json
-
         rows = [r.asDict() for r in df.collect()]
         alerts, his, trig = {}, {}, {}
         late, handed = [], []
@@ -827,11 +831,7 @@ class SparkLive:
         if self.flows is not None:
             with self._lock:
                 self._derived(self.flows.batch(batch_id, handed), alerts, his, trig)
-        delivered = []
-        for phrase, rs in alerts.items():
-            delivered.extend(alert_json(rs, self.time_fields[phrase]))
-        self.counts["alerts"] += len(delivered)
-        self.sinks.deliver(delivered, his)
+        delivered = self._deliver(alerts, his)
         if late:
             self.counts["late"] += len(late)
             self._write_late(late)
@@ -850,20 +850,25 @@ class SparkLive:
             his[c.id] = int(c.hi)
             trig[c.id] = t
 
-    def _finish_derived(self, wm_us: int) -> None:
-        """The end of input reached every bucket: the phrases over phrases decide at the end."""
+    def _deliver(self, alerts: dict, his: dict) -> list:
+        """Phrase → alert rows, to the sinks (each id once, by the delivered log)."""
         from spatec.sinks.alerts import alert_json
 
-        if self.flows is None:
-            return
-        alerts, his, trig = {}, {}, {}
-        with self._lock:
-            self._derived(self.flows.finish(wm_us - END_BASE + self.lateness), alerts, his, trig)
         delivered = []
         for phrase, rs in alerts.items():
             delivered.extend(alert_json(rs, self.time_fields[phrase]))
         self.counts["alerts"] += len(delivered)
         self.sinks.deliver(delivered, his)
+        return delivered
+
+    def _finish_derived(self, wm_us: int) -> None:
+        """The end of input reached every bucket: the phrases over phrases decide at the end."""
+        if self.flows is None:
+            return
+        alerts, his, trig = {}, {}, {}
+        with self._lock:
+            self._derived(self.flows.finish(end_time(wm_us, self.lateness)), alerts, his, trig)
+        delivered = self._deliver(alerts, his)
         if self.on_batch is not None:
             self.on_batch(None, delivered, trig)
 
