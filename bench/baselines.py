@@ -311,3 +311,171 @@ def pyspark_hospital_to_station(spark, df: pd.DataFrame, crs: str, places: dict 
             .select("id", "b_id")
             .collect())
     return {tuple(r) for r in rows}
+
+
+# ------------------------------------------------------------------------- from files, streaming
+#
+# At 16 bus-days the canonical events (21 M) do not fit in pandas on a shared machine
+# (~20 GB with their Python strings), nor do the baselines' result sets. So the bench
+# writes spatec's canonical events once to a Parquet file, slice by slice (untimed,
+# :func:`write_canonical`), and each DuckDB baseline reads that file itself
+# (:func:`duckdb_file`): the positions are projected batch by batch, as they stream into
+# DuckDB, and the result rows are materialised in a DuckDB table. The comparison with
+# spatec's output is by row count and an order-free digest of the rows (the sum of
+# DuckDB's 64-bit hash of each composite's event ids, :func:`digest`), computed by DuckDB
+# from spatec's output file and from the baseline's table: neither is ever whole in Python.
+
+#: The canonical columns the baselines read (the names :func:`prepare` takes).
+CANONICAL = ("_id", "vehicle", "_t", "_lo", "_hi", "_lon", "_lat", "_r")
+#: The phrases' variables, in the order of the baselines' tuples (spatec's ``events`` keys, sorted).
+VARIABLES = {"hospital_to_station": ("A", "B"), "stuck": ("A", "B", "C", "D"), "silent": ("A",)}
+#: DuckDB's memory for one baseline (it spills beyond, to ``temp_directory``): bounded on a shared machine.
+DUCK_MEMORY = "6GB"
+
+
+def _duck(tmp: str | None = None):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{DUCK_MEMORY}'")
+    if tmp:
+        con.execute(f"SET temp_directory = '{tmp}'")
+    return con
+
+
+def _quote(path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def write_canonical(program, type_name: str, path: str, out: str, rows: int = 250_000) -> int:
+    """spatec's canonical events of ``type_name`` read from the Parquet file ``path``
+    (:func:`~spatec.events.canonical.to_events`, slice by slice: typing, stamps, ids,
+    rejects, duplicates within a slice), their :data:`CANONICAL` columns written to the
+    Parquet file ``out``; a copy of an event an earlier slice had (the same id: type,
+    source and time) is left out, as spatec's ingest leaves it out. Returns the events
+    written. Never more than a slice in pandas."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spatec.events.canonical import to_events
+    from spatec.events.formats import parquet_slices
+    from spatec.events.read import wanted_columns
+
+    decl = program.events[type_name]
+    raw = out + ".slices.parquet"
+    writer = None
+    seq = 0
+    try:
+        for b in parquet_slices(path, wanted_columns(decl), rows):
+            ev = to_events([b], decl, program.timezone).events
+            cols = {"_id": pa.array(ev["_id"].tolist(), pa.string()),
+                    "vehicle": pa.array(ev["vehicle"].astype(str).tolist(), pa.string())}
+            cols.update({c: ev[c].to_numpy(np.int64) for c in ("_t", "_lo", "_hi")})
+            cols.update({c: ev[c].to_numpy(float) for c in ("_lon", "_lat", "_r")})
+            cols["_seq"] = np.arange(seq, seq + len(ev), dtype=np.int64)
+            seq += len(ev)
+            table = pa.table(cols)
+            if writer is None:
+                writer = pq.ParquetWriter(raw, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+    cols = ", ".join(CANONICAL)
+    con = _duck(os.path.dirname(out))
+    try:
+        src = f"read_parquet({_quote(raw)})"
+        dup = con.execute(f"SELECT count(*) - count(DISTINCT _id) FROM {src}").fetchone()[0]
+        first = "" if not dup else " QUALIFY row_number() OVER (PARTITION BY _id ORDER BY _seq) = 1"
+        return con.execute(f"COPY (SELECT {cols} FROM {src}{first}) TO {_quote(out)} "
+                           "(FORMAT parquet)").fetchone()[0]
+    finally:
+        con.close()
+        os.unlink(raw)
+
+
+def _projected(path: str, crs: str, batch: int = 1 << 20):
+    """The canonical events of the Parquet file ``path`` as the rows :func:`prepare` makes
+    (an Arrow table a batch at a time), positions projected to ``crs`` as they stream.
+    Iterated on the caller's thread: a pyproj transformer is not to be shared between threads."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tr = _transformer(crs)
+    for b in pq.ParquetFile(path).iter_batches(batch_size=batch, columns=list(CANONICAL)):
+        x, y = tr.transform(b["_lon"].to_numpy(), b["_lat"].to_numpy())
+        yield pa.table({"id": b["_id"], "vehicle": b["vehicle"], "t": b["_t"], "lo": b["_lo"], "hi": b["_hi"],
+                        "x": pa.array(x), "y": pa.array(y), "r": b["_r"]})
+
+
+def duckdb_file(name: str, path: str, crs: str, places: dict = BUS_PLACES, tmp: str | None = None):
+    """Baseline ``name`` (``silent``, ``stuck``, ``hospital_to_station``) in DuckDB on the
+    canonical events of the Parquet file ``path`` (:func:`write_canonical`): the events
+    streamed in and projected, the query's rows materialised in a table. Returns the open
+    connection, whose table ``res`` holds the result (for :func:`digest`; close it)."""
+    sql = {"silent": DUCKDB_SILENT, "stuck": DUCKDB_STUCK, "hospital_to_station": DUCKDB_H2S}[name]
+    params = None
+    if name == "hospital_to_station":
+        pl = _project_places(places, crs)
+        params = {f"{k}_{c}": v for k, n in (("h", "hospital"), ("s", "station")) for c, v in zip("xyr", pl[n])}
+    con = _duck(tmp)
+    try:
+        for i, part in enumerate(_projected(path, crs)):
+            con.register("part", part)
+            con.execute("INSERT INTO ev SELECT * FROM part" if i else "CREATE TEMP TABLE ev AS SELECT * FROM part")
+            con.unregister("part")
+        con.execute("CREATE TEMP TABLE res AS " + sql, params) if params else \
+            con.execute("CREATE TEMP TABLE res AS " + sql)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def digest(con, relation: str, columns) -> tuple[int, int]:
+    """(rows, the sum of DuckDB's hash of each row's ``columns`` joined by a unit
+    separator) of ``relation`` in ``con``: the same for two relations holding the same
+    rows, whatever their order."""
+    key = "concat_ws(chr(31), " + ", ".join(columns) + ")"
+    n, h = con.execute(f"SELECT count(*), coalesce(sum(hash({key})), 0) FROM {relation}").fetchone()
+    return int(n), int(h)
+
+
+def output_digest(path, variables) -> tuple[int, int]:
+    """:func:`digest` of the event ids (``variables``, in order) of spatec's output file
+    (JSON lines or GeoParquet), read by DuckDB."""
+    con = _duck()
+    try:
+        if str(path).endswith(".parquet"):
+            return digest(con, f"read_parquet({_quote(path)})",
+                          [f"map_extract_value(events, '{v}')" for v in variables])
+        struct = "STRUCT(" + ", ".join(f'"{v}" VARCHAR' for v in variables) + ")"
+        rel = (f"read_json({_quote(path)}, format = 'newline_delimited', "
+               f"columns = {{'events': '{struct}'}})")
+        return digest(con, rel, [f'events."{v}"' for v in variables])
+    finally:
+        con.close()
+
+
+def rows_digest(rows: set, variables) -> tuple[int, int]:
+    """:func:`digest` of a baseline's set of tuples (the in-memory baselines, PySpark's)."""
+    import pyarrow as pa
+
+    cols = list(zip(*rows)) if rows else [() for _ in variables]
+    table = pa.table({v: pa.array(list(c), pa.string()) for v, c in zip(variables, cols)})
+    con = _duck()
+    try:
+        con.register("rows_", table)
+        return digest(con, "rows_", list(variables))
+    finally:
+        con.close()
+
+
+def canonical_frame(path: str):
+    """The canonical events of :func:`write_canonical`'s file as the pandas frame the
+    in-memory baselines take (small scales only: the PySpark baseline)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pandas()
