@@ -172,3 +172,65 @@ def test_duckdb_baseline_matches_spatec_on_the_edges(phrase, edge_reference):
 def test_pyspark_baseline_matches_spatec_on_the_edges(phrase, edge_reference, spark):
     df, crs, places, expected = edge_reference[phrase]
     assert _pyspark(phrase, spark, df, crs, places) == expected
+
+
+# --------------------------------------------------------------------------- from files (the bench at 16x)
+
+@pytest.fixture(scope="module")
+def hour_parquet(hour_path, tmp_path_factory):
+    """The hour as Parquet, with one record repeated in a later slice (a duplicate
+    across slices: :func:`B.write_canonical` must leave it out, as spatec's ingest does)."""
+    df = pd.read_csv(hour_path)
+    df = pd.concat([df, df.iloc[[5]]], ignore_index=True)
+    path = tmp_path_factory.mktemp("hour_parquet") / "hour.parquet"
+    df.to_parquet(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def canonical_file(hour_parquet, tmp_path_factory):
+    compiled = compile_program(EXAMPLES / "bus.spatec")
+    out = tmp_path_factory.mktemp("canonical") / "events.parquet"
+    used = B.write_canonical(compiled.program, "BusGPS", str(hour_parquet), str(out), rows=20_000)
+    return out, used
+
+
+def test_canonical_file_is_spatecs_events(canonical_file, hour_parquet, tmp_path):
+    """Slice by slice, the same events as spatec's ingest of the whole file: the copy in
+    a later slice left out, every id and time as spatec makes them."""
+    out, used = canonical_file
+    frames, summary = ingest(compile_program(EXAMPLES / "bus.spatec"), [("BusGPS", str(hour_parquet))], tmp_path)
+    assert summary.rejected == 1 and used == summary.used
+    got = B.canonical_frame(str(out)).sort_values("_id").reset_index(drop=True)
+    want = frames["BusGPS"][list(B.CANONICAL)].sort_values("_id").reset_index(drop=True)
+    for c in B.CANONICAL:
+        assert got[c].tolist() == want[c].tolist(), c
+
+
+@pytest.mark.parametrize("phrase", list(PHRASES))
+def test_duckdb_file_baseline_matches_spatec_on_the_hour(phrase, hour_reference, canonical_file, hour_path, tmp_path):
+    """The streaming DuckDB baseline's rows (count and digest) are spatec's composites,
+    and so is the digest DuckDB reads from spatec's JSON lines and GeoParquet files."""
+    from spatec.runners.replay import replay_local
+
+    df, crs, places, expected = hour_reference[phrase]
+    name = {"Silent": "silent", "Stuck": "stuck", "HospitalToStation": "hospital_to_station"}[phrase]
+    variables = B.VARIABLES[name]
+    want = B.rows_digest(expected, variables)
+    assert want[0] == len(expected)
+    kw = {"places": places} if name == "hospital_to_station" else {}
+    con = B.duckdb_file(name, str(canonical_file[0]), crs, tmp=str(tmp_path), **kw)
+    try:
+        cols = {"silent": ["id"], "stuck": ["a_id", "b_id", "c_id", "d_id"], "hospital_to_station": ["id", "b_id"]}
+        assert B.digest(con, "res", cols[name]) == want
+    finally:
+        con.close()
+    # one id changed: another digest
+    assert B.rows_digest({(("x",) + t[1:]) if i == 0 else t for i, t in enumerate(sorted(expected))},
+                         variables) != want
+    program = EXAMPLES / PHRASES[phrase][0]
+    for fmt in ("jsonl", "parquet"):
+        out = tmp_path / fmt
+        result = replay_local(compile_program(program), [("BusGPS", str(hour_path))],
+                              out, fmt=fmt, phrases=[phrase])
+        assert B.output_digest(result.paths[phrase], variables) == want, fmt
