@@ -181,7 +181,9 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
         root = os.path.join(stage, uuid.uuid4().hex)
         stager = Stager(program, frames, root)
         plans = _run(compiled, phrases)
-        staged = {p.name: merge_stages([(0, stager.stage(p, buckets, time_window(spark, p)))]) for p in plans}
+        windows = {p.name: time_window(spark, p) for p in plans}
+        stager.share(plans, windows)
+        staged = {p.name: merge_stages([(0, stager.stage(p, buckets, windows[p.name]))]) for p in plans}
         try:
             return run_staged(spark, plans, program, staged, crs, final_w, dtypes,
                               engine if prefilter_leaves else None, root, collect), crs

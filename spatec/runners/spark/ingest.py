@@ -209,6 +209,7 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
     if not len(ev):
         return out
     stager = Stager(program, {t: ev}, root, tag, texts={t: res.texts})
+    stager.share([plan for plan in plans if t in plan.physical.types], windows)
     for plan in plans:
         if t in plan.physical.types:
             out["stages"][plan.name] = stager.stage(plan, buckets, (windows or {}).get(plan.name))

@@ -224,8 +224,11 @@ def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: di
                    for t, fs in spec["history"].items()}
         clock.step("load")
         produced = Produced() if produce else None
+        # the fast path's hulls as Arrow text for the part writers (both take it as it is; a
+        # phrase others read keeps them as values, for GeoParquet parts as before)
+        arrow = rows_dir is not None and (part == "jsonl" or (part == "parquet" and not produce))
         rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history,
-                                  arrow_hulls=part == "jsonl" and rows_dir is not None, produced=produced)
+                                  arrow_hulls=arrow, produced=produced)
         if "own" in spec:
             rows = rows_starting(rows, *spec["own"])
             if produced is not None:    # (local in time: nothing is left undecided)

@@ -41,7 +41,23 @@ class Stager:
         self.root = root
         self.tag = tag
         self._tables: dict = {}
+        self._wanted: dict = {}         # type → every column the phrases of :meth:`share` read
+        self._grouped: dict = {}        # (type, key, buckets) → the groups' rows, and their tables
         os.makedirs(root, exist_ok=True)
+
+    def share(self, plans, windows: dict | None = None) -> None:
+        """Tell the stager every phrase it will :meth:`stage` this chunk for: phrases that
+        group a type's events alike (one key, one number of groups: ``per vehicle`` in each)
+        then take each group's rows from the events once for all of them, with every column
+        any of them reads, and each writes its own columns of that (:meth:`_group_tables`):
+        the same files as when each takes its own rows, one gather instead of one a phrase.
+        ``windows``: phrase → its stretch of time, for those grouped by time (left out)."""
+        for plan in plans:
+            if (windows or {}).get(plan.name):
+                continue            # (grouped by time: its own rows)
+            for t in plan.physical.types:
+                if t in self.frames and t in set(plan.physical.keyed):
+                    self._wanted.setdefault(t, set()).update(self._columns(plan, t))
 
     def table(self, t: str, columns: tuple | None = None) -> pa.Table:
         """Type ``t``'s canonical table, or just ``columns`` of it: converting a column of
@@ -59,9 +75,59 @@ class Stager:
         ``_type`` (one value per file), and the attributes the plan reads
         (``plan.physical.attributes``: its expressions, key and source). The worker puts
         the others back as missing (:func:`~spatec.runners.spark.match.staged_fn`)."""
+        return self.table(t, self._columns(plan, t))
+
+    def _columns(self, plan: PhrasePlan, t: str) -> tuple:
         keep = set(plan.physical.attributes_of(t))
-        return self.table(t, tuple(c for c in (*CANONICAL, *attribute_names(self.program, t))
-                                   if c != "_type" and (c in CANONICAL or c in keep)))
+        return tuple(c for c in (*CANONICAL, *attribute_names(self.program, t))
+                     if c != "_type" and (c in CANONICAL or c in keep))
+
+    def _group_tables(self, plan: PhrasePlan, t: str, key: tuple, buckets: int):
+        """Type ``t``'s keyed events hashed into ``buckets`` groups by ``key``: each event's
+        group (-1: no key value) and ``[(group, rows, table)]``: each group's rows (indices
+        into the frame, in order) and its table with the phrase's columns (:meth:`used`).
+        The grouping is made once per (type, key, buckets); the rows are gathered once per
+        group for every phrase :meth:`share` named, from the table of all their columns,
+        and each phrase's table is that gather's columns it reads (the same values, types
+        and schema, metadata included, as the phrase's own gather of :meth:`used`)."""
+        got = self._grouped.get((t, key, buckets))
+        if got is None:
+            b = key_buckets(self.frames[t], key, buckets)
+            rows = np.flatnonzero(b >= 0)
+            order = rows[np.argsort(b[rows], kind="stable")]
+            bs = b[order]
+            cuts = np.flatnonzero(np.diff(bs)) + 1
+            got = self._grouped[t, key, buckets] = {"b": b, "parts": list(zip(np.split(order, cuts), np.split(bs, cuts))),
+                                                    "taken": {}}
+        wanted = self._wanted.get(t)
+        mine = self._columns(plan, t)
+        source = None
+        if wanted is not None and set(mine) <= wanted:
+            source = self.table(t, tuple(c for c in (*CANONICAL, *attribute_names(self.program, t))
+                                         if c in wanted))
+            # a table with a text column given as Arrow has no pandas metadata (canonical_table),
+            # nor has the phrase's own then; else it would have its own columns': not shared
+            if source.schema.metadata is not None or not self._given(t, mine):
+                source = None
+        out = []
+        for idx, g in got["parts"]:
+            if not len(idx):
+                continue
+            g = int(g[0])
+            if source is None:
+                table = self.used(plan, t).take(pa.array(idx))
+            else:
+                if g not in got["taken"]:
+                    got["taken"][g] = source.take(pa.array(idx))
+                table = got["taken"][g].select(list(mine))
+            out.append((g, idx, table))
+        return got["b"], out
+
+    def _given(self, t: str, columns) -> bool:
+        """Whether :func:`canonical_table` takes one of ``columns`` of type ``t`` as the Arrow
+        text it was given (:attr:`texts`)."""
+        given = self.texts.get(t) or {}
+        return any(c in given and len(given[c]) == len(self.frames[t]) for c in columns)
 
     def write(self, table: pa.Table, name: str) -> str:
         return write_arrow(table, os.path.join(self.root, f"{self.tag}-{name}.arrow"))
@@ -90,24 +156,20 @@ class Stager:
                 continue
             df = self.frames[t]
             if window:
+                table = self.used(plan, t)
                 bs, order = window_groups(df["_lo"].to_numpy(np.int64), window, plan.span_bound)
+                cuts = np.flatnonzero(np.diff(bs)) + 1
+                groups = [(int(g[0]), idx, table.take(pa.array(idx)))
+                          for idx, g in zip(np.split(order, cuts), np.split(bs, cuts)) if len(idx)]
             else:
-                b = key_buckets(df, phys.key, buckets)
-                rows = np.flatnonzero(b >= 0)
-                order = rows[np.argsort(b[rows], kind="stable")]
-                bs = b[order]
-            cuts = np.flatnonzero(np.diff(bs)) + 1
-            table = self.used(plan, t)
+                b, groups = self._group_tables(plan, t, tuple(phys.key), buckets)
             lo = df["_lo"].to_numpy(np.int64)
-            for idx, g in zip(np.split(order, cuts), np.split(bs, cuts)):
-                if len(idx):
-                    g = int(g[0])
-                    out["rows"][g] = out["rows"].get(g, 0) + len(idx)
-                    out["lo"][g] = widened(out["lo"].get(g), (int(lo[idx].min()), int(lo[idx].max())))
-                    out["groups"].setdefault(g, {})[t] = self.write(table.take(pa.array(idx)),
-                                                                    f"{tag}-b{g}-{safe_name(t)}")
+            for g, idx, part in groups:
+                out["rows"][g] = out["rows"].get(g, 0) + len(idx)
+                out["lo"][g] = widened(out["lo"].get(g), (int(lo[idx].min()), int(lo[idx].max())))
+                out["groups"].setdefault(g, {})[t] = self.write(part, f"{tag}-b{g}-{safe_name(t)}")
             if t in phys.source_history:
-                out["src"][t] = self.write(table.append_column("_g", pa.array(b.astype(np.int32))),
+                out["src"][t] = self.write(self.used(plan, t).append_column("_g", pa.array(b.astype(np.int32))),
                                            f"{tag}-src-{safe_name(t)}")
         return out
 
