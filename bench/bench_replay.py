@@ -16,10 +16,18 @@ that (``--scales``, e.g. ``1,4,16``), written once as Parquet under
 3. for ``silent``, ``stuck`` and ``hospital_to_station``, runs the
    hand-written DuckDB SQL and PySpark baselines of :mod:`baselines` on the
    same canonical events, in the same process, and asserts they produce
-   exactly spatec's composites. Their timings start from canonical events
-   already in memory (typed by spatec's reader, untimed): ``spatec_vs_pyspark``
+   exactly spatec's composites: the same number of rows and the same
+   order-free digest of their event ids (:func:`baselines.digest`), which
+   DuckDB computes from spatec's output file and from the baseline's rows.
+   Nothing holds every event or every composite in Python, so the baselines
+   run at 16x too: spatec's canonical events are written once to a Parquet
+   file, slice by slice (:func:`baselines.write_canonical`, untimed), and the
+   DuckDB baseline's time is reading that file, projecting the positions
+   batch by batch, and the query with its rows materialised in a DuckDB table
+   (:func:`baselines.duckdb_file`). The PySpark baseline starts from those
+   events in pandas (``--pyspark-scales``: where they fit). ``spatec_vs_pyspark``
    puts spatec's whole run (reading and typing the input included) against
-   that, ``match_vs_pyspark`` only its matching stage;
+   the baselines' times, ``match_vs_pyspark`` only its matching stage;
 4. with ``--local`` (scale 1 only), the local runner's matching on the same events;
    with ``--automaton`` (scale 1 only), the local runner's matching with the fast paths and
    with the general automaton (``fastpath=False``) on the same events in the same process:
