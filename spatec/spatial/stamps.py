@@ -352,7 +352,8 @@ def _hull_points(loc: Loc, rmin: float) -> np.ndarray:
 def hull_support(locs: Sequence[Loc], h: Loc) -> list[int]:
     """The stamps among ``locs`` that make their hull ``h = hull(locs)``: the indices, in
     order, of those with a point (as :func:`hull` takes it, grown to ``h.r``) that is neither
-    strictly inside ``h`` nor a point of an earlier stamp. ``locs``: at least two, none UNIVERSE.
+    strictly inside ``h`` nor a point of an earlier stamp, and of the first of least radius
+    (which gives ``h`` its radius). ``locs``: at least two, none UNIVERSE.
 
     With any further stamps ``more`` of radius ``>= h.r``, ``hull(kept + more)`` is ``hull(locs
     + more)`` bit for bit, the stamps in the same relative order (what lets a partial match
@@ -374,6 +375,7 @@ def hull_support(locs: Sequence[Loc], h: Loc) -> list[int]:
     seen: set = set()
     keep = []
     at = 0
+    least = False       # a stamp of the least radius is kept (it sets the radius of the hull)
     for i, c in enumerate(pts):
         new = False
         for j, xy in enumerate(map(tuple, c.tolist())):
@@ -381,8 +383,9 @@ def hull_support(locs: Sequence[Loc], h: Loc) -> list[int]:
                 seen.add(xy)
                 new = True
         at += len(c)
-        if new:
+        if new or (not least and locs[i].r == rmin):
             keep.append(i)
+            least = least or locs[i].r == rmin
     return keep
 
 
