@@ -2,7 +2,8 @@
 
 A join with a spatial relation (``;=``, ``=``, ``<>``) compares the hulls of its two sides'
 events. Made from every event each time, a chain of n events joined by ``;=`` costs n² point
-work. A join over many events (:data:`MIN_EVENTS`) therefore gives each match it makes the
+work. A join over many events (:data:`MIN_EVENTS`; spatial or not, as a spatial join above
+may read its matches' stamps) therefore gives each match it makes the
 *support* of its halves' hulls (:func:`~spatec.spatial.stamps.hull_support`: the few stamps
 that make a hull, in slot order), and the match's stamp, when asked for, is the hull of
 those: the same stamp, bit for bit, as the hull of all its events (see ``hull_support`` for
@@ -75,9 +76,9 @@ def _slot(pair):
 
 
 def join(c, left, right, lsl: slice = _ALL, rsl: slice = _ALL) -> None:
-    """``c``, made of ``left`` and ``right`` (whose stamps are made: the join compared them),
-    gets what makes its stamp from theirs. ``lsl``, ``rsl``: where each side's events are."""
-    a, b = left._loc, right._loc
+    """``c``, made of ``left`` and ``right``, gets what makes its stamp from theirs (made
+    here if the join did not compare them). ``lsl``, ``rsl``: where each side's events are."""
+    a, b = loc(left, lsl), loc(right, rsl)
     if a.geom is None or b.geom is None:
         c._loc = S.UNIVERSE     # what hull() gives for any UNIVERSE among the stamps
         return

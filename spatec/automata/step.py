@@ -227,7 +227,7 @@ def _join_info(am: Automaton, node: Join) -> tuple:
     their stamps from their halves')`` (``"and"``: no relation, ``"", ""``:
     :func:`~spatec.frontend.ast.op_parts`; per side, where its own and the other side's
     events are in the slots: :func:`_within`; stamps from halves: :mod:`~spatec.automata.hulls`,
-    for a spatial relation over many events)."""
+    a join over many events, spatial or not: a spatial join above it reads them)."""
     cache = am.__dict__.get("_join_info")
     if cache is None:
         cache = am._join_info = {}
@@ -240,7 +240,7 @@ def _join_info(am: Automaton, node: Join) -> tuple:
                               bool(am.rules[(node.id, "R")].get("seq_right")),
                               {"L": (_within(am.slots[node.left.id]), _within(am.slots[node.right.id])),
                                "R": (_within(am.slots[node.right.id]), _within(am.slots[node.left.id]))},
-                              bool(space) and len(am.slots[node.id]) >= H.MIN_EVENTS)
+                              len(am.slots[node.id]) >= H.MIN_EVENTS)
     return r
 
 
@@ -316,7 +316,9 @@ def _flow(am: Automaton, st: RunState, ctx, out, stack: list, nxt=None) -> None:
                 stack.append(_join(am, st, ctx, parent, side_of[node.id], pm, out))
                 break
             if isinstance(parent, After):
-                pm = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,), pm.places)
+                q = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,), pm.places)
+                q._loc, q._hb = pm._loc, pm._hb      # the same events: the same stamp
+                pm = q
             if parent.id in binders:
                 stack.append(iter([(parent, q) for q in _bind_places(am, parent, pm, ctx)]))
                 break
@@ -335,6 +337,7 @@ def _bind_places(am: Automaton, node, pm: PM, ctx) -> list:
     p = am.preds[node.id]
     for places in am.binders[node.id](pm.lo, pm.hi, pm.loc):
         q = PM(pm.ev, pm.lo, pm.hi, pm.checks, pm.places + tuple(places))
+        q._loc, q._hb = pm._loc, pm._hb      # places are not events: the same stamp
         if p is None or p(_env(am, q), ctx):
             out.append(q)
     return out
@@ -405,13 +408,12 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
                 le, re_ = (mine, theirs) if side == "L" else (theirs, mine)
                 if not R.composite_concurrent(le, left.lo, left.hi, re_, right.lo, right.hi):
                     continue
-            if space:
-                if halves:
-                    lsl, rsl = sides["L"]
-                    if S.overlap(H.loc(left, lsl), H.loc(right, rsl)) != (space == "="):
-                        continue
-                elif S.overlap(left.loc, right.loc) != (space == "="):
+            if halves:
+                lsl, rsl = sides["L"]
+                if space and S.overlap(H.loc(left, lsl), H.loc(right, rsl)) != (space == "="):
                     continue
+            elif space and S.overlap(left.loc, right.loc) != (space == "="):
+                continue
             # the events of both sides: the left's, with the right side's slots from the right
             ev = list(left.ev)
             if rslots.__class__ is slice:
