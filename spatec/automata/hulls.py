@@ -8,8 +8,9 @@ may read its matches' stamps) therefore gives each match it makes the
 that make a hull, in slot order), and the match's stamp, when asked for, is the hull of
 those: the same stamp, bit for bit, as the hull of all its events (see ``hull_support`` for
 why), in work proportional to the hull's size. A support is valid for a larger hull only
-while the least radius stays the same: when a half with a smaller radius comes, the match's
-stamp is made from all its events, as before.
+while the least radius stays the same (the points the hull takes of a stamp depend on it):
+when one half's radius is smaller than the other's least and the other's support is not all
+its events, the match's stamp is made from all its events, as before.
 
 A partial match (:class:`~spatec.automata.machine.PM`) keeps ``_loc`` (its stamp, once
 made) and ``_hb`` (a :class:`Support`, or None: made from its events).
