@@ -264,7 +264,7 @@ class Automaton:
         pc = PatternCompiler(dict(spec.places), tz, projector, self.place_sets)
         self.nleaves = len(plan.leaves)
         self.nodes = list(walk_nodes(plan.root))
-        by_id = self.node_by_id = {n.id: n for n in self.nodes}
+        by_id = {n.id: n for n in self.nodes}
         self.parent = {c: by_id[p] for c, p, _ in spec.parent}
         self.side = {c: s for c, _, s in spec.parent}
         runs = self.run_vars = frozenset(l.var for l in plan.leaves if l.run is not None)

@@ -693,13 +693,12 @@ def _prune(am: Automaton, st: RunState, w: int) -> None:
         keep = []
         cut_s = None if S_ is None else w - S_
         cut_c = None if conc is None else w - conc
-        where = _join_info(am, am.node_by_id[key[0]])[6][key[1]][0] if seq_right else None
         for pm in buf:
             if cut_s is not None and pm.lo < cut_s:
                 continue
             if cut_c is not None and pm.hi < cut_c:
                 continue
-            if seq_right and _seq_right_dead(pm, w, G, where):
+            if seq_right and _seq_right_dead(pm, w, G):
                 continue
             if succ and _succ_dead(st, pm, succ, w, G):
                 continue
