@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _encode_str
 
+from spatec.automata import hulls as H
 from spatec.automata.access import accesses
 from spatec.automata.compile import AutomatonSpec, compile_automaton
 from spatec.automata.exprs import compile_condition, compile_expr
@@ -68,16 +69,21 @@ class HistoryEv(Ev):
 
 class PM:
     """A partial match: events by slot (None where this sub-tree has no slot), and its stamp;
-    ``places``: the places it binds (``((var, Place), ...)``, SPEC §9), not constituents."""
+    ``places``: the places it binds (``((var, Place), ...)``, SPEC §9), not constituents.
+    ``_hb``: what makes its stamp when not all its events (:mod:`spatec.automata.hulls`)."""
 
-    __slots__ = ("ev", "lo", "hi", "_loc", "checks", "places")
+    __slots__ = ("ev", "lo", "hi", "_loc", "checks", "places", "_hb")
 
     def __init__(self, ev, lo, hi, checks=(), places=()):
-        self.ev, self.lo, self.hi, self._loc, self.checks, self.places = ev, lo, hi, None, checks, places
+        self.ev, self.lo, self.hi, self._loc, self.checks, self.places, self._hb = \
+            ev, lo, hi, None, checks, places, None
 
     @property
     def loc(self):
+        """The hull of its events' stamps, in slot order."""
         if self._loc is None:
+            if self._hb is not None:
+                return H.loc(self)
             locs = [e.loc for e in self.ev if e is not None]
             self._loc = locs[0] if len(locs) == 1 else S.hull(locs)
         return self._loc
@@ -90,7 +96,7 @@ class PM:
 
     def __setstate__(self, s):
         self.ev, self.lo, self.hi, self.checks, self.places = s
-        self._loc = None
+        self._loc = self._hb = None
 
 
 @dataclass

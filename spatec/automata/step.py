@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 
+from spatec.automata import hulls as H
 from spatec.automata import relations as R
 from spatec.automata import runs as RUNS
 from spatec.automata.machine import (
@@ -222,20 +223,24 @@ def _routes(am: Automaton, type_name) -> tuple:
 def _join_info(am: Automaton, node: Join) -> tuple:
     """What :func:`_join` needs of a join, derived once: ``(time relation, space suffix,
     absence id or None, the right side's slots, whether the join has a filter or predicate,
-    whether its right buffer drops dead partial matches, sides)`` (``"and"``: no
-    relation, ``"", ""``: :func:`~spatec.frontend.ast.op_parts`; per side, where its own and
-    the other side's events are in the slots: :func:`_within`)."""
+    whether its right buffer drops dead partial matches, sides, whether its matches make
+    their stamps from their halves')`` (``"and"``: no relation, ``"", ""``:
+    :func:`~spatec.frontend.ast.op_parts`; per side, where its own and the other side's
+    events are in the slots: :func:`_within`; stamps from halves: :mod:`~spatec.automata.hulls`,
+    a join over many events, spatial or not: a spatial join above it reads them)."""
     cache = am.__dict__.get("_join_info")
     if cache is None:
         cache = am._join_info = {}
     r = cache.get(node.id)
     if r is None:
-        r = cache[node.id] = (*A.op_parts(node.op), node.absence.id if node.absence is not None else None,
+        time_rel, space = A.op_parts(node.op)
+        r = cache[node.id] = (time_rel, space, node.absence.id if node.absence is not None else None,
                               _copied(am.slots[node.right.id]),
                               am.filters[node.id] is not None or am.preds[node.id] is not None,
                               bool(am.rules[(node.id, "R")].get("seq_right")),
                               {"L": (_within(am.slots[node.left.id]), _within(am.slots[node.right.id])),
-                               "R": (_within(am.slots[node.right.id]), _within(am.slots[node.left.id]))})
+                               "R": (_within(am.slots[node.right.id]), _within(am.slots[node.left.id]))},
+                              len(am.slots[node.id]) >= H.MIN_EVENTS)
     return r
 
 
@@ -311,7 +316,9 @@ def _flow(am: Automaton, st: RunState, ctx, out, stack: list, nxt=None) -> None:
                 stack.append(_join(am, st, ctx, parent, side_of[node.id], pm, out))
                 break
             if isinstance(parent, After):
-                pm = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,), pm.places)
+                q = PM(pm.ev, pm.lo, pm.hi, pm.checks + (parent.absence.id,), pm.places)
+                q._loc, q._hb = pm._loc, pm._hb      # the same events: the same stamp
+                pm = q
             if parent.id in binders:
                 stack.append(iter([(parent, q) for q in _bind_places(am, parent, pm, ctx)]))
                 break
@@ -330,6 +337,7 @@ def _bind_places(am: Automaton, node, pm: PM, ctx) -> list:
     p = am.preds[node.id]
     for places in am.binders[node.id](pm.lo, pm.hi, pm.loc):
         q = PM(pm.ev, pm.lo, pm.hi, pm.checks, pm.places + tuple(places))
+        q._loc, q._hb = pm._loc, pm._hb      # places are not events: the same stamp
         if p is None or p(_env(am, q), ctx):
             out.append(q)
     return out
@@ -348,7 +356,7 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
     with the other side's buffered partial matches, ``(node, match)`` (:func:`_flow` sends
     each up before asking for the next); once they are made, ``pm`` is buffered."""
     nid = node.id
-    time_rel, space, absence, rslots, check, seq_right, sides = _join_info(am, node)
+    time_rel, space, absence, rslots, check, seq_right, sides, halves = _join_info(am, node)
     my_sl, other_sl = sides[side]
     access = am.access.get(nid)
     oside = "R" if side == "L" else "L"
@@ -400,7 +408,11 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
                 le, re_ = (mine, theirs) if side == "L" else (theirs, mine)
                 if not R.composite_concurrent(le, left.lo, left.hi, re_, right.lo, right.hi):
                     continue
-            if space and S.overlap(left.loc, right.loc) != (space == "="):
+            if halves:
+                lsl, rsl = sides["L"]
+                if space and S.overlap(H.loc(left, lsl), H.loc(right, rsl)) != (space == "="):
+                    continue
+            elif space and S.overlap(left.loc, right.loc) != (space == "="):
                 continue
             # the events of both sides: the left's, with the right side's slots from the right
             ev = list(left.ev)
@@ -416,6 +428,8 @@ def _join(am: Automaton, st: RunState, ctx, node: Join, side: str, pm: PM, out):
             c = PM(tuple(ev), left.lo if left.lo < right.lo else right.lo,
                    left.hi if left.hi > right.hi else right.hi, checks,
                    left.places + right.places if left.places or right.places else ())
+            if halves:
+                H.join(c, left, right, lsl, rsl)
             if nid in am.binders:
                 for c2 in _bind_places(am, node, c, ctx):
                     yield node, c2

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 import shapely
@@ -38,7 +38,7 @@ from spatec.spatial.wkt import polygon_wkts
 
 __all__ = [
     "Loc", "UNIVERSE", "TOL_DECIDE", "TOL_MEASURE", "TOL_WKT",
-    "overlap", "disjoint", "distance", "hull", "area", "centroid",
+    "overlap", "disjoint", "distance", "hull", "hull_support", "area", "centroid",
     "possibly_in", "certainly_in", "relate_many",
     "possibly_in_many", "certainly_in_many", "possibly_in_many_geoms", "certainly_in_many_geoms",
     "to_lonlat_wkt", "lonlat_wkts", "wkt_ring", "grown_convex", "grown_convex_coords", "grown_convex_parts",
@@ -333,18 +333,60 @@ def hull(locs: Iterable[Loc]) -> Loc:
     if len(locs) == 1 and _is_convex(locs[0]):
         return locs[0]
     rmin = min(loc.r for loc in locs)
-    pts = []
-    for loc in locs:
-        c = _coords(loc)
-        grow = loc.r - rmin
-        if grow > 0:
-            c = (c[:, None, :] + _outer_ring(grow)[None, :, :]).reshape(-1, 2)
-        pts.append(c)
-    g = shapely.convex_hull(shapely.multipoints(np.concatenate(pts)))
+    g = shapely.convex_hull(shapely.multipoints(np.concatenate([_hull_points(loc, rmin) for loc in locs])))
     out = Loc.of(g, rmin)
     if out._xy is None:
         out._memoised("convex", lambda: True)
     return out
+
+
+def _hull_points(loc: Loc, rmin: float) -> np.ndarray:
+    """The points :func:`hull` takes for ``loc`` in a hull of least radius ``rmin``."""
+    c = _coords(loc)
+    grow = loc.r - rmin
+    if grow > 0:
+        c = (c[:, None, :] + _outer_ring(grow)[None, :, :]).reshape(-1, 2)
+    return c
+
+
+def hull_support(locs: Sequence[Loc], h: Loc) -> list[int]:
+    """The stamps among ``locs`` that make their hull ``h = hull(locs)``: the indices, in
+    order, of those with a point (as :func:`hull` takes it, grown to ``h.r``) that is neither
+    strictly inside ``h`` nor a point of an earlier stamp, and of the first of least radius
+    (which gives ``h`` its radius). ``locs``: at least two, none UNIVERSE.
+
+    With any further stamps ``more`` of radius ``>= h.r``, ``hull(kept + more)`` is ``hull(locs
+    + more)`` bit for bit, the stamps in the same relative order (what lets a partial match
+    make its stamp from its halves', :mod:`spatec.automata.hulls`). GEOS's convex hull
+    (``ConvexHull.cpp``) drops repeated points and sorts the rest around the lowest one, so
+    its ring depends only on the set of points, and a point strictly inside the hull of
+    some of them is strictly inside the hull of all and never on the ring; a hull of two
+    distinct points is a line in the order they first come (kept: the first stamp with
+    each point stays). Points on ``h``'s boundary stay (a Graham scan keeps collinear points
+    on some edges), and every point when ``h`` is a point or a line (its relative interior
+    may be the boundary of a larger hull)."""
+    rmin = h.r
+    pts = [_hull_points(loc, rmin) for loc in locs]
+    if shapely.get_type_id(h.geom) == _POLYGON:
+        allp = np.concatenate(pts)
+        inside = shapely.contains_xy(h.geom, allp[:, 0], allp[:, 1]).tolist()
+    else:
+        inside = None
+    seen: set = set()
+    keep = []
+    at = 0
+    least = False       # a stamp of the least radius is kept (it sets the radius of the hull)
+    for i, c in enumerate(pts):
+        new = False
+        for j, xy in enumerate(map(tuple, c.tolist())):
+            if (inside is None or not inside[at + j]) and xy not in seen:
+                seen.add(xy)
+                new = True
+        at += len(c)
+        if new or (not least and locs[i].r == rmin):
+            keep.append(i)
+            least = least or locs[i].r == rmin
+    return keep
 
 
 # --- measures ---------------------------------------------------------------
