@@ -122,6 +122,18 @@ class Release:
         return (type(None), ())
 
 
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None), bytes})
+_SEQUENCE_TYPES = frozenset({tuple, list, set, frozenset})
+_LOOKED_INTO: dict = {}    # type → whether children() looks into its instances' __dict__
+
+
+def _looked_into(t) -> bool:
+    seen = _LOOKED_INTO.get(t)
+    if seen is None:
+        seen = _LOOKED_INTO[t] = is_dataclass(t) and not issubclass(t, FlatPickled)
+    return seen
+
+
 def children(obj) -> list:
     """The :class:`FlatPickled` nodes in ``obj``'s state, looking through tuples, lists,
     sets, dicts (keys and values) and other dataclasses, without recursion."""
@@ -129,16 +141,19 @@ def children(obj) -> list:
     stack = list(obj.__dict__.values())
     while stack:
         v = stack.pop()
-        if isinstance(v, _SCALARS):
+        t = type(v)
+        if t in _SCALAR_TYPES:
             continue
-        if isinstance(v, FlatPickled):
-            out.append(v)
-        elif isinstance(v, (tuple, list, set, frozenset)):
+        if t in _SEQUENCE_TYPES:
             stack.extend(v)
+        elif isinstance(v, FlatPickled):
+            out.append(v)
         elif isinstance(v, dict):
             stack.extend(v.keys())
             stack.extend(v.values())
-        elif is_dataclass(v) and hasattr(v, "__dict__") and not isinstance(v, type):
+        elif isinstance(v, (tuple, list, set, frozenset)):
+            stack.extend(v)
+        elif _looked_into(t) and hasattr(v, "__dict__"):
             stack.extend(v.__dict__.values())
     return out
 
@@ -149,21 +164,27 @@ def height(node) -> int:
     h = node.__dict__.get(HEIGHT)
     if h is not None:
         return h
-    stack, open_ = [node], set()
+    stack, kids_of = [node], {}
     while stack:
         x = stack[-1]
         d = x.__dict__
         if HEIGHT in d:
             stack.pop()
             continue
-        kids = children(x)
-        pending = [k for k in kids if HEIGHT not in k.__dict__ and id(k) not in open_]
-        if pending and id(x) not in open_:
-            open_.add(id(x))
-            stack.extend(pending)
-            continue
+        kids = kids_of.get(id(x))
+        if kids is None:        # first visit: its children first (a cycle's back edge counts 0)
+            kids = kids_of[id(x)] = children(x)
+            pending = [k for k in kids if HEIGHT not in k.__dict__ and id(k) not in kids_of]
+            if pending:
+                stack.extend(pending)
+                continue
         stack.pop()
-        d[HEIGHT] = 1 + max((k.__dict__.get(HEIGHT, 0) for k in kids), default=0)
+        best = 0
+        for k in kids:
+            kh = k.__dict__.get(HEIGHT, 0)
+            if kh > best:
+                best = kh
+        d[HEIGHT] = best + 1
     return node.__dict__[HEIGHT]
 
 
