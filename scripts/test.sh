@@ -4,4 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export CI=${CI:-}
-exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 "$@"
+# two xdist workers (SPATEC_TEST_WORKERS=0: one process); the Spark-session tests share one worker
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 \
+  -n "${SPATEC_TEST_WORKERS:-2}" --dist loadgroup "$@"
