@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Optional, Union
 
 from spatec.errors import NO_SPAN, Span
+from spatec.frontend.flatpickle import HEIGHT, FlatPickled
 
 
 def _span() -> Span:
@@ -167,8 +168,9 @@ def _repr_walk(x):
     return repr(x)
 
 
-class Node:
-    """Base of every AST node: equality, hash and repr that never recurse."""
+class Node(FlatPickled):
+    """Base of every AST node: equality, hash, repr and pickling that never recurse on the
+    depth of a tree (pickling: :mod:`spatec.frontend.flatpickle`)."""
 
     __slots__ = ()
 
@@ -186,8 +188,8 @@ class Node:
         return trampoline(_repr_walk(self))
 
     def __getstate__(self):
-        # cached hashes depend on the process's string hashing: never pickled
-        return {k: v for k, v in self.__dict__.items() if k not in (_HASH, _PATTERN)}
+        # cached hashes depend on the process's string hashing: never pickled (nor other caches)
+        return {k: v for k, v in self.__dict__.items() if k not in (_HASH, _PATTERN, HEIGHT)}
 
 
 def node(cls):

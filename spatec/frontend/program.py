@@ -21,6 +21,7 @@ from typing import Optional
 
 from spatec.errors import NO_SPAN, Span
 from spatec.frontend import ast as A
+from spatec.frontend.flatpickle import FlatContainer
 
 STANDARD_FIELDS = ("phrase", "id", "lo", "hi", "hull", "events")
 #: the standard field of the places a phrase binds (only in the records of such phrases)
@@ -110,7 +111,7 @@ class PlaceBinding:
 
 
 @dataclass
-class PhraseInfo:
+class PhraseInfo(FlatContainer):
     """A checked phrase: its AST and what the checker learned about it."""
 
     phrase: A.Phrase

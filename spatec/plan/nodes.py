@@ -8,11 +8,13 @@ from dataclasses import dataclass, field, fields
 from typing import Optional, Union
 
 from spatec.frontend import ast as A
+from spatec.frontend.flatpickle import FlatContainer, FlatPickled
 
 
-class TreeNode:
-    """Base of the operator tree's nodes: equality, hash and repr without recursion (trees of
-    any depth; the dataclasses' own recurse, one level of the tree at a time)."""
+class TreeNode(FlatPickled):
+    """Base of the operator tree's nodes: equality, hash, repr and pickling without recursion
+    (trees of any depth; the dataclasses' own recurse, one level of the tree at a time;
+    pickling: :mod:`spatec.frontend.flatpickle`)."""
 
     __slots__ = ()
 
@@ -149,8 +151,9 @@ Node = Union[Leaf, Join, Or, After]
 
 
 @dataclass(frozen=True)
-class PhrasePlan:
-    """Everything needed to evaluate one phrase."""
+class PhrasePlan(FlatContainer):
+    """Everything needed to evaluate one phrase (its ``types`` map shares subtrees: pickled
+    by :class:`~spatec.frontend.flatpickle.FlatContainer`)."""
 
     name: str
     root: Node

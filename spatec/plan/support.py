@@ -66,25 +66,3 @@ def require_derived_only(plans, mode: str) -> None:
                                    f"({', '.join(inputs)}); the Spark runner evaluates a phrase over "
                                    "phrases from composites only: use spatec replay --runner local")
 
-
-#: The deepest operator tree the Spark runners take (REFERENCE, decision 35): they pickle the
-#: plan to their workers, and Python's pickle recurses on the depth of a tree (a chain of 400
-#: joined events exceeds its limit); the local runners take trees of any depth.
-SPARK_MAX_DEPTH = 300
-
-
-def require_shallow(plans, mode: str) -> None:
-    """Raise :class:`UnsupportedError`, naming the phrase and where its match starts, if one of
-    ``plans`` has an operator tree deeper than :data:`SPARK_MAX_DEPTH` (``mode``: a Spark runner)."""
-    from spatec.plan.nodes import depth
-
-    for plan in plans:
-        levels = depth(plan.root)
-        if levels > SPARK_MAX_DEPTH:
-            span = getattr(plan.root, "span", None)
-            where = f"{span}: " if getattr(span, "line", 0) else ""
-            raise UnsupportedError(
-                "match expressions nested this deep", mode,
-                f"{where}phrase {plan.name}: its operator tree is {levels} levels deep, more than the "
-                f"{SPARK_MAX_DEPTH} the Spark runners ship to their workers (REFERENCE, decision 35); "
-                "spatec replay --runner local evaluates trees of any depth")

@@ -76,13 +76,13 @@ T0 = 1_700_000_000 * 1_000_000
 MIXED = (";", "and", "||")
 
 
-def chain_text(n: int, ops, nested: bool) -> str:
-    """A phrase over a chain of ``n`` events joined by ``ops`` (cycled): left-deep as written
-    (``A0 ; A1 ; A2``), or ``nested``: right-deep in parentheses (``A0 ; (A1 and (A2 ...))``)."""
+def chain_text(n: int, ops, nested: bool, k: int = K) -> str:
+    """A phrase over a chain of ``n`` events of ``k`` types joined by ``ops`` (cycled): left-deep
+    as written (``A0 ; A1 ; A2``), or ``nested``: right-deep in parentheses (``A0 ; (A1 and (A2 ...))``)."""
     decl = 'timezone "UTC"\n' + "".join(
         f"event T{j}(k: str, n: int, lon: float, lat: float, ts: time)\n    source k\n    time ts\n"
-        "    place point(lon, lat)\n" for j in range(min(n, K)))
-    terms = [f"T{i % K} -> A{i}" for i in range(n)]
+        "    place point(lon, lat)\n" for j in range(min(n, k)))
+    terms = [f"T{i % k} -> A{i}" for i in range(n)]
     if nested:
         match = "".join(f"{t} {ops[i % len(ops)]} (" for i, t in enumerate(terms[:-1])) + terms[-1] + ")" * (n - 1)
     else:
@@ -103,15 +103,20 @@ def chain_times(n: int, ops, nested: bool) -> list[int]:
     return out
 
 
-def chain_frames(n: int, times, keys=("v", "w"), missing=("w", None), places=None) -> dict:
-    """Canonical frames: the chain's events for each key (key ``missing[0]`` lacks event
-    ``missing[1]``, the middle one by default); event i at ``places[i]`` ``(lon, lat, r)``,
-    by default all at one point."""
+def chain_rows(n: int, j: int, keys=("v", "w"), missing=("w", None), k: int = K) -> list:
+    """The chain's events of type T<j> as (i, key): each key has every event but key
+    ``missing[0]``, which lacks event ``missing[1]`` (the middle one by default)."""
     gone = (missing[0], n // 2 if missing[1] is None else missing[1])
+    return [(i, key) for i in range(j, n, k) for key in keys if (key, i) != gone]
+
+
+def chain_frames(n: int, times, keys=("v", "w"), missing=("w", None), places=None) -> dict:
+    """Canonical frames: the chain's events for each key (:func:`chain_rows`); event i at
+    ``places[i]`` ``(lon, lat, r)``, by default all at one point."""
     places = places or [(0.1, 52.2, 0.0)] * n
     out = {}
     for j in range(min(n, K)):
-        rows = [(i, k) for i in range(j, n, K) for k in keys if (k, i) != gone]
+        rows = chain_rows(n, j, keys, missing)
         t = [times[i] for i, _ in rows]
         lon, lat, r = ([places[i][c] for i, _ in rows] for c in range(3))
         m = len(rows)
@@ -294,19 +299,72 @@ def test_plan_data_shares_repeated_syntax_nodes():
     assert data.loads(text) == plan
 
 
-def test_spark_refuses_trees_deeper_than_it_ships_clearly(tmp_path):
-    """The Spark runners pickle plans to their workers (pickle recurses on a tree's depth):
-    deeper than SPARK_MAX_DEPTH is refused before Spark starts, with the phrase's position;
-    the local runner takes it (above)."""
-    from spatec.errors import UnsupportedError
-    from spatec.plan.support import SPARK_MAX_DEPTH, require_shallow
+def chain_inputs(tmp_path: Path, n: int, times, k: int) -> list:
+    """The chain's events as CSV files, one per type: ``[(type, path)]`` for the runners."""
+    inputs = []
+    for j in range(min(n, k)):
+        path = tmp_path / f"T{j}.csv"
+        path.write_text("k,n,lon,lat,ts\n" + "".join(
+            f"{key},{i},0.1,52.2,{times[i] // 1_000_000}\n" for i, key in chain_rows(n, j, k=k)), encoding="utf-8")
+        inputs.append((f"T{j}", str(path)))
+    return inputs
+
+
+def test_spark_batch_runs_a_tree_deeper_than_the_interpreter_stack(spark, tmp_path):
+    """The Spark runner ships the compiled program to its workers pickled
+    (:mod:`spatec.frontend.flatpickle`: without recursion on the tree's depth): 1,100 events
+    nested right-deep give the local runner's output file, byte for byte, and the one
+    composite the data is built to have."""
+    from spatec.events.timefmt import event_id
+    from spatec.runners.replay import replay_local
     from spatec.runners.spark.batch import replay_spark
 
-    ok = compile_program("chain.spatec", BUS + "\n" + join_chain(SPARK_MAX_DEPTH))
-    require_shallow(ok.plans, "Spark batch")
-    deep = compile_program("chain.spatec", BUS + "\n" + join_chain(SPARK_MAX_DEPTH + 1))
-    with pytest.raises(UnsupportedError) as e:
-        replay_spark(deep, {}, tmp_path / "out")
-    msg = str(e.value)
-    assert "chain.spatec:" in msg and "phrase P" in msg and f"{SPARK_MAX_DEPTH + 1} levels deep" in msg, msg
-    assert "--runner local" in msg and not (tmp_path / "out").exists()
+    assert sys.getrecursionlimit() <= 3000  # nothing raised it
+    n, k = 1100, 10
+    prog = tmp_path / "chain.spatec"
+    prog.write_text(chain_text(n, MIXED, True, k), encoding="utf-8")
+    c = compile_program(prog)
+    assert depth(c.plans[0].root) == n
+    times = chain_times(n, MIXED, True)
+    inputs = chain_inputs(tmp_path, n, times, k)
+    local = replay_local(c, inputs, tmp_path / "local")
+    on_spark = replay_spark(c, inputs, tmp_path / "spark", spark=spark)
+    assert local.counts["P"] == on_spark.counts["P"] == 1
+    r = local.frames["P"].iloc[0]
+    assert r.events == {f"A{i}": event_id(f"T{i % k}", "v", times[i]) for i in range(n)}
+    a, b = (tmp_path / "local" / "P.jsonl").read_bytes(), (tmp_path / "spark" / "P.jsonl").read_bytes()
+    assert a == b and a.count(b"\n") == 1
+
+
+@pytest.mark.slow
+def test_spark_live_runs_trees_deeper_than_it_used_to_ship(spark, tmp_path):
+    """Spark live ships the program to its readers and fan-out pickled, and to its state
+    processors as plan data in a file of the checkpoint: 500 events nested right-deep (pickle
+    used to fail at 400 levels, and the plan data, 1.5 MB, is more than the 1 MiB a function
+    Spark sends may carry) over two directory sources alert the one composite the local replay
+    finds. (Slow: a Spark live query takes 40 s whatever the depth; 1,100 levels ran by hand.)"""
+    from spatec.runners.replay import replay_local
+    from spatec.runners.spark.live import run_live_spark
+    from spatec.runtime.rows import time_fields
+    from spatec.sinks.alerts import alert_json
+
+    n, k = 500, 2
+    c = compile_program("chain.spatec", chain_text(n, MIXED, True, k))
+    times = chain_times(n, MIXED, True)
+    sources = []
+    for j in range(k):
+        d = tmp_path / f"in{j}"
+        d.mkdir()
+        (d / "events.csv").write_text("k,n,lon,lat,ts\n" + "".join(
+            f"{key},{i},0.1,52.2,{times[i] // 1_000_000}\n" for i, key in chain_rows(n, j, keys=("v",), k=k)),
+            encoding="utf-8")
+        sources.append(f"T{j}=dir://{d}")
+    ck, sink = tmp_path / "ck", tmp_path / "alerts"
+    counts = run_live_spark(c, sources, [f"jsonl://{sink}"], ck, ck, lateness=3_600_000_000, trigger=0.5,
+                            until_idle=2, crs="EPSG:32631", spark=spark)
+    assert counts["read"] == counts["used"] == n
+    local = replay_local(c, [(t, str(tmp_path / f"in{t[1:]}" / "events.csv")) for t in ("T0", "T1")],
+                         tmp_path / "local", crs="EPSG:32631")
+    want = alert_json(local.frames["P"].to_dict("records"), time_fields(c.plans[0]))
+    got = [json.loads(x) for x in (sink / "P.jsonl").read_text().splitlines() if x.strip()]
+    assert len(want) == 1 and got == want

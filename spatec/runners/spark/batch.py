@@ -43,7 +43,7 @@ import uuid
 import numpy as np
 
 from spatec.plan.program import Compiled
-from spatec.plan.support import require_derived_only, require_flow, require_shallow
+from spatec.plan.support import require_derived_only, require_flow
 from spatec.runners.local import ReplayResult
 from spatec.runners.spark.exchange import (
     decode_rows,
@@ -76,7 +76,6 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
     from spatec.runners.replay import ingest, write_outputs
 
     require_derived_only(_run(compiled, phrases), "Spark batch")
-    require_shallow(_run(compiled, phrases), "Spark batch")
     if spark is None:
         spark = _start(master, conf, ui, log_dir)
     if exchange_mode(spark) != "staged":
@@ -166,7 +165,6 @@ def raw_outputs(spark, compiled: Compiled, frames: dict, crs=None, phrases=None,
     (no JSON round trip through the JVM: Stuck's bus-day is a gigabyte of hulls)."""
     program = compiled.program
     require_derived_only(_run(compiled, phrases), "Spark batch")
-    require_shallow(_run(compiled, phrases), "Spark batch")
     if exchange_mode(spark) != "staged":
         require_flow(_run(compiled, phrases), "Spark batch on the shuffle exchange")
     frames = {t: df for t, df in frames.items() if t in program.events}

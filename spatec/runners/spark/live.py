@@ -100,7 +100,7 @@ import pyarrow as pa
 
 from spatec.errors import UnsupportedError
 from spatec.plan import data
-from spatec.plan.support import require_derived_only, require_shallow
+from spatec.plan.support import require_derived_only
 from spatec.runtime.checkpoint import CheckpointError
 from spatec.storage.atomic import atomic_bytes, write_synced
 
@@ -150,10 +150,9 @@ def _reader_class():
 
         def __init__(self, options):
             from spatec.feeds.sources import open_source, parse_source
-            from spatec.plan import data
 
             self.opts = dict(options)
-            self.compiled = data.loads(self.opts["compiled"])    # the program and its plans, as data
+            self.compiled = load_program(self.opts["program"])    # the program and its plans, as data
             self.spec = parse_source(self.opts["source"])
             self.decl = self.compiled.program.events[self.spec.type]
             self.dir = _spool_dir(self.opts["spool"], self.opts["source"])
@@ -406,7 +405,7 @@ def _data_source_class():
     from pyspark.sql.datasource import DataSource
 
     class FeedDataSource(DataSource):
-        """``spark.readStream.format("spatec_feed")``: options ``program``, ``source`` (TYPE=URL),
+        """``spark.readStream.format("spatec_feed")``: options ``program`` (its file, :func:`load_program`), ``source`` (TYPE=URL),
         ``spool``, ``out``, ``lateness`` (µs), ``maxPolls``."""
 
         @classmethod
@@ -495,7 +494,26 @@ def end_time(wm_us: int, lateness: int) -> int:
     return wm_us - END_BASE + lateness
 
 
-def _processor(compiled_data: str, crs: str, lateness: int):
+#: The program and its plans, as plan data, in the checkpoint: what the readers and the state
+#: processors read (a function Spark sends to its workers carries the file's name, not the
+#: program: Spark hands a pickled function over 1 MiB through a broadcast variable, which its
+#: transformWithState driver runner cannot read: the plan data of a 400-level chain is more).
+PROGRAM_FILE = "program.json"
+
+
+def save_program(compiled, checkpoint: Path) -> str:
+    """Write ``compiled`` as plan data to the checkpoint (atomically); the file's path."""
+    path = Path(checkpoint) / PROGRAM_FILE
+    atomic_bytes(path, data.dumps(compiled).encode("utf-8"))
+    return str(path)
+
+
+def load_program(path: str):
+    """The compiled program :func:`save_program` wrote."""
+    return data.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _processor(program_file: str, crs: str, lateness: int):
     from pyspark.sql.streaming import StatefulProcessor
 
     class LiveProcessor(StatefulProcessor):
@@ -517,11 +535,10 @@ def _processor(compiled_data: str, crs: str, lateness: int):
 
         def _phrase(self, name):
             if self.phrases is None:
-                from spatec.plan import data
                 from spatec.runtime.keyed import KeyedPhrase
                 from spatec.spatial.crs import Projector
 
-                compiled = data.loads(compiled_data)
+                compiled = load_program(program_file)
                 self.proj = Projector(crs)
                 self.phrases = {p.name: KeyedPhrase(p, compiled.program, self.proj) for p in compiled.plans}
                 consumed = {t for p in compiled.plans for t in p.physical.derived}
@@ -724,14 +741,12 @@ def check_streamable(compiled, phrases=None) -> list:
     """The plans to run: the phrases asked for and every phrase whose composites they read,
     in flow order (broadcast types go to every bucket of their phrase; a phrase over phrases
     runs on the driver, :mod:`spatec.runners.spark.live_flows`, and is refused when it also
-    reads input events, :func:`~spatec.plan.support.require_derived_only`; operator trees
-    deeper than Spark can ship to its workers are refused, :func:`~spatec.plan.support.require_shallow`)."""
+    reads input events, :func:`~spatec.plan.support.require_derived_only`)."""
     from spatec.runtime.derived import needed
 
     run = needed(compiled, phrases)
     plans = [p for p in compiled.plans if p.name in run]
     require_derived_only(plans, "Spark live")
-    require_shallow(plans, "Spark live")
     return plans
 
 
@@ -779,11 +794,11 @@ class SparkLive:
         for k, v in STREAMING_CONF.items():
             spark.conf.set(k, v)
         spark.dataSource.register(_data_source_class())
-        compiled_data = data.dumps(compiled)    # the program and its plans, as data, for the workers
+        program_file = save_program(compiled, self.ck)    # the program and its plans, for the workers
         streams = []
         for s in self.sources:
             streams.append(spark.readStream.format(SOURCE_NAME)
-                           .option("compiled", compiled_data)
+                           .option("program", program_file)
                            .option("source", s).option("spool", str(self.ck / "spool"))
                            .option("out", str(self.out)).option("lateness", str(self.lateness))
                            .option("maxPolls", str(max_polls))
@@ -807,7 +822,7 @@ class SparkLive:
             self.flows = DriverFlows(compiled, self.plans, {p.name for p in self.streamed}, self.report,
                                      self.proj, self.ck)
         out = events.groupBy("phrase", "bucket").transformWithStateInPandas(
-            _processor(compiled_data, self.crs, self.lateness), OUT_SCHEMA, "Append", "EventTime")
+            _processor(program_file, self.crs, self.lateness), OUT_SCHEMA, "Append", "EventTime")
         self.query = (out.writeStream.foreachBatch(self._batch)
                       .option("checkpointLocation", str(self.ck / "spark"))
                       .trigger(processingTime=f"{max(trigger, 0):g} seconds")
