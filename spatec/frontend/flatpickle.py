@@ -36,7 +36,6 @@ DEEP = 32
 #: The instance-dict key caching a node's height (never pickled).
 HEIGHT = "_flat_height"
 
-_SCALARS = (str, int, float, bool, type(None), bytes)
 _LOCAL = threading.local()
 
 
