@@ -26,6 +26,15 @@ from spatec.storage.atomic import safe_name
 CANONICAL = ("_type", "_id", "_source", "_t", "_lo", "_hi", "_place", "_lon", "_lat", "_r", "_geom")
 
 
+def runs_of(order: np.ndarray, groups: np.ndarray):
+    """``(rows, group)`` for each run of equal ``groups`` (in ``order``'s order: sorted by
+    group), ``rows`` the run's indices from ``order``; empty runs left out."""
+    cuts = np.flatnonzero(np.diff(groups)) + 1
+    for idx, g in zip(np.split(order, cuts), np.split(groups, cuts)):
+        if len(idx):
+            yield idx, int(g[0])
+
+
 class Stager:
     """One chunk of canonical frames (type → pandas), written per phrase as Arrow IPC
     files under ``root``: the groups of :func:`phrase_groups`, hashed here
@@ -79,8 +88,10 @@ class Stager:
 
     def _columns(self, plan: PhrasePlan, t: str) -> tuple:
         keep = set(plan.physical.attributes_of(t))
-        return tuple(c for c in (*CANONICAL, *attribute_names(self.program, t))
-                     if c != "_type" and (c in CANONICAL or c in keep))
+        return tuple(c for c in self._all_columns(t) if c != "_type" and (c in CANONICAL or c in keep))
+
+    def _all_columns(self, t: str) -> tuple:
+        return (*CANONICAL, *attribute_names(self.program, t))
 
     def _group_tables(self, plan: PhrasePlan, t: str, key: tuple, buckets: int):
         """Type ``t``'s keyed events hashed into ``buckets`` groups by ``key``: each event's
@@ -95,25 +106,18 @@ class Stager:
             b = key_buckets(self.frames[t], key, buckets)
             rows = np.flatnonzero(b >= 0)
             order = rows[np.argsort(b[rows], kind="stable")]
-            bs = b[order]
-            cuts = np.flatnonzero(np.diff(bs)) + 1
-            got = self._grouped[t, key, buckets] = {"b": b, "parts": list(zip(np.split(order, cuts), np.split(bs, cuts))),
-                                                    "taken": {}}
+            got = self._grouped[t, key, buckets] = {"b": b, "parts": list(runs_of(order, b[order])), "taken": {}}
         wanted = self._wanted.get(t)
         mine = self._columns(plan, t)
         source = None
         if wanted is not None and set(mine) <= wanted:
-            source = self.table(t, tuple(c for c in (*CANONICAL, *attribute_names(self.program, t))
-                                         if c in wanted))
+            source = self.table(t, tuple(c for c in self._all_columns(t) if c in wanted))
             # a table with a text column given as Arrow has no pandas metadata (canonical_table),
             # nor has the phrase's own then; else it would have its own columns': not shared
             if source.schema.metadata is not None or not self._given(t, mine):
                 source = None
         out = []
         for idx, g in got["parts"]:
-            if not len(idx):
-                continue
-            g = int(g[0])
             if source is None:
                 table = self.used(plan, t).take(pa.array(idx))
             else:
@@ -158,9 +162,7 @@ class Stager:
             if window:
                 table = self.used(plan, t)
                 bs, order = window_groups(df["_lo"].to_numpy(np.int64), window, plan.span_bound)
-                cuts = np.flatnonzero(np.diff(bs)) + 1
-                groups = [(int(g[0]), idx, table.take(pa.array(idx)))
-                          for idx, g in zip(np.split(order, cuts), np.split(bs, cuts)) if len(idx)]
+                groups = [(g, idx, table.take(pa.array(idx))) for idx, g in runs_of(order, bs)]
             else:
                 b, groups = self._group_tables(plan, t, tuple(phys.key), buckets)
             lo = df["_lo"].to_numpy(np.int64)
