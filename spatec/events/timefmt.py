@@ -63,6 +63,7 @@ from spatec.events.raw import (
     to_arrow,
     trimmed,
 )
+from spatec.events.zoneoffsets import utc_offsets
 
 US = 1_000_000
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
@@ -97,6 +98,19 @@ def format_times(us: Any, tz: str | None = None) -> np.ndarray:
             if len(uniques) * 4 <= len(us):
                 return format_times(uniques)[codes]
     return _format_arrow(us).to_numpy(zero_copy_only=False)
+
+
+def time_texts(us: Any, tz: str | None = None) -> pa.Array:
+    """:func:`format_times` as an Arrow string array (null where a time is missing), the
+    same texts: for a writer that joins text in Arrow (no Python string per time)."""
+    if tz is not None and tz != "UTC":
+        return _format_in_arrow(us, tz)
+    if isinstance(us, pd.Series) and us.dtype == np.int64:
+        us = us.to_numpy()      # (the texts are the same; int64 gets the shortcut for repeated times)
+    elif isinstance(us, np.ndarray) and us.dtype == np.int64 and len(us) <= _SMALL \
+            and (not len(us) or (us.min() >= MIN_US and us.max() <= MAX_US)):
+        return pa.array(_format_numpy(us), pa.string())
+    return _format_arrow(us)
 
 
 def _format_arrow(us: Any) -> pa.Array:
@@ -151,21 +165,47 @@ def format_times_in(us: Any, tz: str) -> np.ndarray:
     ``2019-10-01T08:59:38+01:00`` (the same instant as ``2019-10-01T07:59:38Z``). Each
     time is shifted by its zone's offset then, formatted as UTC text is, and the ``Z``
     replaced by the offset: no per-row ``strftime``."""
+    return _format_in_arrow(us, tz).to_numpy(zero_copy_only=False)
+
+
+def _format_in_arrow(us: Any, tz: str) -> pa.Array:
+    """:func:`format_times_in` as an Arrow string array (null where a time is missing)."""
     arr = pa.array(pd.array(us if not isinstance(us, pa.Array) else us.to_pandas(), dtype="Int64"), pa.int64()) \
         if not (isinstance(us, np.ndarray) and us.dtype == np.int64) else pa.array(us)
     valid = ~pc.is_null(arr).to_numpy(zero_copy_only=False)
     ints = arr.fill_null(0).to_numpy()
-    out = np.empty(len(ints), dtype=object)
-    if not valid.any():
-        return out
-    utc = pd.DatetimeIndex(ints[valid].astype("datetime64[us]")).tz_localize("UTC")
-    offset = (utc.tz_convert(_zone(tz)).tz_localize(None) - utc.tz_localize(None)).to_numpy().astype(np.int64)
-    text = format_times(ints[valid] + offset)
+    if not valid.all():
+        if not valid.any():
+            return pa.nulls(len(ints), pa.string())
+        ints = ints[valid]
+    offset = zone_offsets(ints, tz)
+    text = time_texts(ints + offset)
     codes, offsets = pd.factorize(offset // US)      # a zone has few offsets
-    texts = np.array([f"{'-' if o < 0 else '+'}{abs(o) // 3600:02d}:{abs(o) % 3600 // 60:02d}" for o in offsets])
-    suffix = texts[codes]
-    out[valid] = np.strings.add(np.strings.slice(text.astype(str), 0, -1), suffix).astype(object)
+    texts = pa.array([f"{'-' if o < 0 else '+'}{abs(o) // 3600:02d}:{abs(o) % 3600 // 60:02d}" for o in offsets],
+                     pa.string())
+    # the UTC text without its Z, then the offset
+    out = pc.binary_join_element_wise(pc.utf8_slice_codeunits(text, 0, -1), texts.take(pa.array(codes)), "")
+    if len(ints) < len(valid):
+        at = np.zeros(len(valid), np.int64)
+        at[valid] = np.arange(len(ints))
+        out = out.take(pa.array(at, mask=~valid))
     return out
+
+
+def zone_offsets(us: np.ndarray, tz: str) -> np.ndarray:
+    """The UTC offsets (µs) of the zone ``tz`` at the instants ``us`` (int64 µs):
+    from the zone's offsets per hour (:func:`~spatec.events.zoneoffsets.utc_offsets`),
+    or, for instants outside its range, by pandas' conversion (:func:`zone_offsets_pandas`)."""
+    if _zone(tz) is _dt.timezone.utc:
+        return np.zeros(len(us), np.int64)
+    got = utc_offsets(us, tz)
+    return got if got is not None else zone_offsets_pandas(us, tz)
+
+
+def zone_offsets_pandas(us: np.ndarray, tz: str) -> np.ndarray:
+    """:func:`zone_offsets` by pandas' time zone conversion (one :mod:`zoneinfo` call per instant)."""
+    utc = pd.DatetimeIndex(us.astype("datetime64[us]")).tz_localize("UTC")
+    return (utc.tz_convert(_zone(tz)).tz_localize(None) - utc.tz_localize(None)).to_numpy().astype(np.int64)
 
 
 def format_time(us: int) -> str:

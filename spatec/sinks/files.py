@@ -27,6 +27,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Callable, Collection, Iterator, Union
 
 import numpy as np
@@ -38,7 +39,7 @@ import shapely
 
 from spatec.events.columns import arrow_text, json_plain_text, json_verbatim
 from spatec.events.raw import to_arrow
-from spatec.events.timefmt import format_times, parse_times
+from spatec.events.timefmt import format_times, parse_times, time_texts
 from spatec.spatial.wkb import wkb_column
 from spatec.storage import directio
 from spatec.storage.atomic import atomic_write
@@ -204,7 +205,10 @@ def _json_column(name: str, s: pd.Series, time_fields: Collection[str], tz: str 
     """A column's texts: the text around and between its values (one more than the columns
     of values) and the columns of values (JSON text, a list or an Arrow string array)."""
     if name in ("lo", "hi") or name in time_fields:
-        return _json_values(list(format_times(s, tz)))
+        text = time_texts(s, tz)
+        if not text.null_count and json_plain_text(text):
+            return ('"', '"'), [text]
+        return _json_values(text.to_pylist())
     if name in MAPS:
         return _json_events(s.tolist())
     arr = arrow_text(s)
@@ -231,14 +235,17 @@ def _json_events(values: list) -> tuple[tuple, list]:
     order, to text that needs no escaping (the usual case: a phrase's variables to event
     ids), ``{"A": "…", ...}`` around a column of ids per variable; else each row's dict as
     :func:`events_dict` makes it."""
-    if values and all(type(v) is dict for v in values):
+    if values and set(map(type, values)) == {dict}:
         keys = tuple(values[0])
         if all(type(k) is str for k in keys) and list(keys) == sorted(keys) \
-                and all(tuple(v) == keys for v in values):
-            cols = [json_verbatim([v[k] for v in values]) for k in keys]
+                and set(map(tuple, values)) == {keys}:
+            if not keys:
+                return ("{}",), []
+            # each row's ids in key order (one C call per row), then a column per key
+            get = itemgetter(*keys)
+            cols = [json_verbatim(list(c)) for c in zip(*map(get, values))] if len(keys) > 1 \
+                else [json_verbatim(list(map(get, values)))]
             if all(c is not None for c in cols):
-                if not keys:
-                    return ("{}",), []
                 between = ["{" + _json_key(keys[0]) + ': "']
                 between += ['", ' + _json_key(k) + ': "' for k in keys[1:]]
                 return (*between, '"}'), cols

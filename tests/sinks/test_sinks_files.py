@@ -211,11 +211,11 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-def _dumped(df, time_fields):
+def _dumped(df, time_fields, tz=None):
     """The definition: json.dumps of each row dict, one line each."""
     df = sinks._ordered(df)
     return [(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-            for row in sinks.json_rows(df, time_fields)]
+            for row in sinks.json_rows(df, time_fields, tz)]
 
 
 _text = st.text(st.characters(codec="utf-8"), max_size=6) | st.sampled_from(["", "a%s", '"', "\\", "\x00", "é\n", "%"])
@@ -260,8 +260,8 @@ def _frames(draw):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_frames(), st.sampled_from([1, 3, 4096]))
-def test_jsonl_lines_are_json_dumps_of_each_row(frame, chunk):
+@given(_frames(), st.sampled_from([1, 3, 4096]), st.sampled_from([None, "Europe/London", "Australia/Lord_Howe"]))
+def test_jsonl_lines_are_json_dumps_of_each_row(frame, chunk, tz):
     """The column-wise writer gives each row's json.dumps, byte for byte, for every kind
     of column (text needing escapes, %, NaN and inf, missing values, nested values,
     times, events with other variables or values), across chunk boundaries; a value
@@ -270,12 +270,12 @@ def test_jsonl_lines_are_json_dumps_of_each_row(frame, chunk):
     old, sinks._CHUNK = sinks._CHUNK, chunk
     try:
         try:
-            want = _dumped(df, time_fields)
+            want = _dumped(df, time_fields, tz)
         except (ValueError, TypeError) as exc:
             with pytest.raises(type(exc)):
-                list(sinks._jsonl_lines(sinks._ordered(df), time_fields))
+                list(sinks._jsonl_lines(sinks._ordered(df), time_fields, tz))
             return
-        got = list(sinks._jsonl_lines(sinks._ordered(df), time_fields))
+        got = list(sinks._jsonl_lines(sinks._ordered(df), time_fields, tz))
         assert b"".join(b for b, _ in got) == b"".join(want)
         assert [n for _, sizes in got for n in sizes] == [len(line) for line in want]
     finally:
