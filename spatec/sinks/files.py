@@ -275,7 +275,9 @@ def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[s
     A value's text depends on its column's pandas dtype (an integer column
     with a missing value is a float column), so parts whose kinds differ
     cannot be joined as they are; the merge then reads them back."""
-    df = _ordered(df)
+    # a frame already in order with the default index is read as it is (no copy)
+    plain = isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1
+    df = df if plain and all(c in df.columns for c in FIXED) and _in_order(df) else _ordered(df)
     lengths = []
     with open(path, "wb") as f:
         for block, sizes in _jsonl_lines(df, time_fields, tz):
