@@ -103,11 +103,13 @@ def format_times(us: Any, tz: str | None = None) -> np.ndarray:
 def time_texts(us: Any, tz: str | None = None) -> pa.Array:
     """:func:`format_times` as an Arrow string array (null where a time is missing), the
     same texts: for a writer that joins text in Arrow (no Python string per time)."""
-    if tz is not None and tz != "UTC":
-        return _format_in_arrow(us, tz)
     if isinstance(us, pd.Series) and us.dtype == np.int64:
         us = us.to_numpy()      # (the texts are the same; int64 gets the shortcut for repeated times)
-    elif isinstance(us, np.ndarray) and us.dtype == np.int64 and len(us) <= _SMALL \
+        if tz is None or tz == "UTC":
+            return _format_arrow(us)
+    if tz is not None and tz != "UTC":
+        return _format_in_arrow(us, tz)
+    if isinstance(us, np.ndarray) and us.dtype == np.int64 and len(us) <= _SMALL \
             and (not len(us) or (us.min() >= MIN_US and us.max() <= MAX_US)):
         return pa.array(_format_numpy(us), pa.string())
     return _format_arrow(us)
