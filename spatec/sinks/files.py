@@ -27,7 +27,6 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, Callable, Collection, Iterator, Union
 
 import numpy as np
@@ -235,17 +234,14 @@ def _json_events(values: list) -> tuple[tuple, list]:
     order, to text that needs no escaping (the usual case: a phrase's variables to event
     ids), ``{"A": "…", ...}`` around a column of ids per variable; else each row's dict as
     :func:`events_dict` makes it."""
-    if values and set(map(type, values)) == {dict}:
+    if values and all(type(v) is dict for v in values):
         keys = tuple(values[0])
         if all(type(k) is str for k in keys) and list(keys) == sorted(keys) \
-                and set(map(tuple, values)) == {keys}:
-            if not keys:
-                return ("{}",), []
-            # each row's ids in key order (one C call per row), then a column per key
-            get = itemgetter(*keys)
-            cols = [json_verbatim(list(c)) for c in zip(*map(get, values))] if len(keys) > 1 \
-                else [json_verbatim(list(map(get, values)))]
+                and all(tuple(v) == keys for v in values):
+            cols = [json_verbatim([v[k] for v in values]) for k in keys]
             if all(c is not None for c in cols):
+                if not keys:
+                    return ("{}",), []
                 between = ["{" + _json_key(keys[0]) + ': "']
                 between += ['", ' + _json_key(k) + ': "' for k in keys[1:]]
                 return (*between, '"}'), cols
