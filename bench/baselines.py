@@ -3,18 +3,29 @@ and ``HospitalToStation`` of ``/work/shared/spec/examples`` written directly as
 one DuckDB SQL query and one PySpark DataFrame query each, with no spatec code.
 
 They show what a competent engineer's direct query costs, so they are written
-to be fast, and they must give exactly spatec's composites: every function
-returns the set of tuples of event ids in variable order (``(A,)``, ``(A, B,
-C, D)``, ``(A, B)``), to be compared with the ``events`` column of spatec's
-output. Every function does all of its work inside the call: projecting the
-positions (pyproj, as spatec does), loading the rows into the engine
-(``con.register`` / ``spark.createDataFrame`` through Arrow), running the
-query and materialising every result row (``fetchall`` / ``collect``).
+to be fast, and they must give exactly spatec's composites: one row per
+composite, its event ids in variable order (``(A,)``, ``(A, B, C, D)``, ``(A,
+B)``), to be compared with the ``events`` column of spatec's output.
 
-Input: the canonical frame of spatec's ingest (``frames["BusGPS"]``), of which
-the baselines read ``_id`` (the event id), ``vehicle``, ``_t`` (local time),
-``_lo``, ``_hi`` (the time stamp, int µs), ``_lon``, ``_lat`` and ``_r`` (the
-disc radius, metres). ``crs`` is the metric CRS spatec uses
+Two forms, one set of queries:
+
+* DuckDB in memory (``duckdb_silent`` …: a pandas frame in, a set of tuples
+  out), for the tests on small inputs; and DuckDB from a file
+  (:func:`duckdb_file`), what the bench times: it reads the canonical events'
+  Parquet file (:func:`write_canonical`), projects the positions (pyproj, as
+  spatec does) batch by batch and materialises the rows in a DuckDB table.
+* PySpark from a file (:func:`pyspark_file` / :func:`pyspark_write`): Spark
+  reads the same Parquet file, projects the positions in its tasks
+  (``mapInArrow``), runs the query and writes the rows to a Parquet folder;
+  nothing is collected to the driver.
+
+The bench compares a baseline's rows with spatec's output by count and an
+order-free digest (:func:`digest`), computed by DuckDB from each side's file.
+
+Input: spatec's canonical events of ``BusGPS``, of which the baselines read
+``_id`` (the event id), ``vehicle``, ``_t`` (local time), ``_lo``, ``_hi``
+(the time stamp, int µs), ``_lon``, ``_lat`` and ``_r`` (the disc radius,
+metres). ``crs`` is the metric CRS spatec uses
 (``spatec.spatial.crs.choose_crs``: the UTM zone of the median position of the data).
 
 How the queries read SPEC (``/work/shared/SPEC.md``, ``lang/REFERENCE.md``)
@@ -53,7 +64,7 @@ Common to all three:
   its ``hi``, so the watermark condition only bites on a vehicle's last fix.)
   An X exactly 5 min after A negates it; a window ending exactly at ``W`` is
   decided (spatec's local runner, fast path and automaton alike). DuckDB
-  takes ``W`` as a scalar subquery; PySpark reads it off the input frame.
+  takes ``W`` as a scalar subquery; PySpark as one column's maximum, its own pass.
 
 ``Stuck``: ``A ;= B ;= C ;= D where successive(A, B, C, D) and overlap(A, C)
 and overlap(A, D) and overlap(B, D)``.
@@ -227,92 +238,6 @@ def duckdb_hospital_to_station(df: pd.DataFrame, crs: str, places: dict = BUS_PL
     return _duck_rows(df, crs, DUCKDB_H2S, params)
 
 
-# ------------------------------------------------------------------------- PySpark
-
-def _spark_frame(spark, df: pd.DataFrame, crs: str, columns, by_vehicle: bool = False):
-    """The prepared columns as a Spark DataFrame (Arrow transfer, as spatec's Spark runner).
-
-    ``by_vehicle``: hash-partition the rows by vehicle over the cores once, so
-    that a window over all of them needs no further exchange. (With the
-    default 200 shuffle partitions and adaptive execution, Spark coalesces the
-    window's exchange into very few partitions and runs the sort on one core:
-    on the bus-day this is 2-5x faster. ``HospitalToStation`` filters before its
-    window and leaves Spark's own exchange alone.)"""
-    sdf = spark.createDataFrame(prepare(df, crs)[list(columns)])
-    if by_vehicle:
-        sdf = sdf.repartition(spark.sparkContext.defaultParallelism, "vehicle")
-    return sdf
-
-
-def _ov(F, a: str, b: str):
-    dx = F.col(f"{a}x") - F.col(f"{b}x")
-    dy = F.col(f"{a}y") - F.col(f"{b}y")
-    s = F.col(f"{a}r") + F.col(f"{b}r")
-    return dx * dx + dy * dy <= s * s
-
-
-def pyspark_silent(spark, df: pd.DataFrame, crs: str) -> set:
-    """``Silent`` in PySpark: {(A,)}."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    ev = _spark_frame(spark, df, crs, ["id", "vehicle", "t", "hi"], by_vehicle=True)
-    # the end of the data, read off the input frame: a Spark aggregate
-    # cross-joined back costs a second pass over the data (~1.5x the time)
-    end = int(df["_hi"].max())
-    w = Window.partitionBy("vehicle").orderBy("t")
-    rows = (ev.withColumn("next_hi", F.lead("hi").over(w))
-            .where((F.col("next_hi").isNull() | (F.col("next_hi") > F.col("hi") + SILENT_WINDOW))
-                   & (F.col("hi") + SILENT_WINDOW <= end))
-            .select("id")
-            .collect())
-    return {(r[0],) for r in rows}
-
-
-def pyspark_stuck(spark, df: pd.DataFrame, crs: str) -> set:
-    """``Stuck`` in PySpark: {(A, B, C, D)}."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    ev = _spark_frame(spark, df, crs, ["id", "vehicle", "t", "x", "y", "r"], by_vehicle=True)
-    w = Window.partitionBy("vehicle").orderBy("t")
-    cols = [F.col("id").alias("a_id"), F.col("x").alias("a_x"), F.col("y").alias("a_y"), F.col("r").alias("a_r")]
-    for k, v in ((1, "b"), (2, "c"), (3, "d")):
-        cols += [F.lead(c, k).over(w).alias(f"{v}_{c}") for c in ("id", "x", "y", "r")]
-    rows = (ev.select(*cols)
-            .where(F.col("d_id").isNotNull() & _ov(F, "a_", "b_") & _ov(F, "a_", "c_")
-                   & _ov(F, "a_", "d_") & _ov(F, "b_", "d_"))
-            .select("a_id", "b_id", "c_id", "d_id")
-            .collect())
-    return {tuple(r) for r in rows}
-
-
-def pyspark_hospital_to_station(spark, df: pd.DataFrame, crs: str, places: dict = BUS_PLACES) -> set:
-    """``HospitalToStation`` in PySpark: {(A, B)}. ``places``: name → (lon, lat, radius m)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    pl = _project_places(places, crs)
-
-    def at(name):
-        px, py, pr = pl[name]
-        dx, dy, s = F.col("x") - F.lit(px), F.col("y") - F.lit(py), F.col("r") + F.lit(pr)
-        return dx * dx + dy * dy <= s * s
-
-    ev = _spark_frame(spark, df, crs, ["id", "vehicle", "t", "lo", "hi", "x", "y", "r"])
-    w = Window.partitionBy("vehicle").orderBy("t")
-    rows = (ev.select("id", "vehicle", "t", "lo", "hi", at("hospital").alias("at_h"), at("station").alias("at_s"))
-            .where(F.col("at_h") | F.col("at_s"))
-            .select("id", "lo", "hi", "at_h",
-                    F.lead("id").over(w).alias("b_id"), F.lead("lo").over(w).alias("b_lo"),
-                    F.lead("hi").over(w).alias("b_hi"), F.lead("at_s").over(w).alias("b_at_s"))
-            .where(F.col("at_h") & F.col("b_at_s")
-                   & (F.greatest("hi", "b_hi") - F.least("lo", "b_lo") <= H2S_WINDOW))
-            .select("id", "b_id")
-            .collect())
-    return {tuple(r) for r in rows}
-
-
 # ------------------------------------------------------------------------- from files, streaming
 #
 # At 16 bus-days the canonical events (21 M) do not fit in pandas on a shared machine
@@ -460,7 +385,7 @@ def output_digest(path, variables) -> tuple[int, int]:
 
 
 def rows_digest(rows: set, variables) -> tuple[int, int]:
-    """:func:`digest` of a baseline's set of tuples (the in-memory baselines, PySpark's)."""
+    """:func:`digest` of a set of tuples (the in-memory baselines', spatec's composites in the tests)."""
     import pyarrow as pa
 
     cols = list(zip(*rows)) if rows else [() for _ in variables]
@@ -473,9 +398,141 @@ def rows_digest(rows: set, variables) -> tuple[int, int]:
         con.close()
 
 
-def canonical_frame(path: str):
-    """The canonical events of :func:`write_canonical`'s file as the pandas frame the
-    in-memory baselines take (small scales only: the PySpark baseline)."""
-    import pyarrow.parquet as pq
+# ------------------------------------------------------------------------- PySpark, from files, streaming
+#
+# The same three queries as DataFrame queries, on the canonical events' Parquet file
+# (:func:`write_canonical`) read by Spark itself: the positions projected in the tasks
+# (``mapInArrow``, pyproj, as DuckDB's baseline and spatec do), the result rows written by
+# Spark to a Parquet folder. Nothing is collected to the driver but Silent's end of the
+# data (one number); :func:`files_digest` then reads the folder in DuckDB for the comparison.
 
-    return pq.read_table(path).to_pandas()
+#: The prepared events' Spark schema (the columns :func:`prepare` makes).
+SPARK_EVENTS = {"id": "string", "vehicle": "string", "t": "long", "lo": "long", "hi": "long",
+                "x": "double", "y": "double", "r": "double"}
+_FROM_CANONICAL = {"id": "_id", "vehicle": "vehicle", "t": "_t", "lo": "_lo", "hi": "_hi", "r": "_r"}
+
+
+def spark_events(spark, path: str, crs: str, columns, by_vehicle: bool = False):
+    """The canonical events of the Parquet file ``path`` as a Spark DataFrame of the
+    prepared ``columns`` (of :data:`SPARK_EVENTS`). ``x`` and ``y`` are projected to
+    ``crs`` in the tasks, batch by batch (``mapInArrow``; one pyproj transformer per task,
+    i.e. per file split: a handful); without them nothing leaves the JVM.
+
+    ``by_vehicle``: hash-partition the rows by vehicle over the cores once, so that a
+    window over all of them needs no further exchange. (With the default 200 shuffle
+    partitions and adaptive execution, Spark coalesces the window's exchange into very
+    few partitions and runs the sort on one core: on the bus-day this is 2-5x faster.
+    ``HospitalToStation`` filters before its window and leaves Spark's own exchange alone.)"""
+    from pyspark.sql import functions as F
+
+    columns = list(columns)
+    raw = spark.read.parquet(str(path))
+    if "x" in columns or "y" in columns:
+        keep = [c for c in columns if c not in ("x", "y")]
+        names = keep + ["x", "y"]
+        schema = ", ".join(f"{c} {SPARK_EVENTS[c]}" for c in names)
+
+        def project(batches, crs=crs, keep=tuple(keep), names=tuple(names)):
+            import pyarrow as pa
+            import pyproj
+
+            tr = pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
+            for b in batches:
+                x, y = tr.transform(b.column("_lon").to_numpy(), b.column("_lat").to_numpy())
+                yield pa.RecordBatch.from_arrays([b.column(c) for c in keep] + [pa.array(x), pa.array(y)],
+                                                 names=list(names))
+
+        sdf = (raw.select(*[F.col(_FROM_CANONICAL[c]).alias(c) for c in keep], "_lon", "_lat")
+               .mapInArrow(project, schema).select(*columns))
+    else:
+        sdf = raw.select(*[F.col(_FROM_CANONICAL[c]).alias(c) for c in columns])
+    if by_vehicle:
+        sdf = sdf.repartition(spark.sparkContext.defaultParallelism, "vehicle")
+    return sdf
+
+
+def _ov(F, a: str, b: str):
+    dx = F.col(f"{a}x") - F.col(f"{b}x")
+    dy = F.col(f"{a}y") - F.col(f"{b}y")
+    s = F.col(f"{a}r") + F.col(f"{b}r")
+    return dx * dx + dy * dy <= s * s
+
+
+def pyspark_silent(spark, path: str, crs: str):
+    """``Silent`` in PySpark: a DataFrame of ``A``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    # the end of the data: one column's maximum, its own (cheap) pass; an aggregate
+    # cross-joined back into the query costs a second pass over every column (~1.5x)
+    end = spark.read.parquet(str(path)).agg(F.max("_hi")).first()[0]
+    ev = spark_events(spark, path, crs, ["id", "vehicle", "t", "hi"], by_vehicle=True)
+    w = Window.partitionBy("vehicle").orderBy("t")
+    return (ev.withColumn("next_hi", F.lead("hi").over(w))
+            .where((F.col("next_hi").isNull() | (F.col("next_hi") > F.col("hi") + SILENT_WINDOW))
+                   & (F.col("hi") + SILENT_WINDOW <= F.lit(end)))
+            .select(F.col("id").alias("A")))
+
+
+def pyspark_stuck(spark, path: str, crs: str):
+    """``Stuck`` in PySpark: a DataFrame of ``A, B, C, D``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ev = spark_events(spark, path, crs, ["id", "vehicle", "t", "x", "y", "r"], by_vehicle=True)
+    w = Window.partitionBy("vehicle").orderBy("t")
+    cols = [F.col("id").alias("a_id"), F.col("x").alias("a_x"), F.col("y").alias("a_y"), F.col("r").alias("a_r")]
+    for k, v in ((1, "b"), (2, "c"), (3, "d")):
+        cols += [F.lead(c, k).over(w).alias(f"{v}_{c}") for c in ("id", "x", "y", "r")]
+    return (ev.select(*cols)
+            .where(F.col("d_id").isNotNull() & _ov(F, "a_", "b_") & _ov(F, "a_", "c_")
+                   & _ov(F, "a_", "d_") & _ov(F, "b_", "d_"))
+            .select(*[F.col(f"{v.lower()}_id").alias(v) for v in "ABCD"]))
+
+
+def pyspark_hospital_to_station(spark, path: str, crs: str, places: dict = BUS_PLACES):
+    """``HospitalToStation`` in PySpark: a DataFrame of ``A, B``. ``places``: name → (lon, lat, radius m)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    pl = _project_places(places, crs)
+
+    def at(name):
+        px, py, pr = pl[name]
+        dx, dy, s = F.col("x") - F.lit(px), F.col("y") - F.lit(py), F.col("r") + F.lit(pr)
+        return dx * dx + dy * dy <= s * s
+
+    ev = spark_events(spark, path, crs, ["id", "vehicle", "t", "lo", "hi", "x", "y", "r"])
+    w = Window.partitionBy("vehicle").orderBy("t")
+    return (ev.select("id", "vehicle", "t", "lo", "hi", at("hospital").alias("at_h"), at("station").alias("at_s"))
+            .where(F.col("at_h") | F.col("at_s"))
+            .select("id", "lo", "hi", "at_h",
+                    F.lead("id").over(w).alias("b_id"), F.lead("lo").over(w).alias("b_lo"),
+                    F.lead("hi").over(w).alias("b_hi"), F.lead("at_s").over(w).alias("b_at_s"))
+            .where(F.col("at_h") & F.col("b_at_s")
+                   & (F.greatest("hi", "b_hi") - F.least("lo", "b_lo") <= H2S_WINDOW))
+            .select(F.col("id").alias("A"), F.col("b_id").alias("B")))
+
+
+def pyspark_file(spark, name: str, path: str, crs: str, places: dict = BUS_PLACES):
+    """Baseline ``name`` (``silent``, ``stuck``, ``hospital_to_station``) in PySpark on the
+    canonical events of the Parquet file ``path``: a DataFrame (lazy) whose columns are the
+    phrase's :data:`VARIABLES`, one row per composite."""
+    if name == "hospital_to_station":
+        return pyspark_hospital_to_station(spark, path, crs, places)
+    return {"silent": pyspark_silent, "stuck": pyspark_stuck}[name](spark, path, crs)
+
+
+def pyspark_write(spark, name: str, path: str, crs: str, out: str, places: dict = BUS_PLACES) -> None:
+    """:func:`pyspark_file`'s rows written by Spark to the Parquet folder ``out`` (replaced)."""
+    pyspark_file(spark, name, path, crs, places).write.mode("overwrite").parquet(str(out))
+
+
+def files_digest(folder, variables) -> tuple[int, int]:
+    """:func:`digest` of the rows Spark wrote to the Parquet folder ``folder``
+    (:func:`pyspark_write`), read by DuckDB."""
+    con = _duck()
+    try:
+        return digest(con, f"read_parquet({_quote(str(folder) + '/*.parquet')})", list(variables))
+    finally:
+        con.close()

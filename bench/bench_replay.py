@@ -15,19 +15,22 @@ that (``--scales``, e.g. ``1,4,16``), written once as Parquet under
    over the whole, ``ingest_s`` and ``match_s`` its two stages;
 3. for ``silent``, ``stuck`` and ``hospital_to_station``, runs the
    hand-written DuckDB SQL and PySpark baselines of :mod:`baselines` on the
-   same canonical events, in the same process, and asserts they produce
-   exactly spatec's composites: the same number of rows and the same
-   order-free digest of their event ids (:func:`baselines.digest`), which
-   DuckDB computes from spatec's output file and from the baseline's rows.
-   Nothing holds every event or every composite in Python, so the baselines
-   run at 16x too: spatec's canonical events are written once to a Parquet
-   file, slice by slice (:func:`baselines.write_canonical`, untimed), and the
-   DuckDB baseline's time is reading that file, projecting the positions
-   batch by batch, and the query with its rows materialised in a DuckDB table
-   (:func:`baselines.duckdb_file`). The PySpark baseline starts from those
-   events in pandas (``--pyspark-scales``: where they fit). ``spatec_vs_pyspark``
-   puts spatec's whole run (reading and typing the input included) against
-   the baselines' times, ``match_vs_pyspark`` only its matching stage;
+   same canonical events, in the same process (PySpark's in the same
+   SparkSession spatec ran on), and asserts they produce exactly spatec's
+   composites: the same number of rows and the same order-free digest of
+   their event ids (:func:`baselines.digest`), which DuckDB computes from
+   spatec's output file and from each baseline's rows. Nothing holds every
+   event or every composite in Python, so both baselines run at 16x too:
+   spatec's canonical events are written once to a Parquet file, slice by
+   slice (:func:`baselines.write_canonical`, untimed), and each baseline's
+   time is reading that file, projecting the positions (DuckDB: batch by
+   batch in Python; PySpark: ``mapInArrow`` in its tasks), and the query with
+   its rows materialised (DuckDB: in a table, :func:`baselines.duckdb_file`;
+   PySpark: written by Spark to a Parquet folder, :func:`baselines.pyspark_write`).
+   ``spatec_vs_pyspark`` puts spatec's whole run (reading and typing the
+   input included) against the baselines' times, ``match_vs_pyspark`` only
+   its matching stage; ``duckdb_mb``, ``pyspark_driver_mb`` and
+   ``pyspark_workers_mb`` are the baselines' peak memory (as below);
 4. with ``--local`` (scale 1 only), the local runner's matching on the same events;
    with ``--automaton`` (scale 1 only), the local runner's matching with the fast paths and
    with the general automaton (``fastpath=False``) on the same events in the same process:
@@ -47,18 +50,27 @@ JVM, whose executor threads run in it in local mode), ``workers_mb`` (Spark's
 Python workers) and ``peak_rss_mb`` (their largest sum).
 
 ``--formats jsonl,parquet`` replays each program to each output format (the
-baselines run with the first); ``--local-runner 1,4`` also replays with the
-local runner, alone in its own process (its time and peak memory), at those
-scales. ``--programs three`` is the scaling benchmark's program
+baselines run with the first; the other formats' ``spatec_vs_*`` ratios are
+against those same times); ``--local-runner 1,4`` also replays with the local
+runner, alone in its own process (its time and peak memory), at those scales.
+``--programs three`` is the scaling benchmark's program
 (``bench/three_phrases.spatec``: HospitalToStation, Stuck and Silent over one
 ingest); its baseline times are the three baselines' added up.
 
-    .venv/bin/python bench/bench_replay.py                      # bus-day, every program
-    .venv/bin/python bench/bench_replay.py --scales 1,4,16 --programs hospital_to_station,stuck
-    .venv/bin/python bench/bench_replay.py --scales 1,4,16 --programs three --formats jsonl,parquet \
+Every finished row is appended to a JSON lines file (``--out``; by default
+under ``~/.cache/spatec/bench/results/``) and the markdown table so far
+rewritten beside it (``FILE.md``), so a long run keeps its finished rows if a
+later one fails; a child whose baselines fail still leaves spatec's part of
+its row, with ``error``. ``load`` / ``load_end``: the 1-minute load average when
+the row started and ended. The table is printed as markdown at the end.
+
+    .venv/bin/python bench/bench_replay.py --scaling            # issue 19's table: 1x/4x/16x, JSON lines
+                                                                # and GeoParquet, DuckDB and PySpark
+    .venv/bin/python bench/bench_replay.py --scaling --scales 1  # the same at 1x only
+    .venv/bin/python bench/bench_replay.py                      # bus-day, every program, JSON lines
+    .venv/bin/python bench/bench_replay.py --scales 1,4 --programs hospital_to_station,stuck
+    .venv/bin/python bench/bench_replay.py --scales 1,4 --programs three --formats jsonl,parquet \
         --local-runner 1,4 --again 2
-    .venv/bin/python bench/bench_replay.py --scales 4,16 --programs three --formats jsonl,parquet \
-        --again 0 --pyspark-scales 4         # no second replay; PySpark's baseline at 4x only
 """
 from __future__ import annotations
 
@@ -145,7 +157,8 @@ class PeakMemory:
         self.every, self._stop = every, threading.Event()
         self.peak = self.driver = self.workers = 0.0
 
-    def __enter__(self):
+    def __enter__(self):            # again: the peaks over every entry
+        self._stop.clear()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
         return self
@@ -179,6 +192,11 @@ def bus_day(scale: int) -> Path:
 
 
 # ------------------------------------------------------------------------------- child
+
+def emit(row: dict) -> None:
+    """The child's row so far, on one line of its standard output (the parent keeps the last)."""
+    print("RESULT " + json.dumps(row), flush=True)
+
 
 def timed(fn):
     t = time.perf_counter()
@@ -230,6 +248,7 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
                "fixes_per_s_again": n / t_again if agains else math.nan, "load": load}
         if again > 1:
             row.update(again_min_s=min(agains), again_max_s=max(agains))
+        row["load_end"] = os.getloadavg()[0]
         if local or automaton:
             frames, _summary = ingest(c, inputs, out / "c")     # canonical events, for the others (untimed)
         if local and scale == 1:
@@ -248,12 +267,14 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
         if local or automaton:
             del frames
         if baselines and phrases:
+            emit(row)       # spatec's part of the row, kept by the parent should the baselines fail
             got = compare_baselines(c, result, data, out, phrases, spark if pyspark else None)
             # spatec end to end (reading and typing the input included) against the baselines
             # from canonical events already typed (DuckDB: from their Parquet file)
             row.update(got, spatec_vs_duckdb=t_total / got["duckdb_s"], again_vs_duckdb=t_again / got["duckdb_s"])
             if "pyspark_s" in got:
                 row.update(spatec_vs_pyspark=t_total / got["pyspark_s"], match_vs_pyspark=t_match / got["pyspark_s"])
+            row["load_end"] = os.getloadavg()[0]
     return row
 
 
@@ -262,10 +283,14 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
     run ``result``, timed; each asserted to give exactly spatec's composites (the row
     count and an order-free digest of the event ids, :func:`baselines.digest`, read by
     DuckDB from spatec's output file and from the baseline's rows). Streaming: the
-    canonical events are written once to Parquet slice by slice (untimed) and DuckDB
-    reads that file itself, so no step holds all events or all composites in Python;
-    ``spark`` (PySpark's baseline, in memory) loads the events into pandas, for the
-    scales where that fits."""
+    canonical events are written once to Parquet slice by slice (untimed); DuckDB
+    (:func:`baselines.duckdb_file`) and, with ``spark``, PySpark
+    (:func:`baselines.pyspark_write`, in spatec's SparkSession) each read that file
+    themselves, so no step holds all events or all composites in Python. Each engine's
+    time is reading the file, projecting the positions, the query and its rows
+    materialised (DuckDB: a table; PySpark: a Parquet folder written by Spark); its peak
+    memory (``duckdb_mb``: the driver process tree; ``pyspark_driver_mb`` /
+    ``pyspark_workers_mb``) is sampled over its three queries."""
     import baselines as B
 
     canon = str(out / "events.parquet")
@@ -273,15 +298,16 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
     assert used == result.ingest.used, (used, result.ingest.used)
     crs = result.crs
     names = {"HospitalToStation": "hospital_to_station", "Stuck": "stuck", "Silent": "silent"}
-    df = B.canonical_frame(canon) if spark is not None else None
     t_duck = t_ps = 0.0
+    duck_mem, ps_mem = PeakMemory(), PeakMemory()
     for phrase in phrases:
         name = names[phrase]
         variables = B.VARIABLES[name]
         mine = B.output_digest(result.paths[phrase], variables)
         assert mine[0] == result.counts[phrase], (phrase, mine, result.counts[phrase])
-        kw = {"places": B.places_of(c.program)} if name == "hospital_to_station" else {}
-        con, t = timed(lambda: B.duckdb_file(name, canon, crs, tmp=str(out), **kw))
+        places = B.places_of(c.program)
+        with duck_mem:
+            con, t = timed(lambda: B.duckdb_file(name, canon, crs, places=places, tmp=str(out)))
         try:
             duck = B.digest(con, "res", [f"{v.lower()}_id" for v in variables] if name == "stuck"
                             else ["id", "b_id"] if name == "hospital_to_station" else ["id"])
@@ -290,77 +316,150 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
         t_duck += t
         assert duck == mine, (phrase, duck, mine)
         if spark is not None:
-            args = (df, crs, kw["places"]) if kw else (df, crs)
-            ps, t = timed(lambda: getattr(B, f"pyspark_{name}")(spark, *args))
+            folder = out / f"pyspark_{name}"
+            with ps_mem:
+                _, t = timed(lambda: B.pyspark_write(spark, name, canon, crs, str(folder), places=places))
             t_ps += t
-            assert B.rows_digest(ps, variables) == mine, (phrase, len(ps), mine)
-    got = {"duckdb_s": t_duck}
+            ps = B.files_digest(folder, variables)
+            assert ps == mine, (phrase, ps, mine)
+    got = {"duckdb_s": t_duck, "duckdb_mb": duck_mem.driver}
     if spark is not None:
-        got.update(pyspark_s=t_ps)
+        got.update(pyspark_s=t_ps, pyspark_driver_mb=ps_mem.driver, pyspark_workers_mb=ps_mem.workers)
     return got
 
 
 # ------------------------------------------------------------------------------- parent
 
+#: The table's columns, in this order (others a row has follow): what the scaling table reports.
+COLUMNS = ("scale", "program", "format", "runner", "fixes", "composites", "fixes_per_s", "total_s", "ingest_s",
+           "match_s", "write_s", "driver_mb", "workers_mb", "peak_rss_mb", "duckdb_s", "pyspark_s", "spatec_vs_duckdb",
+           "spatec_vs_pyspark", "match_vs_pyspark", "duckdb_mb", "pyspark_driver_mb", "pyspark_workers_mb",
+           "again_s", "load", "load_end", "error")
+#: Columns of one run's baselines: copied to the scale's other rows, where they are absent, as ``*_vs_*``
+#: ratios only (the baselines run once per scale and program, with the first format).
+BASELINES = ("duckdb_s", "pyspark_s")
+
+
+def with_ratios(rows: list) -> list:
+    """``rows`` with ``spatec_vs_duckdb`` / ``spatec_vs_pyspark`` on the rows that ran no
+    baseline (the other formats, ``--runner local``), against the same scale's and
+    program's baseline times."""
+    base = {(r["scale"], r["program"]): r for r in rows if "duckdb_s" in r}
+    out = []
+    for r in rows:
+        r = dict(r)
+        b = base.get((r["scale"], r["program"]))
+        if b is not None and "duckdb_s" not in r and r.get("total_s"):
+            for k in BASELINES:
+                if k in b:
+                    r[f"spatec_vs_{k[:-2]}"] = r["total_s"] / b[k]
+        out.append(r)
+    return out
+
+
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, float):
+        return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(rows: list) -> str:
+    """The rows as a markdown table: the :data:`COLUMNS` any row has a value of, then the rest."""
+    rows = with_ratios(rows)
+    have = {k for r in rows for k, v in r.items() if _cell(v)}
+    cols = [c for c in COLUMNS if c in have] + sorted(have - set(COLUMNS))
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scales", default="1", help="bus-days, comma-separated (default 1)")
-    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--scaling", action="store_true",
+                    help="the scaling table of issue 19: --scales 1,4,16 --programs three --formats "
+                         "jsonl,parquet --again 0 (options given as well override these)")
+    ap.add_argument("--scales", default=None, help="bus-days, comma-separated (default 1)")
+    ap.add_argument("--programs", default=None, help="default: every program")
     ap.add_argument("--local", action="store_true", help="also time the local runner (scale 1)")
     ap.add_argument("--no-baselines", action="store_true")
     ap.add_argument("--automaton", action="store_true",
                     help="also match locally with the fast paths and with the automaton, same process (scale 1)")
-    ap.add_argument("--again", type=int, default=1,
-                    help="replays after the first, in the same session (median; 0: none)")
+    ap.add_argument("--again", type=int, default=None,
+                    help="replays after the first, in the same session (median; 0: none; default 1)")
     ap.add_argument("--pyspark-scales", default="", metavar="SCALES",
                     help="run the hand-written PySpark baseline only at these scales (default: every scale; "
                          "DuckDB's runs at every scale)")
-    ap.add_argument("--formats", default="jsonl", help="output formats, comma-separated: jsonl,parquet")
+    ap.add_argument("--formats", default=None, help="output formats, comma-separated: jsonl,parquet (default jsonl)")
     ap.add_argument("--local-runner", default="", metavar="SCALES",
                     help="also replay with --runner local, alone in its process, at these scales (e.g. 1,4)")
+    ap.add_argument("--out", default=None, metavar="FILE",
+                    help="JSON lines file the rows are appended to as each finishes, beside it FILE.md with "
+                         "the table so far (default: ~/.cache/spatec/bench/results/replay-<UTC time>.jsonl)")
     ap.add_argument("--no-pyspark", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=4, metavar=("SCALE", "PROGRAM", "FORMAT", "RUNNER"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    preset = {"scales": "1,4,16", "programs": "three", "formats": "jsonl,parquet", "again": 0} if args.scaling \
+        else {"scales": "1", "programs": ",".join(PROGRAMS), "formats": "jsonl", "again": 1}
+    for k, v in preset.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
     if args.child:
         row = child(int(args.child[0]), args.child[1], args.local, not args.no_baselines, args.again,
                     args.child[2], args.child[3], args.automaton, not args.no_pyspark)
-        print("RESULT " + json.dumps(row), flush=True)
+        emit(row)
         return 0
 
-    import pandas as pd
-
+    out = Path(args.out) if args.out else \
+        CACHE / "results" / time.strftime("replay-%Y%m%d-%H%M%S.jsonl", time.gmtime())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table = out.with_name(out.name + ".md")
+    print(f"rows: {out} (table so far: {table})", file=sys.stderr, flush=True)
+    formats = args.formats.split(",")
+    pyspark_scales = {int(x) for x in args.pyspark_scales.split(",") if x}
+    local_scales = {int(x) for x in args.local_runner.split(",") if x}
     rows = []
     for scale in [int(s) for s in args.scales.split(",")]:
         bus_day(scale)
-        local_scales = {int(x) for x in args.local_runner.split(",") if x}
-        runs = [(p, f, "spark") for p in args.programs.split(",") for f in args.formats.split(",")]
+        runs = [(p, f, "spark") for p in args.programs.split(",") for f in formats]
         if scale in local_scales:
-            runs += [(p, f, "local") for p in args.programs.split(",") for f in args.formats.split(",")]
+            runs += [(p, f, "local") for p in args.programs.split(",") for f in formats]
         for program, fmt, runner in runs:
             cmd = [sys.executable, __file__, "--child", str(scale), program, fmt, runner]
             cmd += ["--local"] if args.local else []
             cmd += ["--automaton"] if args.automaton else []
-            cmd += ["--no-baselines"] if args.no_baselines or fmt != args.formats.split(",")[0] else []
+            cmd += ["--no-baselines"] if args.no_baselines or fmt != formats[0] else []
             cmd += ["--again", str(args.again)]
-            pyspark_scales = {int(x) for x in args.pyspark_scales.split(",") if x}
             cmd += ["--no-pyspark"] if pyspark_scales and scale not in pyspark_scales else []
+            print(f"{time.strftime('%H:%M:%S')} {scale}x {program} {fmt} {runner} "
+                  f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
             r = subprocess.run(cmd, capture_output=True, text=True)
             got = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
             if r.returncode or not got:
                 print(f"{scale}x {program} {fmt} {runner} failed:\n{r.stderr[-3000:]}", file=sys.stderr)
-                continue
-            rows.append(json.loads(got[-1][7:]))
-            print(rows[-1], file=sys.stderr, flush=True)
+                if not got:
+                    continue
+            row = json.loads(got[-1][7:])
+            if r.returncode:        # spatec's part finished, the baselines did not: keep it, say why
+                tail = [l for l in r.stderr.splitlines() if l.strip()]
+                row["error"] = tail[-1][:200] if tail else f"exit {r.returncode}"
+            rows.append(row)
+            with open(out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            table.write_text(markdown(rows) + "\n")
+            print(row, file=sys.stderr, flush=True)
     if not rows:
         return 1
-    table = pd.DataFrame(rows)
-    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.float_format", "{:.2f}".format):
-        print(table.to_string(index=False))
+    print(markdown(rows))
     try:
         load = os.getloadavg()[0]
         print(f"\nload average (1 min) at the end: {load:.1f} on {os.cpu_count()} cores")
     except OSError:
         pass
+    print(f"rows: {out}; table: {table}")
     return 0
 
 

@@ -4,7 +4,9 @@ On the Cambridge hour, and on a small hand-made day that sits on the edges of
 the rules (an X exactly 5 min after A, an absence window ending exactly at the
 end of the data, a journey of exactly 90 min, a Stuck run whose B and C do
 not overlap), every DuckDB and PySpark baseline returns exactly the event-id
-tuples in the ``events`` column of spatec's output for the phrase.
+tuples in the ``events`` column of spatec's output for the phrase. The PySpark
+baselines (and DuckDB's in the bench) read spatec's canonical events from a
+Parquet file, as the bench at 16x does.
 """
 from __future__ import annotations
 
@@ -21,12 +23,12 @@ from spatec.runners.replay import ingest
 from tests.runners.conftest import SHARED
 
 EXAMPLES = SHARED / "spec" / "examples"
-#: phrase → (program, variables in order, DuckDB baseline, PySpark baseline)
+#: phrase → (program, variables in order, in-memory DuckDB baseline, the baselines' name)
 PHRASES = {
-    "Silent": ("silent_and_bunching.spatec", ("A",), B.duckdb_silent, B.pyspark_silent),
-    "Stuck": ("stuck.spatec", ("A", "B", "C", "D"), B.duckdb_stuck, B.pyspark_stuck),
+    "Silent": ("silent_and_bunching.spatec", ("A",), B.duckdb_silent, "silent"),
+    "Stuck": ("stuck.spatec", ("A", "B", "C", "D"), B.duckdb_stuck, "stuck"),
     "HospitalToStation": ("hospital_to_station.spatec", ("A", "B"),
-                          B.duckdb_hospital_to_station, B.pyspark_hospital_to_station),
+                          B.duckdb_hospital_to_station, "hospital_to_station"),
 }
 
 
@@ -52,9 +54,27 @@ def _duckdb(phrase, df, crs, places):
     return f(df, crs, places) if phrase == "HospitalToStation" else f(df, crs)
 
 
-def _pyspark(phrase, spark, df, crs, places):
-    f = PHRASES[phrase][3]
-    return f(spark, df, crs, places) if phrase == "HospitalToStation" else f(spark, df, crs)
+def _canonical_parquet(df, path: Path) -> Path:
+    """A canonical frame's :data:`B.CANONICAL` columns as the Parquet file :func:`B.write_canonical` writes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({c: pa.array(df[c].astype(str).tolist(), pa.string()) if c in ("_id", "vehicle")
+                      else df[c].to_numpy() for c in B.CANONICAL})
+    pq.write_table(table, path)
+    return path
+
+
+def _spark_rows(phrase, spark, events: Path, crs, places, folder: Path) -> set:
+    """The PySpark baseline on the canonical events' file ``events``, its rows written by
+    Spark to ``folder`` (:func:`B.pyspark_write`) and read back: a set of tuples."""
+    import pyarrow.parquet as pq
+
+    B.pyspark_write(spark, PHRASES[phrase][3], str(events), crs, str(folder), places)
+    rows = pq.read_table(folder).to_pylist()
+    got = [tuple(r[v] for v in PHRASES[phrase][1]) for r in rows]
+    assert len(got) == len(set(got)), "one row per composite"
+    return set(got)
 
 
 # --------------------------------------------------------------------------- the Cambridge hour
@@ -75,12 +95,6 @@ def test_duckdb_baseline_matches_spatec_on_the_hour(phrase, hour_reference):
     df, crs, places, expected = hour_reference[phrase]
     assert expected, "the hour has composites of every phrase"
     assert _duckdb(phrase, df, crs, places) == expected
-
-
-@pytest.mark.parametrize("phrase", list(PHRASES))
-def test_pyspark_baseline_matches_spatec_on_the_hour(phrase, hour_reference, spark):
-    df, crs, places, expected = hour_reference[phrase]
-    assert _pyspark(phrase, spark, df, crs, places) == expected
 
 
 # --------------------------------------------------------------------------- the edges of the rules
@@ -169,9 +183,10 @@ def test_duckdb_baseline_matches_spatec_on_the_edges(phrase, edge_reference):
 
 
 @pytest.mark.parametrize("phrase", list(PHRASES))
-def test_pyspark_baseline_matches_spatec_on_the_edges(phrase, edge_reference, spark):
+def test_pyspark_baseline_matches_spatec_on_the_edges(phrase, edge_reference, spark, tmp_path):
     df, crs, places, expected = edge_reference[phrase]
-    assert _pyspark(phrase, spark, df, crs, places) == expected
+    events = _canonical_parquet(df, tmp_path / "events.parquet")
+    assert _spark_rows(phrase, spark, events, crs, places, tmp_path / "out") == expected
 
 
 # --------------------------------------------------------------------------- from files (the bench at 16x)
@@ -198,10 +213,12 @@ def canonical_file(hour_parquet, tmp_path_factory):
 def test_canonical_file_is_spatecs_events(canonical_file, hour_parquet, tmp_path):
     """Slice by slice, the same events as spatec's ingest of the whole file: the copy in
     a later slice left out, every id and time as spatec makes them."""
+    import pyarrow.parquet as pq
+
     out, used = canonical_file
     frames, summary = ingest(compile_program(EXAMPLES / "bus.spatec"), [("BusGPS", str(hour_parquet))], tmp_path)
     assert summary.rejected == 1 and used == summary.used
-    got = B.canonical_frame(str(out)).sort_values("_id").reset_index(drop=True)
+    got = pq.read_table(out).to_pandas().sort_values("_id").reset_index(drop=True)
     want = frames["BusGPS"][list(B.CANONICAL)].sort_values("_id").reset_index(drop=True)
     for c in B.CANONICAL:
         assert got[c].tolist() == want[c].tolist(), c
@@ -234,3 +251,33 @@ def test_duckdb_file_baseline_matches_spatec_on_the_hour(phrase, hour_reference,
         result = replay_local(compile_program(program), [("BusGPS", str(hour_path))],
                               out, fmt=fmt, phrases=[phrase])
         assert B.output_digest(result.paths[phrase], variables) == want, fmt
+
+
+@pytest.mark.parametrize("phrase", list(PHRASES))
+def test_pyspark_file_baseline_matches_spatec_and_duckdb_on_the_hour(phrase, hour_reference, canonical_file,
+                                                                     spark, tmp_path):
+    """The streaming PySpark baseline on the bench's canonical file: its rows are spatec's
+    composites, and the digest of the folder Spark wrote equals DuckDB's digest of its own
+    baseline's rows (what the bench compares); one id changed in that folder changes it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    df, crs, places, expected = hour_reference[phrase]
+    name, variables = PHRASES[phrase][3], PHRASES[phrase][1]
+    folder = tmp_path / "spark"
+    assert _spark_rows(phrase, spark, canonical_file[0], crs, places, folder) == expected
+    got = B.files_digest(folder, variables)
+    kw = {"places": places} if name == "hospital_to_station" else {}
+    con = B.duckdb_file(name, str(canonical_file[0]), crs, tmp=str(tmp_path), **kw)
+    try:
+        cols = {"silent": ["id"], "stuck": ["a_id", "b_id", "c_id", "d_id"], "hospital_to_station": ["id", "b_id"]}
+        assert got == B.digest(con, "res", cols[name]) == B.rows_digest(expected, variables)
+    finally:
+        con.close()
+    table = pq.read_table(folder)
+    a = table.column("A").to_pylist()
+    a[0] = a[0] + "x"
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    pq.write_table(table.set_column(0, "A", pa.array(a, pa.string())), changed / "part-0.parquet")
+    assert B.files_digest(changed, variables) != got
