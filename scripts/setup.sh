@@ -14,7 +14,7 @@ fi
 if ! .venv/bin/python -c "import spatec, pyspark, lark, shapely, pytest, nats, starlette, uvicorn, paho.mqtt, playwright" >/dev/null 2>&1 \
    || [ pyproject.toml -nt .venv/.spatec-installed ] || [ requirements.lock -nt .venv/.spatec-installed ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c requirements.lock -e ".[test]"
+  .venv/bin/python -m pip install -q -c requirements.lock -e ".[test,bench]"
   touch .venv/.spatec-installed
 fi
 if command -v npm >/dev/null 2>&1; then
