@@ -55,7 +55,7 @@ def run_partition(am: Automaton, evs: list, final_watermark: int, state: RunStat
 
 def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Projector, final_watermark: int,
                 fastpath: bool | None = None, history: dict | None = None, evs_by_type=None,
-                progress=None, arrow_hulls: bool = False, derived: dict | None = None,
+                progress=None, arrow_hulls: bool | str = False, derived: dict | None = None,
                 produced: Produced | None = None) -> tuple[list, int]:
     """One phrase over canonical event frames (type → DataFrame): its output rows
     (as :func:`output_row`, each id once) and the largest per-key state size.
@@ -67,7 +67,7 @@ def phrase_rows(plan: PhrasePlan, program: Program, frames: dict, projector: Pro
     ``fastpath`` is False or the data does not fit it. ``evs_by_type``: a
     callable giving the run-time events of ``frames`` by type (a cache shared
     by phrases). ``progress(phrase, events, composites)`` per partition.
-    ``arrow_hulls``: the fast path's hulls as Arrow text (:func:`fast_rows`).
+    ``arrow_hulls``: the fast path's hulls as Arrow text or WKB (:func:`fast_rows`).
 
     Phrases as event types (:mod:`spatec.runtime.derived`): ``derived`` (type → run-time
     events) holds the composites of the phrases this one reads, and ``final_watermark`` is
@@ -170,11 +170,12 @@ def run_rows(fp, frames: dict, history: dict, program: Program, projector: Proje
 
 
 def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, final_watermark: int,
-              arrow_hulls: bool = False):
+              arrow_hulls: bool | str = False):
     """Output rows (as :func:`output_row`, held as :class:`ColumnRows`) of a fast-path
     phrase over the canonical events of its type, every partition at once; None when
     the data does not fit. ``arrow_hulls``: the hulls' texts as an Arrow string array
-    (a frame of them has an Arrow text column; for the JSON lines writer)."""
+    (a frame of them has an Arrow text column; for the JSON lines writer); ``"wkb"``:
+    as a hull column of their WKB (:mod:`spatec.spatial.hullcol`; for GeoParquet)."""
     from spatec.vector import chains
     from spatec.vector.fastpath import run_frame
 

@@ -182,7 +182,7 @@ def _columns_frame(cols: list, columns: dict) -> pd.DataFrame:
         v = columns[c]
         if c in ("lo", "hi"):
             out[c] = np.asarray(v, dtype=np.int64)
-        elif isinstance(v, pa.Array):       # Arrow text (fast_rows' arrow_hulls): kept so
+        elif isinstance(v, pa.Array):       # Arrow text or a hull column (fast_rows' arrow_hulls): kept so
             out[c] = pd.arrays.ArrowExtensionArray(v)
         else:
             out[c] = np.empty(n, dtype=object)

@@ -39,6 +39,7 @@ import shapely
 from spatec.events.columns import arrow_text, json_plain_text, json_verbatim
 from spatec.events.raw import to_arrow
 from spatec.events.timefmt import format_times, parse_times, time_texts
+from spatec.spatial.hullcol import hull_array, hull_wkb
 from spatec.spatial.wkb import wkb_column
 from spatec.storage import directio
 from spatec.storage.atomic import atomic_write
@@ -450,7 +451,8 @@ def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
 def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = ()) -> pa.Table:
     """Ordered composites as the Arrow table :func:`write_parquet` writes, with its
     GeoParquet metadata (``geo``)."""
-    hull = wkb_column(_text_column(df["hull"]))
+    hulls = hull_array(df["hull"])        # (the fast path's WKB, for Spark tasks' parts)
+    hull = hull_wkb(hulls) if hulls is not None else wkb_column(_text_column(df["hull"]))
     arrays = {
         "phrase": pa.array(df["phrase"].tolist(), pa.string()),
         "id": pa.array(df["id"].tolist(), pa.string()),

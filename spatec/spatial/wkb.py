@@ -34,7 +34,7 @@ _KINDS = (
     ("POLYGON ((", "))", 3, 2, "Polygon", rf"^POLYGON \(\({_PAIR}(?:, {_PAIR}){{3,}}\)\)$"),
 )
 #: Whether this machine's WKB (``shapely.to_wkb``'s native byte order) is what we write.
-_LITTLE = sys.byteorder == "little" and shapely.to_wkb(shapely.Point(1, 2)) == (
+LITTLE = sys.byteorder == "little" and shapely.to_wkb(shapely.Point(1, 2)) == (
     b"\x01\x01\x00\x00\x00" + np.array([1.0, 2.0], "<f8").tobytes())
 
 
@@ -77,7 +77,7 @@ def wkb_column(texts) -> WkbColumn:
             arr = pa.array(objs, pa.string(), from_pandas=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return _slow(objs)
-    if not _LITTLE or not len(arr):
+    if not LITTLE or not len(arr):
         return _slow(np.asarray(arr.to_pylist(), dtype=object))
     return _fast(arr)
 
@@ -115,7 +115,7 @@ def _fast(arr: pa.Array) -> WkbColumn:
         types.add(gtype)
         xs.append(xy[:, 0])
         ys.append(xy[:, 1])
-        parts.append((rows, _wkb_values(xy, npts, wtype, counts)))
+        parts.append((rows, wkb_values(xy, npts, wtype, counts)))
     slow_rows = np.flatnonzero(kind < 0)
     if len(slow_rows):
         objs = np.asarray(arr.take(pa.array(slow_rows)).to_pylist(), dtype=object)
@@ -131,10 +131,10 @@ def _fast(arr: pa.Array) -> WkbColumn:
         bbox = [float(x.min()), float(y.min()), float(x.max()), float(y.max())]
         if 0.0 in bbox:          # a zero's sign depends on which row gave it: read as before
             return _slow(np.asarray(arr.to_pylist(), dtype=object))
-    return WkbColumn(_in_order(parts, n), types, bbox)
+    return WkbColumn(in_order(parts, n), types, bbox)
 
 
-def _wkb_values(xy: np.ndarray, npts: np.ndarray, wtype: int, counts: int) -> pa.Array:
+def wkb_values(xy: np.ndarray, npts: np.ndarray, wtype: int, counts: int) -> pa.Array:
     """WKB (little-endian, 2D) of rows of ``npts`` points each, taken in order from ``xy``:
     byte order, type, then for a line string its number of points, for a polygon its
     number of rings (1) and the ring's number of points, then the coordinates."""
@@ -163,7 +163,7 @@ def _wkb_values(xy: np.ndarray, npts: np.ndarray, wtype: int, counts: int) -> pa
                                                   pa.py_buffer(buf)])
 
 
-def _in_order(parts: list, n: int) -> pa.Array:
+def in_order(parts: list, n: int) -> pa.Array:
     """One binary array of ``n`` rows from pieces ``[(rows, values)]`` covering them all."""
     if len(parts) == 1:
         return parts[0][1]

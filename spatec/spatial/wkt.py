@@ -43,7 +43,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import shapely
 
-__all__ = ["polygon_wkts"]
+from spatec.spatial.hullcol import polygon_hulls, text_hulls
+from spatec.spatial.wkb import LITTLE
+
+__all__ = ["polygon_wkts", "read_back"]
 
 #: Decimals written, as ``rounding_precision`` in ``shapely.to_wkt``.
 DECIMALS = 7
@@ -106,17 +109,33 @@ def _head_width(head: np.ndarray) -> int:
     return w
 
 
-def polygon_wkts(xy: np.ndarray, offsets: np.ndarray, arrow: bool = False):
+def read_back(v: np.ndarray) -> np.ndarray:
+    """The doubles the numbers ``v`` are read back as from the text this module writes
+    of them (``strtod`` of the 7 decimals): ``n / 1e7`` for the integer ``n`` the text
+    shows, signed; meaningful where this module writes the number (``|v|`` in
+    ``[1e-4, 400)`` or zero). ``float(n) / 1e7`` is the double nearest the decimal
+    ``n / 10**7`` (both exact doubles, IEEE division correctly rounded), as ``strtod``'s;
+    a zero is ``0.0``, unsigned, as its text ``0``."""
+    q = _units(v).astype(np.float64) / float(_UNIT)
+    return np.where(v < 0, -q, q)
+
+
+def polygon_wkts(xy: np.ndarray, offsets: np.ndarray, arrow: bool | str = False):
     """``shapely.to_wkt(polygons, rounding_precision=7, trim=True).tolist()`` of the
     polygons whose (closed, non-empty) rings are ``xy[offsets[i]:offsets[i + 1]]``.
     ``arrow``: the same texts as an Arrow string array, cut from the buffer they are
-    written in, without a Python string each (for a writer that takes Arrow).
+    written in, without a Python string each (for a writer that takes Arrow);
+    ``"wkb"``: instead of the texts a hull column (:mod:`spatec.spatial.hullcol`) of
+    the WKB they read back as, written from the numbers where this module writes the
+    text, the texts of the others (for GeoParquet).
 
     >>> polygon_wkts(np.array([[0.1, 52.0], [0.2, 52.0], [-0.2, 52.1234567], [0.1, 52.0]]), np.array([0, 4]))
     ['POLYGON ((0.1 52, 0.2 52, -0.2 52.1234567, 0.1 52))']
     """
     xy = np.asarray(xy, dtype=float)
     offsets = np.asarray(offsets, dtype=np.int64)
+    if arrow == "wkb":
+        return _hulls(xy, offsets)
     out: list = []
     for a in range(0, len(offsets) - 1, _CHUNK):
         o = offsets[a:a + _CHUNK + 1]
@@ -127,16 +146,48 @@ def polygon_wkts(xy: np.ndarray, offsets: np.ndarray, arrow: bool = False):
     return out
 
 
-def _chunk(xy: np.ndarray, offsets: np.ndarray, arrow: bool = False):
-    """:func:`polygon_wkts` of a few polygons (offsets from 0)."""
+def _hulls(xy: np.ndarray, offsets: np.ndarray) -> pa.StructArray:
+    """:func:`polygon_wkts` with ``arrow="wkb"``: the polygons this module writes and
+    :func:`~spatec.spatial.wkb.wkb_column` reads as a polygon (a closed ring of four
+    points or more, as it reads them back) as WKB from :func:`read_back`'s doubles."""
+    m = len(offsets) - 1
+    if not LITTLE or not m:
+        return text_hulls(polygon_wkts(xy, offsets, arrow=True))
+    ours = _ours(xy, offsets)
+    counts = np.diff(offsets)
+    keep = np.repeat(ours, counts)
+    values = read_back(xy[keep])
+    npts = counts[ours]
+    if len(npts):
+        ends = np.cumsum(npts)
+        ring = (npts >= 4) & (values[ends - npts] == values[ends - 1]).all(axis=1)
+        if not ring.all():
+            values = values[np.repeat(ring, npts)]
+            npts = npts[ring]
+            ours[np.flatnonzero(ours)[~ring]] = False
+            keep = np.repeat(ours, counts)
+    texts = None
+    if not ours.all():
+        texts = polygon_wkts(xy[~keep], np.r_[0, np.cumsum(counts[~ours])], arrow=True)
+    return polygon_hulls(values, npts, ours, texts)
+
+
+def _ours(xy: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Which polygons this module writes (the others: GEOS)."""
     m = len(offsets) - 1
     a = np.abs(xy)
     if len(xy) and a.min() >= _LOW and a.max() < _HIGH:
-        ours = np.diff(offsets) > 0
-    else:
-        ok = (((a >= _LOW) & (a < _HIGH)) | (xy == 0)).all(axis=1)
-        ours = np.logical_and.reduceat(ok, offsets[:-1]) if len(xy) else np.ones(m, dtype=bool)
-        ours &= np.diff(offsets) > 0
+        return np.diff(offsets) > 0
+    ok = (((a >= _LOW) & (a < _HIGH)) | (xy == 0)).all(axis=1)
+    # (an empty polygon's start may be len(xy), out of reduceat's range: clipped, it is masked anyway)
+    ours = np.logical_and.reduceat(ok, np.minimum(offsets[:-1], len(xy) - 1)) if len(xy) else np.ones(m, dtype=bool)
+    return ours & (np.diff(offsets) > 0)
+
+
+def _chunk(xy: np.ndarray, offsets: np.ndarray, arrow: bool = False):
+    """:func:`polygon_wkts` of a few polygons (offsets from 0)."""
+    m = len(offsets) - 1
+    ours = _ours(xy, offsets)
     if not ours.all():
         # GEOS writes the polygons with a number it writes otherwise; this module the rest
         out = np.empty(m, dtype=object)

@@ -351,9 +351,9 @@ class Matches:
         b = Bound(self.cols, self.rows)
         return {f.name: (ev.emit(f.expr, b) if len(self) else []) for f in self.fp.plan.emit}
 
-    def hulls_wkt(self, projector, arrow: bool = False):
+    def hulls_wkt(self, projector, arrow: bool | str = False):
         """:func:`stamps.to_lonlat_wkt` of each composite's location stamp (``arrow``: as an
-        Arrow string array)."""
+        Arrow string array; ``"wkb"``: a hull column of their WKB, :func:`hulls_wkt`)."""
         return hulls_wkt(self, projector, arrow=arrow)
 
 
@@ -902,26 +902,39 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
     return _two(fp, cols, node, ev, ii, jj, plo, phi)
 
 
-def hulls_wkt(m: Matches, projector, chunk: int = 4096, arrow: bool = False):
+def hulls_wkt(m: Matches, projector, chunk: int = 4096, arrow: bool | str = False):
     """:func:`stamps.to_lonlat_wkt` of every match's hull, in chunks of ``chunk`` matches
     (a grown hull is ~100 points): each chunk's arrays, a few MB, are then taken from and
     given back to malloc's heap, where chunks of 50,000 were mapped afresh and faulted in
     each time (Stuck's tasks: 7.0 -> 6.3 s of CPU for a bus-day, a third less kernel time).
-    ``arrow``: the texts as one Arrow string array, no Python string each."""
+    ``arrow``: the texts as one Arrow string array, no Python string each; ``"wkb"``: a
+    hull column (:mod:`spatec.spatial.hullcol`) of their WKB, for GeoParquet."""
     out = []
     for a in range(0, len(m), chunk):
         part = Matches(m.fp, m.cols, {v: r[a:a + chunk] for v, r in m.rows.items()}, m.lo[a:a + chunk],
                        m.hi[a:a + chunk])
         got = _hulls_wkt(part, projector, arrow)
         out += [got] if arrow else got
+    if arrow == "wkb":
+        from spatec.spatial.hullcol import HULL, text_hulls
+
+        out = [g if g.type == HULL else text_hulls(g) for g in out]
+        return _concat(out, HULL)
     if arrow:
         import pyarrow as pa
 
-        return pa.concat_arrays(out) if out else pa.array([], pa.string())
+        return _concat(out, pa.string())
     return out
 
 
-def _hulls_wkt(m: Matches, projector, arrow: bool = False):
+def _concat(arrays: list, type_):
+    """One Arrow array of ``arrays`` (all of ``type_``), empty if none."""
+    import pyarrow as pa
+
+    return pa.concat_arrays(arrays) if arrays else pa.array([], type_)
+
+
+def _hulls_wkt(m: Matches, projector, arrow: bool | str = False):
     """:func:`stamps.to_lonlat_wkt` of every match's hull, computed for all at once.
 
     The same GEOS, numpy and pyproj calls on the same coordinates as the
