@@ -50,3 +50,39 @@ def test_streaming_is_chosen_where_it_applies(tmp_path, monkeypatch):
     assert not serial.streams(compile_program(str(DERIVED)), inputs, "jsonl")   # phrases over phrases
     monkeypatch.setenv(serial.STREAM_ENV, "off")
     assert not serial.streams(three, inputs, "jsonl")
+
+
+def test_scratch_files_are_dead_once_matched(slice20, tmp_path, monkeypatch):
+    """The staged exchange removes its raw chunks and staged groups while it merges the
+    parts (:mod:`spatec.storage.sweep`): nothing after the matching job reads them. With
+    every removal done at once, before the next step, the files are the same; the
+    staging folder is left empty."""
+    from spatec.runners.spark import ingest
+    from spatec.runners.spark.staging import STAGING_KEY
+    from spatec.storage import sweep as sweep_mod
+
+    compiled = compile_program(str(THREE))
+    inputs = [("BusGPS", str(slice20))]
+    conf = {"spark.spatec.ingestRows": "4000", "spark.spatec.bucketRows": "3000"}
+    normal = serial.replay_streamed(compiled, inputs, tmp_path / "normal", conf=conf)
+    swept = []
+
+    def at_once(paths):
+        s = sweep_mod.sweep(paths)
+        s.join()
+        swept.append(s.paths)
+        return s
+
+    monkeypatch.setattr(ingest, "sweep", at_once)
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    got = ingest.replay_inputs_spark(serial.SerialSession({**conf, STAGING_KEY: str(stage)}), compiled, inputs,
+                                     tmp_path / "at_once", prefilter_leaves=False, fmt="jsonl")
+    names = [p.rsplit("/", 1)[-1] for p in swept[0]]
+    assert any(n.startswith("raw-") for n in names) and any(n.endswith(".arrow") and not n.startswith("raw-")
+                                                              for n in names)
+    assert len(swept) == 1 + len(got.paths)            # then each phrase's parts, once merged
+    assert all(swept[1:])
+    for name, path in normal.paths.items():
+        assert got.paths[name].read_bytes() == path.read_bytes(), name
+    assert list(stage.iterdir()) == []

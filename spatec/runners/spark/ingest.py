@@ -57,6 +57,7 @@ from spatec.events.canonical import (
 from spatec.events.raw import RawBatch
 from spatec.plan.program import Compiled
 from spatec.spatial.crs import choose_crs, event_extents, extent_cells, merge_cells
+from spatec.storage.sweep import sweep, top_files
 
 #: Setting: about how many input rows one ingest task types and stages.
 INGEST_ROWS_KEY = "spark.spatec.ingestRows"
@@ -307,6 +308,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     started = time.perf_counter()
     log = task_log(spark)
     clock = TaskClock(log, "driver", phrases=[p.name for p in plans])
+    sweeps = []
     try:
         rows = int(spark.conf.get(INGEST_ROWS_KEY, str(INGEST_ROWS)))
         if ui:
@@ -365,6 +367,9 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         if ui:
             ui.matched()
         clock.step("match tasks")
+        # the raw chunks and staged groups (the files directly in root) are dead now: removed
+        # beside the merge, which reads only the parts (root's rows-* folders)
+        sweeps.append(sweep(top_files(root)))
         result = ReplayResult({}, crs)
         if fmt in PARTS:
             if ui:
@@ -378,9 +383,12 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
                     n = merge_parquet_parts(raw[plan.name], result.paths[plan.name], rows_frame(plan, []),
                                             time_fields(plan))
                 result.counts[plan.name] = n
+                sweeps.append(sweep(part for part, _ in raw[plan.name]))
             result.frames = WrittenFrames(result.paths, {p.name: p for p in shown})
             clock.step("merge")
     finally:
+        for s in sweeps:
+            s.join()
         shutil.rmtree(root, ignore_errors=True)
     clock.step("clean up")
     clock.done()
