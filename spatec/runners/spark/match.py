@@ -227,7 +227,9 @@ def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: di
         # the fast path's hulls as Arrow text for JSON lines parts, as WKB (a hull column) for
         # GeoParquet parts: each takes them as they are (a phrase others read keeps them as
         # values, for GeoParquet parts as before)
-        arrow = {"jsonl": True, "parquet": "wkb" if not produce else False}.get(part, False) if rows_dir is not None else False
+        arrow = False
+        if rows_dir is not None:
+            arrow = {"jsonl": True, "parquet": False if produce else "wkb"}.get(part, False)
         rows, _size = phrase_rows(plan, program, frames, proj, final_w, history=history,
                                   arrow_hulls=arrow, produced=produced)
         if "own" in spec:
