@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from spatec.plan.nodes import PhrasePlan
 from spatec.runtime.events import attribute_names
 from spatec.runtime.routing import key_buckets
+from spatec.storage import scratch
 from spatec.storage.atomic import safe_name
 
 CANONICAL = ("_type", "_id", "_source", "_t", "_lo", "_hi", "_place", "_lon", "_lat", "_r", "_geom")
@@ -189,11 +190,18 @@ def window_groups(lo: np.ndarray, window: int, span: int) -> tuple[np.ndarray, n
     return gs[order], rs[order]
 
 
-def write_arrow(table: pa.Table, path: str) -> str:
-    """``table`` as an Arrow IPC file at ``path`` (the staging directory's format)."""
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-        w.write_table(table)
-    return path
+def write_arrow(table: pa.Table, path: str, place: bool = True) -> str:
+    """``table`` as an Arrow IPC file (the staging directory's format) meant for ``path``:
+    there, or in its staging folder's twin in memory (:func:`spatec.storage.scratch.place`);
+    returns where. ``place=False``: at ``path`` exactly (a file kept beside another)."""
+    def write(p: str) -> str:
+        with pa.OSFile(p, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+            w.write_table(table)
+        return p
+
+    if not place:
+        return write(path)
+    return scratch.written(path, table.nbytes, write)[1]
 
 
 def read_arrow(path: str) -> pa.Table:
@@ -306,8 +314,7 @@ def staging_dir(spark) -> str | None:
     if setting.lower() != "auto":
         os.makedirs(setting, exist_ok=True)
         return setting
-    master = spark.sparkContext.master
-    if not (master.startswith("local") or "://127.0.0.1" in master or "://localhost" in master):
+    if not on_this_machine(spark):
         return None
     global _STAGE
     if _STAGE is None or not os.path.isdir(_STAGE):
@@ -317,6 +324,31 @@ def staging_dir(spark) -> str | None:
 
 
 _STAGE: str | None = None
+
+
+def on_this_machine(spark) -> bool:
+    """Whether Spark's executors run on this machine (a ``local`` master, or a standalone
+    one on 127.0.0.1/localhost): they see its files, and its memory file system."""
+    master = spark.sparkContext.master
+    return master.startswith("local") or "://127.0.0.1" in master or "://localhost" in master
+
+
+#: Setting: where the staging folder's scratch files go while the machine has memory
+#: to spare (:mod:`spatec.storage.scratch`) — ``auto`` (Linux's ``/dev/shm`` when it is a
+#: memory file system and the executors run on this machine), ``off`` (every file in the
+#: staging folder), or the path of a memory file system's folder.
+STAGING_MEMORY_KEY = "spark.spatec.stagingMemory"
+
+
+def staging_memory(spark) -> str | None:
+    """The memory file system the staging folder's twin goes in (see :data:`STAGING_MEMORY_KEY`), None: none."""
+    setting = spark.conf.get(STAGING_MEMORY_KEY, "auto").strip()
+    if setting.lower() == "off":
+        return None
+    if setting.lower() != "auto":
+        os.makedirs(setting, exist_ok=True)
+        return setting
+    return scratch.memory_dir() if on_this_machine(spark) else None
 
 
 def _spark_field(f: pa.Field) -> pa.Field:
