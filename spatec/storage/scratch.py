@@ -33,7 +33,8 @@ import functools
 import os
 import shutil
 import tempfile
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 __all__ = ["MARK", "memory_dir", "pair", "place", "remove", "reserve", "top_files", "twin", "written"]
 
@@ -45,7 +46,7 @@ MARK = ".spatec-memory"
 SHM = "/dev/shm"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def memory_dir(candidate: str = SHM) -> str | None:
     """``candidate`` if it is a writable ``tmpfs`` mount point (read from ``/proc/mounts``), else None."""
     try:

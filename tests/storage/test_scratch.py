@@ -1,6 +1,7 @@
 """Scratch files in a memory twin of the staging folder while the machine has room (spatec.storage.scratch)."""
 import errno
 import os
+from pathlib import Path
 
 import pytest
 
@@ -102,7 +103,7 @@ def test_without_a_twin_every_file_is_on_disk(tmp_path):
 
 def test_memory_dir_is_a_tmpfs_mount(tmp_path):
     assert scratch.memory_dir(str(tmp_path)) is None          # a folder on the disk
-    mounts = open("/proc/mounts").read().split("\n") if os.path.exists("/proc/mounts") else []
+    mounts = Path("/proc/mounts").read_text().splitlines() if os.path.exists("/proc/mounts") else []
     if any(len(f) > 2 and f[1] == "/dev/shm" and f[2] == "tmpfs" for f in (m.split() for m in mounts)):
         assert scratch.memory_dir("/dev/shm") == "/dev/shm"
 

@@ -257,7 +257,7 @@ def ingest_fn(program, plans, chunks: list, tasks: list, buckets: int, root: str
                 got = chunk_result(ch.index, ch.input, res, program, plans, buckets, root, windows)
                 data = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
                 path = scratch.written(os.path.join(root, f"c{ch.index}-result.pickle"), len(data),
-                                       lambda p: _write_bytes(p, data))[1]
+                                       lambda p, data=data: _write_bytes(p, data))[1]
                 clock.step("stage")
                 clock.done(rows=int(ch.rows), events=len(res.events))
                 yield pd.DataFrame({"g": pd.Series([int(c)], dtype="int64"), "path": [path]})

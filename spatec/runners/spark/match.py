@@ -28,10 +28,12 @@ from spatec.runners.spark.scheduling import (
 )
 from spatec.runners.spark.staging import (
     load_staged,
+    phrase_columns,
     missing_column,
     read_arrow,
     restore_dtypes,
     source_history,
+    staged_columns,
     starting_in,
     write_arrow,
 )
@@ -208,6 +210,7 @@ def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: di
     drop = drop or {}
 
     def frame(t, table, prefilter=True):
+        table = phrase_columns(table, staged_columns(program, plan, t))     # (a file phrases share)
         if prefilter and t in regions:
             table = prefiltered(table, regions[t], crs, engine)
         # ids stay Arrow text (pandas' ArrowDtype): the fast path makes strings of the ids
