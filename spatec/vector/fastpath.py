@@ -235,15 +235,14 @@ def _ids_distinct(cols: Columns) -> bool:
 
 
 def _fits(fp: FastPath, cols: Columns) -> bool:
-    """What the shapes assume of the data: distinct local times in a group, ``lo <= t <= hi``,
+    """What the shapes assume of the data: distinct ids (one id, two events: which composite
+    the automaton keeps depends on its order), distinct local times in a group, ``lo <= t <= hi``,
     stamps ending in local-time order, one source per partition for the absences."""
-    if not _ids_distinct(cols):
-        return False        # one id, two events: which composite the automaton keeps depends on its order
     if fp.shape == "leaf" or cols.n == 0:
-        return True
+        return _ids_distinct(cols)
     g, t = cols.group, cols.t
     if fp.shape == "pair":
-        return not ((cols.lo > t) | (t > cols.hi)).any()
+        return _ids_distinct(cols) and not ((cols.lo > t) | (t > cols.hi)).any()
     same = g[1:] == g[:-1]
     if (same & (t[1:] <= t[:-1])).any():
         return False
@@ -256,7 +255,21 @@ def _fits(fp: FastPath, cols: Columns) -> bool:
     if fp.shape in ("after", "between"):
         if (cols.src_code < 0).any() or (same & (cols.src_code[1:] != cols.src_code[:-1])).any():
             return False
-    return True
+    return _group_ids_distinct(cols, same) or _ids_distinct(cols)
+
+
+def _group_ids_distinct(cols: Columns, same: np.ndarray) -> bool:
+    """Whether rows sorted by group, with local times rising within each group, have distinct
+    ids for want of a source shared by two groups: every row has a source, one per group and
+    another in each group (a chain's groups are its sources), so a source and a local time
+    name one row (:func:`_ids_distinct`), without hashing them."""
+    src = cols.src_code
+    if not cols.n:
+        return True
+    if (src < 0).any() or (same & (src[1:] != src[:-1])).any():
+        return False
+    firsts = src[np.r_[True, ~same]]
+    return len(np.unique(firsts)) == len(firsts)
 
 
 # ============================================================================ evaluate

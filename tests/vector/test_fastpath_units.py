@@ -413,3 +413,29 @@ class TestIdsDistinct:
         assert _ids_distinct(self.cols([], [], []))
         huge = [0, 2 ** 62]         # (source, time) too wide for one integer: the text again
         assert _ids_distinct(self.cols(["B:a:0", "B:a:x"], ["a", "a"], huge))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a", "b", "c", None]), st.integers(0, 6)),
+                    max_size=14))
+    def test_grouped_rows_need_no_hashing_where_sources_name_groups(self, rows):
+        """Rows sorted by group with local times rising in each (what _fits has checked by
+        then): where no source is shared by two groups, ids are distinct without hashing;
+        whenever _group_ids_distinct says so, _ids_distinct agrees."""
+        from spatec.vector.fastpath import _group_ids_distinct, _ids_distinct
+
+        rows = sorted({(g, t): (g, s, t) for g, s, t in rows}.values(), key=lambda r: (r[0], r[2]))
+        g = np.array([r[0] for r in rows], dtype=np.int64)
+        ids = [f"B:{s}:{t}" if s is not None else f"C:#{i}" for i, (_, s, t) in enumerate(rows)]
+        cols = self.cols(ids, [r[1] for r in rows], [r[2] for r in rows])
+        cols.group = g
+        same = g[1:] == g[:-1]
+        if _group_ids_distinct(cols, same):
+            assert _ids_distinct(cols)
+            sources = [r[1] for r in rows]
+            assert None not in sources
+            owner = {}
+            assert all(owner.setdefault(s, gg) == gg for gg, s in zip(g.tolist(), sources))
+        # one source in two groups at the same time: two events, one id
+        two = self.cols(["B:a:1", "B:a:1"], ["a", "a"], [1, 1])
+        two.group = np.array([0, 1])
+        assert not _group_ids_distinct(two, two.group[1:] == two.group[:-1]) and not _ids_distinct(two)
