@@ -36,7 +36,8 @@ import tempfile
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["MARK", "memory_dir", "pair", "place", "remove", "reserve", "top_files", "twin", "written"]
+__all__ = ["MARK", "memory_dir", "pair", "place", "remove", "remove_orphans", "reserve", "top_files", "twin",
+           "written"]
 
 T = TypeVar("T")
 
@@ -44,6 +45,8 @@ T = TypeVar("T")
 MARK = ".spatec-memory"
 #: Where Linux mounts a memory file system every user may write.
 SHM = "/dev/shm"
+#: A twin's name: this, the process's id, a dash, a random part.
+PREFIX = "spatec-stage-"
 
 
 @functools.cache
@@ -65,9 +68,34 @@ def pair(root: str, memory: str | None) -> None:
     os.makedirs(root, exist_ok=True)
     if memory is None:
         return
-    mem = tempfile.mkdtemp(prefix="spatec-stage-", dir=memory)
+    remove_orphans(memory)
+    mem = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=memory)
     with open(os.path.join(root, MARK), "w", encoding="utf-8") as f:
         f.write(mem)
+
+
+def remove_orphans(memory: str) -> list[str]:
+    """Remove the twins in ``memory`` whose process has ended without removing them (killed):
+    a memory file system holds its files in memory until they are removed. Returns them."""
+    gone = []
+    try:
+        entries = list(os.scandir(memory))
+    except OSError:
+        return gone
+    for e in entries:
+        pid = e.name[len(PREFIX):].split("-", 1)[0]
+        if not (e.name.startswith(PREFIX) and pid.isdigit() and e.is_dir(follow_symlinks=False)):
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue                    # (alive, or another user's: left alone)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(e.path, ignore_errors=True)
+        gone.append(e.path)
+    return gone
 
 
 def twin(path: str) -> tuple[str, str] | None:

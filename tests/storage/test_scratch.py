@@ -138,3 +138,26 @@ def test_the_control_group_is_read(tmp_path, monkeypatch):
     assert scratch._cgroup_memory() == (1 << 30, 1000)
     (base / "memory.limit_in_bytes").write_text("9223372036854771712\n")       # no limit
     assert scratch._cgroup_memory() is None
+
+
+def test_a_killed_runs_twin_is_removed_by_the_next(tmp_path):
+    """A twin whose process has ended is removed when the next twin is made; a live
+    process's twin and other files are left alone."""
+    import subprocess
+    import sys
+
+    mem = tmp_path / "shm"
+    mem.mkdir()
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead = mem / f"{scratch.PREFIX}{int(done.stdout)}-abc"
+    (dead / "rows-X").mkdir(parents=True)
+    (dead / "rows-X" / "g0.jsonl").write_bytes(b"x")
+    alive = mem / f"{scratch.PREFIX}{os.getpid()}-def"
+    alive.mkdir()
+    other = mem / "someone-else"
+    other.mkdir()
+    scratch.pair(str(tmp_path / "run"), str(mem))
+    left = sorted(p.name for p in mem.iterdir())
+    assert dead.name not in left and alive.name in left and other.name in left
+    assert len(left) == 3           # and the new twin
