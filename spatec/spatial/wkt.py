@@ -55,6 +55,8 @@ _UNIT = 10 ** DECIMALS
 #: uint32 and the sign and integer digits in 4 bytes.
 _LOW, _HIGH = 1e-4, 400.0
 _CHUNK = 512          # polygons at a time: keeps numpy's arrays in cache
+#: How far from a half-way point (in units of 1e-7) :func:`_scaled` rounds the product.
+_NEAR = 0.5 - 1e-5
 
 
 def _tables():
@@ -74,14 +76,40 @@ def _tables():
 _HEAD, _TAIL3, _TAIL4 = _tables()
 
 
-def _units(v: np.ndarray) -> np.ndarray:
-    """``|v|`` in units of 1e-7 as uint32, rounded as GEOS rounds (module
-    docstring); meaningful where ``|v| < _HIGH``."""
+def _scaled(v: np.ndarray) -> np.ndarray:
+    """``v`` in units of 1e-7, rounded as GEOS rounds (module docstring), signed, as
+    doubles (integers; ``-0.0`` for ``-0.0``); meaningful where ``|v| < _HIGH``.
+
+    ``t = fl(v * 1e7)`` is within half a unit in the last place of the product (2.4e-7
+    below 4e9), and the shortest decimal of ``v``, scaled, within 3e-7 of it: where
+    ``t`` is further than :data:`_NEAR` from a half-way point ``rint(t)`` (nearest,
+    symmetric about zero) is the integer both round to; the few others take the
+    exact comparison (:func:`_scaled_exact`)."""
+    t = v * float(_UNIT)
+    k = np.rint(t)
+    np.subtract(t, k, out=t)
+    np.abs(t, out=t)
+    near = np.flatnonzero(t > _NEAR)
+    if len(near):
+        k.reshape(-1)[near] = _scaled_exact(v.reshape(-1)[near])       # (k: new, contiguous)
+    return k
+
+
+def _scaled_exact(v: np.ndarray) -> np.ndarray:
+    """:func:`_scaled` by the comparison with the half-way point (module docstring)."""
     f = np.floor(v * float(_UNIT))
     b = (2.0 * f + 1.0) / (2.0 * _UNIT)
     fi = f.astype(np.int64)
     fi += (v > b) | ((v == b) & (fi & 1).astype(bool))
-    return np.abs(fi).astype(np.uint32)
+    return fi.astype(np.float64)
+
+
+def _units(v: np.ndarray) -> np.ndarray:
+    """``|v|`` in units of 1e-7 as uint32, rounded as GEOS rounds (module
+    docstring); meaningful where ``|v| < _HIGH``."""
+    k = _scaled(v)
+    np.abs(k, out=k)
+    return k.astype(np.uint32)
 
 
 def _number(v: np.ndarray) -> tuple:
@@ -116,8 +144,10 @@ def read_back(v: np.ndarray) -> np.ndarray:
     ``[1e-4, 400)`` or zero). ``float(n) / 1e7`` is the double nearest the decimal
     ``n / 10**7`` (both exact doubles, IEEE division correctly rounded), as ``strtod``'s;
     a zero is ``0.0``, unsigned, as its text ``0``."""
-    q = _units(v).astype(np.float64) / float(_UNIT)
-    return np.where(v < 0, -q, q)
+    q = _scaled(v)
+    q /= float(_UNIT)
+    q += 0.0                 # (-0.0 + 0.0 is 0.0; the others as they are)
+    return q
 
 
 def polygon_wkts(xy: np.ndarray, offsets: np.ndarray, arrow: bool | str = False):
