@@ -31,12 +31,16 @@ finite) are rare in lon/lat: within 11 m of the prime meridian or the
 equator. A polygon with one is written by GEOS.
 
 The layout: a vertex is a fixed-width row ``x-head x-tail " " y-head y-tail
-sep``: a head is the sign and integer digits right-aligned in 4 bytes, a
+sep`` (a record of numpy fields, :func:`_row_type`, each written from a table
+at once): a head is the sign and integer digits left-aligned in 4 bytes, as
+wide as the widest head of the column (the next field overwrites the rest), a
 tail the point and 7 decimals, trailing zeros (and a point with no decimal
 after it) as NUL bytes, ``sep`` is ``", "`` or, at a ring's end, ``")\\n"``.
 The NUL bytes, few, are then deleted in one ``bytes.replace``.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pyarrow as pa
@@ -61,8 +65,8 @@ _NEAR = 0.5 - 1e-5
 
 def _tables():
     u4 = np.dtype("<u4")
-    # head: "-" and the integer digits of 0..400, right-aligned in 4 bytes (index: 2 * ip + neg)
-    heads = [((b"-" if neg else b"") + str(i).encode()).rjust(4, b"\0") for i in range(401) for neg in (0, 1)]
+    # head: "-" and the integer digits of 0..400, left-aligned in 4 bytes (index: 2 * ip + neg)
+    heads = [((b"-" if neg else b"") + str(i).encode()).ljust(4, b"\0") for i in range(401) for neg in (0, 1)]
     # tail: the point and the first three decimals (index: fhi + 1000 if the last four are
     # zero, when trailing zeros and a bare point become NUL), then the last four
     def trimmed(digits: str, point: bool) -> bytes:
@@ -74,6 +78,8 @@ def _tables():
 
 
 _HEAD, _TAIL3, _TAIL4 = _tables()
+#: Separators as little-endian 2-byte words: ", ", and at a ring's end ")" and NUL or ")\n".
+_SEP, _CLOSE, _CLOSE_NL = (int.from_bytes(b, "little") for b in (b", ", b")\0", b")\n"))
 
 
 def _scaled(v: np.ndarray) -> np.ndarray:
@@ -112,29 +118,54 @@ def _units(v: np.ndarray) -> np.ndarray:
     return k.astype(np.uint32)
 
 
-def _number(v: np.ndarray) -> tuple:
-    """The numbers ``v`` as 4-byte heads (sign and integer digits, right-aligned) and
-    8-byte tails (point and decimals, left-aligned), uint32 words (little-endian bytes)."""
+def _digits(v: np.ndarray) -> tuple:
+    """The numbers ``v`` as indices into the tables: ``_HEAD`` (sign and integer digits),
+    ``_TAIL3`` (the point and first three decimals) and ``_TAIL4`` (the last four)."""
     k = _units(v)
     ip = k // np.uint32(_UNIT)
     fp = k - ip * np.uint32(_UNIT)
     fhi = fp // np.uint32(10_000)
     flo = fp - fhi * np.uint32(10_000)
     # a sign for negatives: -0.0 is not below zero, and any other number here is at least 1e-4
-    head = _HEAD.take(ip + ip + (v < 0))
-    tail = np.empty((len(v), 2), dtype="<u4")
-    tail[:, 0] = _TAIL3.take(fhi + np.where(flo == 0, np.uint32(1000), np.uint32(0)))
-    tail[:, 1] = _TAIL4.take(flo)
-    return head, tail
+    return ip + ip + (v < 0), fhi + (flo == 0) * np.uint32(1000), flo
 
 
 def _head_width(head: np.ndarray) -> int:
-    """Bytes the widest head takes: 4 less the leading bytes NUL in every head."""
+    """Bytes the widest head takes: 4 less the trailing bytes NUL in every head."""
     seen = int(np.bitwise_or.reduce(head)) if len(head) else 0
     w = 4
-    while w > 1 and not (seen >> (8 * (4 - w))) & 0xFF:
+    while w > 1 and not (seen >> (8 * (w - 1))) & 0xFF:
         w -= 1
     return w
+
+
+@functools.lru_cache(maxsize=None)
+def _row_type(wx: int, wy: int) -> np.dtype:
+    """A vertex's row for heads ``wx`` and ``wy`` bytes wide: fields written in order, a
+    head's 4 bytes overlapping the next field by ``4 - w`` (its NULs, then overwritten)."""
+    at = {"xh": 0, "x3": wx, "x4": wx + 4, "sp": wx + 8, "yh": wx + 9, "y3": wx + 9 + wy, "y4": wx + 13 + wy,
+          "sep": wx + 17 + wy}
+    formats = {"sp": "u1", "sep": "<u2"}
+    return np.dtype({"names": list(at), "formats": [formats.get(f, "<u4") for f in at], "offsets": list(at.values()),
+                     "itemsize": wx + wy + 19})
+
+
+def _rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The vertices' rows (:func:`_row_type`), separators ``", "``."""
+    hx, x3, x4 = _digits(x)
+    hy, y3, y4 = _digits(y)
+    hx, hy = _HEAD.take(hx), _HEAD.take(hy)
+    row = np.empty(len(x), dtype=_row_type(_head_width(hx), _head_width(hy)))
+    # (in the fields' order: a head's NULs beyond its width are overwritten by the next field)
+    row["xh"] = hx
+    np.take(_TAIL3, x3, out=row["x3"], mode="clip")
+    np.take(_TAIL4, x4, out=row["x4"], mode="clip")
+    row["sp"] = ord(" ")
+    row["yh"] = hy
+    np.take(_TAIL3, y3, out=row["y3"], mode="clip")
+    np.take(_TAIL4, y4, out=row["y4"], mode="clip")
+    row["sep"] = _SEP
+    return row
 
 
 def read_back(v: np.ndarray) -> np.ndarray:
@@ -230,30 +261,20 @@ def _chunk(xy: np.ndarray, offsets: np.ndarray, arrow: bool = False):
         return pa.array(out.tolist(), pa.string()) if arrow else out.tolist()
     if not m:
         return pa.array([], pa.string()) if arrow else []
-    xh, xt = _number(np.ascontiguousarray(xy[:, 0]))
-    yh, yt = _number(np.ascontiguousarray(xy[:, 1]))
-    # a vertex's row: x's head (as wide as the widest) and tail, a space, y's, the separator
-    wx, wy = _head_width(xh), _head_width(yh)
-    row = np.empty((len(xy), wx + 8 + 1 + wy + 8 + 2), dtype=np.uint8)
-    row[:, :wx] = xh.view(np.uint8).reshape(-1, 4)[:, 4 - wx:]
-    row[:, wx:wx + 8] = xt.view(np.uint8)
-    row[:, wx + 8] = ord(" ")
-    at = wx + 9
-    row[:, at:at + wy] = yh.view(np.uint8).reshape(-1, 4)[:, 4 - wy:]
-    row[:, at + wy:at + wy + 8] = yt.view(np.uint8)
-    row[:, -2], row[:, -1] = ord(","), ord(" ")
+    row = _rows(np.ascontiguousarray(xy[:, 0]), np.ascontiguousarray(xy[:, 1]))
+    sep = row["sep"]
     end = offsets[1:] - 1
     if arrow:
         # a ring's last row ends ")" and nothing: with the NULs gone, the polygons' texts
         # (less "POLYGON ((" and the last ")") follow one another, each ending at its
         # only ")"; Arrow puts the rest around them
-        row[end, -2], row[end, -1] = ord(")"), 0
+        sep[end] = _CLOSE
         data = row.tobytes().replace(b"\0", b"")
         ends = np.empty(m + 1, dtype=np.int32)
         ends[0] = 0
         ends[1:] = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord(")")) + 1
         body = pa.StringArray.from_buffers(m, pa.py_buffer(ends), pa.py_buffer(data))
         return pc.binary_join_element_wise("POLYGON ((", body, ")", "")
-    row[end, -2], row[end, -1] = ord(")"), ord("\n")
+    sep[end] = _CLOSE_NL
     text = row.tobytes().replace(b"\0", b"").decode("ascii")
     return ("POLYGON ((" + text.replace("\n", ")\nPOLYGON ((")).split("\n")[:-1]
