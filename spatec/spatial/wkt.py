@@ -216,8 +216,9 @@ def _hulls(xy: np.ndarray, offsets: np.ndarray) -> pa.StructArray:
         return text_hulls(polygon_wkts(xy, offsets, arrow=True))
     ours = _ours(xy, offsets)
     counts = np.diff(offsets)
-    keep = np.repeat(ours, counts)
-    values = read_back(xy[keep])
+    every = bool(ours.all()) and offsets[0] == 0 and offsets[-1] == len(xy)
+    keep = np.repeat(ours, counts) if not every else None
+    values = read_back(xy if every else xy[keep])
     npts = counts[ours]
     if len(npts):
         ends = np.cumsum(npts)
