@@ -533,12 +533,17 @@ def grown_point_hulls(xy: np.ndarray, ring: np.ndarray, coords: bool = True) -> 
     pick = order[ok][np.arange(order.shape[1])[None, :] < cnt[:, None]]
     rows = np.repeat(ok, cnt)
     v = xy[pick, rows]
-    first = np.cumsum(cnt) - cnt
-    shell = np.insert(np.arange(len(v)), first[1:].tolist() + [len(v)], first)
-    parts = [(v, rows, v[shell], np.repeat(ok, cnt + 1))]
+
+    def shells():
+        first = np.cumsum(cnt) - cnt
+        shell = np.insert(np.arange(len(v)), first[1:].tolist() + [len(v)], first)
+        return v[shell], np.repeat(ok, cnt + 1)
+
+    other = np.flatnonzero(~sure)
+    # (the shells made only if GEOS makes a hull: of these, or of a grown one _grown_vertices cannot make)
+    parts = [(v, rows, *shells())] if len(other) else [(v, rows, shells, None)]
     point, line, poly = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     poly[ok] = True
-    other = np.flatnonzero(~sure)
     if len(other):
         gv, gvid, gpoint, gline, gpoly, gc, gidx = _vertices(_point_hulls(xy[:, other]))
         point[other], line[other], poly[other] = gpoint, gline, gpoly
@@ -592,7 +597,8 @@ def _grown_vertices(v: np.ndarray, vid: np.ndarray, point: np.ndarray, line: np.
     """:func:`grown_convex_parts` from the geometries' vertices ``v`` (their ids
     ``vid``, in order) and kinds (a point, a two-point line, a polygon of its
     shell's vertices, or other); ``c, idx``: every coordinate and its id, of
-    which the other geometries' hulls are made. ``coords=False``: the coordinates
+    which the other geometries' hulls are made (``c`` may be a function giving both,
+    called only if there is such a geometry). ``coords=False``: the coordinates
     None where every ring is made of offsets (no GEOS ring)."""
     m, n = len(point), len(ring)
     nv = np.bincount(vid, minlength=m)
@@ -636,6 +642,8 @@ def _grown_vertices(v: np.ndarray, vid: np.ndarray, point: np.ndarray, line: np.
     other = np.flatnonzero(~direct)
     hc, hid = np.empty((0, 2)), np.zeros(0, dtype=np.int64)
     if len(other):
+        if callable(c):
+            c, idx = c()
         pts = (c[:, None, :] + ring[None, :, :]).reshape(-1, 2)
         pid = np.repeat(idx, n)
         sel = np.isin(pid, other)

@@ -237,6 +237,8 @@ def _hulls(xy: np.ndarray, offsets: np.ndarray) -> pa.StructArray:
 def _ours(xy: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Which polygons this module writes (the others: GEOS)."""
     m = len(offsets) - 1
+    if len(xy) and xy.min() >= _LOW and xy.max() < _HIGH:        # (all positive: no |xy| made)
+        return np.diff(offsets) > 0
     a = np.abs(xy)
     if len(xy) and a.min() >= _LOW and a.max() < _HIGH:
         return np.diff(offsets) > 0
