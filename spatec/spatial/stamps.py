@@ -605,23 +605,24 @@ def _grown_vertices(v: np.ndarray, vid: np.ndarray, point: np.ndarray, line: np.
     vfirst = np.repeat(np.r_[0, np.cumsum(nv)[:-1]], nv)
     pos = np.arange(len(v)) - vfirst
     nvr = np.repeat(nv, nv)
-    # counter-clockwise: a clockwise ring is read backwards
-    rel = v - v[vfirst]                                  # exact enough for nearby points
-    reln = rel[vfirst + (pos + 1) % nvr]
-    cross = rel[:, 0] * reln[:, 1] - reln[:, 0] * rel[:, 1]
+    nxt, prv = vfirst + (pos + 1) % nvr, vfirst + (pos - 1) % nvr     # the next vertex, the previous
+    # counter-clockwise: a clockwise ring is read backwards (x and y apart: the same arithmetic)
+    vx, vy = np.ascontiguousarray(v[:, 0]), np.ascontiguousarray(v[:, 1])
+    relx, rely = vx - vx.take(vfirst), vy - vy.take(vfirst)              # exact enough for nearby points
+    cross = relx * rely.take(nxt) - relx.take(nxt) * rely
     area = np.bincount(vid, weights=cross, minlength=m)
     sure = np.abs(area) > 1e-9 * np.bincount(vid, weights=np.abs(cross), minlength=m)
     ccw = np.where(poly, area > 0, True)
     order = np.where(ccw[vid], np.arange(len(v)), vfirst + (nvr - 1 - pos))
     v = v[order]
-    e = v[vfirst + (pos + 1) % nvr] - v                  # each vertex's outgoing edge
-    ein = e[vfirst + (pos - 1) % nvr]
-    a_in = np.arctan2(-ein[:, 0], ein[:, 1])             # outward normals (counter-clockwise ring)
-    a_out = np.arctan2(-e[:, 0], e[:, 1])
+    vx, vy = vx.take(order), vy.take(order)
+    ex, ey = vx.take(nxt) - vx, vy.take(nxt) - vy                        # each vertex's outgoing edge
+    a_in = np.arctan2(-ex.take(prv), ey.take(prv))                       # outward normals (counter-clockwise ring)
+    a_out = np.arctan2(-ex, ey)
     width = np.mod(a_out - a_in, 2 * np.pi)
     width[width > 2 * np.pi - 1e-12] = 0.0               # a vertex on a straight edge
     total = np.bincount(vid, weights=width, minlength=m)
-    bad = np.bincount(vid, weights=((width > np.pi + 1e-9) | ~(np.hypot(e[:, 0], e[:, 1]) > 0)).astype(float),
+    bad = np.bincount(vid, weights=((width > np.pi + 1e-9) | ~(np.hypot(ex, ey) > 0)).astype(float),
                       minlength=m) > 0
     direct = point | ((line | (poly & sure)) & ~bad & (np.abs(total - 2 * np.pi) < 1e-6))
     # offset k's normal cone is [theta_k - step/2, theta_k + step/2]; keep the k whose cone
