@@ -7,7 +7,7 @@ The matches (their disc centres, one row each per variable) are captured once fr
 replay of ``bench/three_phrases.spatec``'s Stuck over ``bench_replay.bus_day(scale)``
 and cached (``~/.cache/spatec/bench/stuck_centres_x{scale}.npz``). The old tree's
 ``stamps``, ``wkt``, ``smallhull``, ``hullcol`` and ``fastpath`` are loaded from its files
-under other names; while the old code runs, ``spatec.spatial``'s attributes point at
+(and ``wkb``) under other names; while the old code runs, ``spatec.spatial``'s attributes point at
 them (``_hulls_wkt`` imports ``stamps`` inside the function). Rounds alternate old and
 new; the best of each is kept; every form's output is checked equal, then the ratios
 new/old are printed (below 1: the new code is faster).
@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 #: The modules the A/B swaps, in the order they are loaded (each sees the old ones before it).
-SWAPPED = ("spatec.spatial.hullcol", "spatec.spatial.smallhull", "spatec.spatial.wkt", "spatec.spatial.stamps",
+SWAPPED = ("spatec.spatial.wkb", "spatec.spatial.hullcol", "spatec.spatial.smallhull", "spatec.spatial.wkt", "spatec.spatial.stamps",
            "spatec.vector.fastpath")
 
 

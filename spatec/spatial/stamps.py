@@ -887,24 +887,13 @@ def _unproject_grown(xy: np.ndarray | None, src: np.ndarray, k: np.ndarray, cent
     near &= (np.abs(lat0) <= 84.0).take(src)               # (src -1 takes the last: not near anyway)
     every = near.all()
     s, kk = (src, k) if every else (src[near], k[near])
-    # a vertex: its centre's lon, lat and their derivatives, taken at once, and its offset
-    at = np.empty((6, c))
-    at[0], at[3] = lon0, lat0
-    np.subtract(lon[c:2 * c], lon0, out=at[1])
-    np.subtract(lon[2 * c:], lon0, out=at[2])
-    np.subtract(lat[c:2 * c], lat0, out=at[4])
-    np.subtract(lat[2 * c:], lat0, out=at[5])
-    g = at.take(s, axis=1)
-    rx, ry = np.ascontiguousarray(ring.T).take(kk, axis=1)
-    near_lonlat = np.empty((len(s), 2))
-    for j, row in ((0, 0), (1, 3)):          # lon0 + (dlon/dx * rx + dlon/dy * ry), and lat
-        t = np.multiply(g[row + 1], rx, out=g[row + 1])
-        t += np.multiply(g[row + 2], ry, out=g[row + 2])
-        np.add(g[row], t, out=near_lonlat[:, j])
+    rx, ry = np.ascontiguousarray(ring[:, 0]).take(kk), np.ascontiguousarray(ring[:, 1]).take(kk)
+    near_lon = lon0.take(s) + ((lon[c:2 * c] - lon0).take(s) * rx + (lon[2 * c:] - lon0).take(s) * ry)
+    near_lat = lat0.take(s) + ((lat[c:2 * c] - lat0).take(s) * rx + (lat[2 * c:] - lat0).take(s) * ry)
     if every:
-        return near_lonlat
+        return np.column_stack([near_lon, near_lat])
     lonlat = np.empty((len(src), 2))
-    lonlat[near] = near_lonlat
+    lonlat[near, 0], lonlat[near, 1] = near_lon, near_lat
     far = xy[~near] if xy is not None else _grown_xy(centres, src[~near], k[~near], ring)
     lon, lat = projector.inverse(far[:, 0], far[:, 1])
     lonlat[~near, 0], lonlat[~near, 1] = lon, lat
