@@ -144,6 +144,42 @@ def same(a, b) -> bool:
     return a.equals(b)
 
 
+def stages(old: dict, data: dict, proj, rounds: int) -> None:
+    """The A/B per stage of Stuck's hulls, 4096 matches at a time as ``hulls_wkt``: the
+    grown hulls (``grown_point_hulls``), their text (``polygon_wkts``, ``arrow=True``) and
+    their WKB (``arrow="wkb"``), old and new on the same lon/lat (PROJ's, for the timing).
+    The unprojection between (``stamps._unproject_grown``) is not timed apart: its
+    arithmetic is unchanged, only the coordinates it no longer needs are not made."""
+    from spatec.spatial import stamps as S
+    from spatec.spatial import wkt as W
+
+    OS, OW = old["spatec.spatial.stamps"], old["spatec.spatial.wkt"]
+    xy = np.stack([data["x"], data["y"]], axis=-1)
+    ring = S.wkt_ring(float(data["r"].flat[0]))
+    chunks = [np.ascontiguousarray(xy[:, a:a + 4096]) for a in range(0, xy.shape[1], 4096)]
+    lonlat = []
+    for c in chunks:
+        coords, offsets, _ = S.grown_point_hulls(c, ring)
+        lonlat.append((np.column_stack(proj.inverse(coords[:, 0], coords[:, 1])), offsets))     # (near enough)
+    table = {
+        "grown hulls": (lambda: [OS.grown_point_hulls(c, ring) for c in chunks],
+                        lambda: [S.grown_point_hulls(c, ring, coords=False) for c in chunks]),
+        "text (arrow)": (lambda: [OW.polygon_wkts(ll, o, arrow=True) for ll, o in lonlat],
+                         lambda: [W.polygon_wkts(ll, o, arrow=True) for ll, o in lonlat]),
+        "wkb": (lambda: [OW.polygon_wkts(ll, o, arrow="wkb") for ll, o in lonlat],
+                lambda: [W.polygon_wkts(ll, o, arrow="wkb") for ll, o in lonlat]),
+    }
+    for name, (f_old, f_new) in table.items():
+        best = [float("inf")] * 2
+        for _ in range(rounds):
+            for i, f in enumerate((f_old, f_new)):
+                t = time.process_time()
+                f()
+                best[i] = min(best[i], time.process_time() - t)
+        print(f"stage {name:13s}: old {best[0]:.3f} s, new {best[1]:.3f} s CPU (best of {rounds}), "
+              f"new/old {best[1] / best[0]:.3f}", flush=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", default="/work/main", help="the tree to compare against (default /work/main)")
@@ -151,6 +187,7 @@ def main(argv=None) -> None:
     ap.add_argument("--scale", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="only the first N matches (0: all)")
     ap.add_argument("--forms", default="arrow,wkb", help="of list, arrow, wkb")
+    ap.add_argument("--stages", action="store_true", help="also each stage apart (grown hulls, text, WKB)")
     a = ap.parse_args(argv)
 
     from spatec.spatial.crs import Projector
@@ -182,6 +219,8 @@ def main(argv=None) -> None:
               f"new/old {best['new'] / best['old']:.3f}; outputs equal: {ok}")
         if not ok:
             sys.exit(f"{form}: outputs differ")
+    if a.stages:
+        stages(old, data, proj, a.rounds)
 
 
 if __name__ == "__main__":
