@@ -40,6 +40,20 @@ def _orientation(ax, ay, bx, by, cx, cy) -> np.ndarray:
     return sign
 
 
+def _lowest(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per column of ``x, y`` (shape ``(k, n)``) the first row of least ``y``, then least
+    ``x``: ``np.lexsort((x, y), axis=0)[0]`` (a stable sort's first) without sorting."""
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return np.lexsort((x, y), axis=0)[0]
+    best = np.zeros(x.shape[1], dtype=np.int64)
+    bx, by = x[0].copy(), y[0].copy()
+    for j in range(1, x.shape[0]):
+        better = (y[j] < by) | ((y[j] == by) & (x[j] < bx))
+        best[better] = j
+        bx[better], by[better] = x[j][better], y[j][better]
+    return best
+
+
 def hull_rings(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The convex hulls of ``n`` sets of ``k`` points (``x``, ``y``: shape ``(k, n)``,
     ``k`` in :data:`SMALL`): ``(vertices, count, sure)``, ``vertices[i, :count[i]]``
@@ -50,7 +64,7 @@ def hull_rings(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     if k not in SMALL:
         raise ValueError(f"hull_rings makes hulls of {SMALL} points, not {k}")
     cols = np.arange(n)
-    start = np.lexsort((x, y), axis=0)[0]                 # the lowest point, then the leftmost
+    start = _lowest(x, y)                                 # the lowest point, then the leftmost
     rest = np.array([[j for j in range(k) if j != i] for i in range(k)], dtype=np.int64)[start].T   # (k - 1, n)
     ox, oy = x[start, cols], y[start, cols]
     qx, qy = x[rest, cols], y[rest, cols]
@@ -66,7 +80,9 @@ def hull_rings(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
             rank[i] += s < 0
     if m == 3:
         sure &= _orientation(qx[0], qy[0], qx[1], qy[1], qx[2], qy[2]) != 0
-    order = np.argsort(rank, axis=0, kind="stable")
+    # where sure, the ranks are 0 .. m-1: each point put at its rank (elsewhere any index)
+    order = np.zeros((m, n), dtype=np.int64)
+    order[rank, cols] = np.arange(m)[:, None]
     ccw = rest[order, cols]                               # counter-clockwise from the start
     vertices = np.full((n, k), -1, dtype=np.int64)
     vertices[:, 0] = start

@@ -514,12 +514,13 @@ def _vertices(geoms: np.ndarray) -> tuple:
     return c[keep], idx[keep], point, line, poly, c, idx
 
 
-def grown_point_hulls(xy: np.ndarray, ring: np.ndarray) -> tuple:
+def grown_point_hulls(xy: np.ndarray, ring: np.ndarray, coords: bool = True) -> tuple:
     """:func:`grown_convex_parts` of GEOS's convex hulls of ``n`` sets of ``k`` points
     (``xy``: shape ``(k, n, 2)``), the hulls of 3 or 4 points in general position made
     without GEOS (:func:`spatec.spatial.smallhull.hull_rings`: the same polygons,
     coordinate for coordinate), the others by GEOS. The same vertices go through the
-    same arithmetic, so the same numbers."""
+    same arithmetic, so the same numbers. ``coords=False``: the coordinates left out
+    (None) where every ring is a centre plus offsets (:func:`lonlat_wkts` needs no more)."""
     k, n = xy.shape[0], xy.shape[1]
     if n == 0:
         return _no_parts(ring)
@@ -532,12 +533,17 @@ def grown_point_hulls(xy: np.ndarray, ring: np.ndarray) -> tuple:
     pick = order[ok][np.arange(order.shape[1])[None, :] < cnt[:, None]]
     rows = np.repeat(ok, cnt)
     v = xy[pick, rows]
-    first = np.cumsum(cnt) - cnt
-    shell = np.insert(np.arange(len(v)), first[1:].tolist() + [len(v)], first)
-    parts = [(v, rows, v[shell], np.repeat(ok, cnt + 1))]
+
+    def shells():
+        first = np.cumsum(cnt) - cnt
+        shell = np.insert(np.arange(len(v)), first[1:].tolist() + [len(v)], first)
+        return v[shell], np.repeat(ok, cnt + 1)
+
+    other = np.flatnonzero(~sure)
+    # (the shells made only if GEOS makes a hull: of these, or of a grown one _grown_vertices cannot make)
+    parts = [(v, rows, *shells())] if len(other) else [(v, rows, shells, None)]
     point, line, poly = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     poly[ok] = True
-    other = np.flatnonzero(~sure)
     if len(other):
         gv, gvid, gpoint, gline, gpoly, gc, gidx = _vertices(_point_hulls(xy[:, other]))
         point[other], line[other], poly[other] = gpoint, gline, gpoly
@@ -548,7 +554,7 @@ def grown_point_hulls(xy: np.ndarray, ring: np.ndarray) -> tuple:
         c, idx = np.concatenate([p[2] for p in parts])[by_c], np.concatenate([p[3] for p in parts])[by_c]
     else:
         _, vid, c, idx = parts[0]
-    return _grown_vertices(v, vid, point, line, poly, ring, c, idx)
+    return _grown_vertices(v, vid, point, line, poly, ring, c, idx, coords)
 
 
 def _point_hulls(xy: np.ndarray) -> np.ndarray:
@@ -561,11 +567,12 @@ def _point_hulls(xy: np.ndarray) -> np.ndarray:
     return shapely.convex_hull(lines)
 
 
-def grown_segments(p: np.ndarray, q: np.ndarray, ring: np.ndarray) -> tuple:
+def grown_segments(p: np.ndarray, q: np.ndarray, ring: np.ndarray, coords: bool = True) -> tuple:
     """:func:`grown_convex_parts` of the convex hulls of point pairs ``p[i], q[i]``
     (``(m, 2)`` each) without making them: the hull of two points is, as GEOS
     makes it, the line from ``p`` to ``q``, or the point where they are one.
-    The same vertices go through the same arithmetic, so the same numbers."""
+    The same vertices go through the same arithmetic, so the same numbers.
+    ``coords``: as :func:`grown_point_hulls`'s."""
     m = len(p)
     if m == 0:
         return _no_parts(ring)
@@ -577,7 +584,7 @@ def grown_segments(p: np.ndarray, q: np.ndarray, ring: np.ndarray) -> tuple:
     two = np.flatnonzero(~same)
     v[at[two] + 1] = q[two]
     vid = np.repeat(np.arange(m), n)
-    return _grown_vertices(v, vid, same, ~same, np.zeros(m, dtype=bool), ring, v, vid)
+    return _grown_vertices(v, vid, same, ~same, np.zeros(m, dtype=bool), ring, v, vid, coords)
 
 
 def _no_parts(ring: np.ndarray) -> tuple:
@@ -586,33 +593,36 @@ def _no_parts(ring: np.ndarray) -> tuple:
 
 
 def _grown_vertices(v: np.ndarray, vid: np.ndarray, point: np.ndarray, line: np.ndarray, poly: np.ndarray,
-                    ring: np.ndarray, c: np.ndarray, idx: np.ndarray) -> tuple:
+                    ring: np.ndarray, c: np.ndarray, idx: np.ndarray, coords: bool = True) -> tuple:
     """:func:`grown_convex_parts` from the geometries' vertices ``v`` (their ids
     ``vid``, in order) and kinds (a point, a two-point line, a polygon of its
     shell's vertices, or other); ``c, idx``: every coordinate and its id, of
-    which the other geometries' hulls are made."""
+    which the other geometries' hulls are made (``c`` may be a function giving both,
+    called only if there is such a geometry). ``coords=False``: the coordinates
+    None where every ring is made of offsets (no GEOS ring)."""
     m, n = len(point), len(ring)
     nv = np.bincount(vid, minlength=m)
     vfirst = np.repeat(np.r_[0, np.cumsum(nv)[:-1]], nv)
     pos = np.arange(len(v)) - vfirst
     nvr = np.repeat(nv, nv)
-    # counter-clockwise: a clockwise ring is read backwards
-    rel = v - v[vfirst]                                  # exact enough for nearby points
-    reln = rel[vfirst + (pos + 1) % nvr]
-    cross = rel[:, 0] * reln[:, 1] - reln[:, 0] * rel[:, 1]
+    nxt, prv = vfirst + (pos + 1) % nvr, vfirst + (pos - 1) % nvr     # the next vertex, the previous
+    # counter-clockwise: a clockwise ring is read backwards (x and y apart: the same arithmetic)
+    vx, vy = np.ascontiguousarray(v[:, 0]), np.ascontiguousarray(v[:, 1])
+    relx, rely = vx - vx.take(vfirst), vy - vy.take(vfirst)              # exact enough for nearby points
+    cross = relx * rely.take(nxt) - relx.take(nxt) * rely
     area = np.bincount(vid, weights=cross, minlength=m)
     sure = np.abs(area) > 1e-9 * np.bincount(vid, weights=np.abs(cross), minlength=m)
     ccw = np.where(poly, area > 0, True)
     order = np.where(ccw[vid], np.arange(len(v)), vfirst + (nvr - 1 - pos))
     v = v[order]
-    e = v[vfirst + (pos + 1) % nvr] - v                  # each vertex's outgoing edge
-    ein = e[vfirst + (pos - 1) % nvr]
-    a_in = np.arctan2(-ein[:, 0], ein[:, 1])             # outward normals (counter-clockwise ring)
-    a_out = np.arctan2(-e[:, 0], e[:, 1])
+    vx, vy = vx.take(order), vy.take(order)
+    ex, ey = vx.take(nxt) - vx, vy.take(nxt) - vy                        # each vertex's outgoing edge
+    a_in = np.arctan2(-ex.take(prv), ey.take(prv))                       # outward normals (counter-clockwise ring)
+    a_out = np.arctan2(-ex, ey)
     width = np.mod(a_out - a_in, 2 * np.pi)
     width[width > 2 * np.pi - 1e-12] = 0.0               # a vertex on a straight edge
     total = np.bincount(vid, weights=width, minlength=m)
-    bad = np.bincount(vid, weights=((width > np.pi + 1e-9) | ~(np.hypot(e[:, 0], e[:, 1]) > 0)).astype(float),
+    bad = np.bincount(vid, weights=((width > np.pi + 1e-9) | ~(np.hypot(ex, ey) > 0)).astype(float),
                       minlength=m) > 0
     direct = point | ((line | (poly & sure)) & ~bad & (np.abs(total - 2 * np.pi) < 1e-6))
     # offset k's normal cone is [theta_k - step/2, theta_k + step/2]; keep the k whose cone
@@ -622,23 +632,19 @@ def _grown_vertices(v: np.ndarray, vid: np.ndarray, point: np.ndarray, line: np.
     k0 = np.ceil((a_in - step / 2 + eps) / step).astype(np.int64)
     k1 = np.floor((a_in + width + step / 2 - eps) / step).astype(np.int64)
     count = np.clip(k1 - k0 + 1, 0, n)
-    dv = direct[vid] & ~point[vid]
-    k0, count = k0[dv], count[dv]
-    which = np.repeat(np.flatnonzero(dv), count)
-    ks = (np.repeat(k0 - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))) % n   # k0, k0 + 1, ...
-    # each ring's coordinates as (vertex, offset) and their place in the ring: a direct ring's
-    # vertices' offsets in order (rings are in id order), a point's ring its n offsets
-    rid = vid[which]
-    nbody = np.bincount(rid, minlength=m)
-    pieces = [(which, ks, rid, np.arange(len(which)) - np.r_[0, np.cumsum(nbody)[:-1]][rid])]
+    # each ring's coordinates in runs (a vertex and its offsets k0, k0 + 1, ... mod n): a direct
+    # ring's vertices' in order, a point's ring its n offsets, GEOS's ring one run of its own
+    # coordinates (src = k = -1); then, closing a ring of ours, its first coordinate again
+    run = np.flatnonzero(direct[vid] & ~point[vid] & (count > 0))
+    runs = [(run, k0[run] % n, count[run], vid[run])]
     if point.any():
         pv = np.flatnonzero(point[vid])
-        pk = np.tile(np.arange(n), len(pv))
-        pieces.append((np.repeat(pv, n), pk, np.repeat(vid[pv], n), pk))
-        nbody[vid[pv]] = n
+        runs.append((pv, np.zeros(len(pv), dtype=np.int64), np.full(len(pv), n, dtype=np.int64), vid[pv]))
     other = np.flatnonzero(~direct)
     hc, hid = np.empty((0, 2)), np.zeros(0, dtype=np.int64)
     if len(other):
+        if callable(c):
+            c, idx = c()
         pts = (c[:, None, :] + ring[None, :, :]).reshape(-1, 2)
         pid = np.repeat(idx, n)
         sel = np.isin(pid, other)
@@ -646,26 +652,47 @@ def _grown_vertices(v: np.ndarray, vid: np.ndarray, point: np.ndarray, line: np.
         hulls = shapely.orient_polygons(hulls, exterior_cw=False)
         hc, hidx = shapely.get_coordinates(hulls, return_index=True)
         hid = other[hidx]
-    # each ring: a direct ring's coordinates then its first again (closing it), or GEOS's ring
-    nhull = np.bincount(hid, minlength=m)
-    offsets = np.r_[0, np.cumsum(nbody + (nbody > 0) + nhull)].astype(np.int64)
-    src = np.empty(offsets[-1], dtype=np.int64)
-    k = np.empty(offsets[-1], dtype=np.int64)
-    for p_src, p_k, p_rid, p_rank in pieces:
-        put = offsets[:-1][p_rid] + p_rank
-        src[put], k[put] = p_src, p_k
-    closed = np.flatnonzero(nbody > 0)
-    src[offsets[closed + 1] - 1], k[offsets[closed + 1] - 1] = src[offsets[closed]], k[offsets[closed]]
-    if not len(hid):
-        coords = np.take(v, src, axis=0) + np.take(ring, k, axis=0)
+        nhull = np.bincount(hid, minlength=m)
+        g = np.flatnonzero(nhull)
+        runs.append((np.full(len(g), -1, dtype=np.int64), np.full(len(g), 2 * n, dtype=np.int64), nhull[g], g))
+    return _runs(runs, m, v, ring, hc, len(runs) > 1, coords)
+
+
+def _runs(runs: list, m: int, v: np.ndarray, ring: np.ndarray, hc: np.ndarray, mixed: bool, coords: bool) -> tuple:
+    """:func:`_grown_vertices`'s rings from their runs ``(src, k0, count, ring id)`` (each
+    kind's in ring order; ``src = -1``, ``k0 = 2 n``: GEOS's coordinates ``hc``)."""
+    n = len(ring)
+    src, k0, count, rid = (np.concatenate(p) for p in zip(*runs)) if mixed else runs[0]
+    if mixed:
+        by = np.argsort(rid, kind="stable")
+        src, k0, count, rid = src[by], k0[by], count[by], rid[by]
+    # a ring of ours closed by its first run's first coordinate again
+    first = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]]) if len(rid) else np.zeros(0, dtype=np.int64)
+    first = first[src[first] >= 0]
+    last = _run_ends(rid, first) if mixed else np.r_[first[1:], len(rid)] if len(first) else first
+    src, k0, rid = (np.insert(a, last, a[first]) for a in (src, k0, rid))
+    count = np.insert(count, last, 1)
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rid, weights=count, minlength=m).astype(np.int64), out=offsets[1:])
+    total = int(offsets[-1])
+    start = np.cumsum(count) - count
+    table = np.r_[np.arange(n), np.arange(n), np.full(max(int(count.max()) if len(count) else 0, 1), -1)]
+    k = table.take(np.repeat(k0 - start, count) + np.arange(total))
+    src = np.repeat(src, count)
+    if not len(hc):
+        xy = np.take(v, src, axis=0) + np.take(ring, k, axis=0) if coords else None
     else:
-        hat = np.arange(len(hid)) + (offsets[:-1] - np.r_[0, np.cumsum(nhull)[:-1]])[hid]
-        src[hat], k[hat] = -1, -1
         known = src >= 0
-        coords = np.empty((offsets[-1], 2))
-        coords[known] = np.take(v, src[known], axis=0) + np.take(ring, k[known], axis=0)
-        coords[hat] = hc
-    return coords, offsets, (v, src, k, ring)
+        xy = np.empty((total, 2))
+        xy[known] = np.take(v, src[known], axis=0) + np.take(ring, k[known], axis=0)
+        xy[~known] = hc
+    return xy, offsets, (v, src, k, ring)
+
+
+def _run_ends(rid: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Where the rings whose runs start at ``first`` end (their last run's index + 1)."""
+    ends = np.r_[np.flatnonzero(rid[1:] != rid[:-1]) + 1, len(rid)]
+    return ends[np.searchsorted(ends, first, side="right")]
 
 
 def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -755,7 +782,8 @@ def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None, arro
     never built as polygons; the others take the way of ``shapes``. Which way
     a polygon takes depends on it alone, so a stamp gets the same text
     whatever it is written with. ``arrow``: the texts as an Arrow string array
-    (:func:`~spatec.spatial.wkt.polygon_wkts`)."""
+    (:func:`~spatec.spatial.wkt.polygon_wkts`). Coordinates None (``coords=False`` of
+    :func:`grown_point_hulls`): computed only if a ring may not be small (:func:`_surely_small`)."""
     def unproject(xy):
         lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
         return np.column_stack([lon, lat])
@@ -777,6 +805,10 @@ def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None, arro
     if coords is None:
         return texts(split(shapes))
     xy, offsets, (centres, src, k, ring) = coords
+    if xy is None:
+        if _surely_small(offsets, centres, src, ring):
+            return polygon_wkts(_unproject_grown(None, src, k, centres, ring, projector), offsets, arrow=arrow)
+        xy = _grown_xy(centres, src, k, ring)
     if not len(xy):                                                       # no polygon, or empty ones
         return texts(shapely.to_wkt(polygons(xy, offsets), rounding_precision=7, trim=True).tolist())
     lo = np.minimum.reduceat(xy, offsets[:-1])
@@ -794,7 +826,32 @@ def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None, arro
     return texts(out.tolist())
 
 
-def _unproject_grown(xy: np.ndarray, src: np.ndarray, k: np.ndarray, centres: np.ndarray, ring: np.ndarray,
+def _surely_small(offsets: np.ndarray, centres: np.ndarray, src: np.ndarray, ring: np.ndarray) -> bool:
+    """Whether every grown ring (every coordinate ``centres[src] + ring[k]``, ``src >= 0``,
+    each ring's centres a run of ``centres`` in order, as :func:`_grown_vertices` makes
+    them) is certainly :func:`lonlat_wkts`'s small (``hypot`` of its extent below
+    ``WKT_MAX_EDGE - 1``), from its centres' extent and the offsets': each coordinate,
+    a sum rounded once, is within its rounding error of the exact sum."""
+    m = len(offsets) - 1
+    if not m or not len(centres) or (offsets[1:] <= offsets[:-1]).any():
+        return False
+    starts = src[offsets[:-1]]
+    if (starts[1:] <= starts[:-1]).any():
+        return False
+    # (the centres from a ring's first to the next one's: its own, and maybe some it skips)
+    ext = np.maximum.reduceat(centres, starts) - np.minimum.reduceat(centres, starts)
+    ext += ring.max(axis=0) - ring.min(axis=0)
+    margin = 1e-6 + 16 * float(np.spacing(np.abs(centres).max() + np.abs(ring).max()))
+    ext += margin
+    return bool((np.hypot(ext[:, 0], ext[:, 1]) < WKT_MAX_EDGE - 1.0 - margin).all())
+
+
+def _grown_xy(centres: np.ndarray, src: np.ndarray, k: np.ndarray, ring: np.ndarray) -> np.ndarray:
+    """The coordinates ``centres[src] + ring[k]`` (as :func:`_grown_vertices` computes them)."""
+    return np.take(centres, src, axis=0) + np.take(ring, k, axis=0)
+
+
+def _unproject_grown(xy: np.ndarray | None, src: np.ndarray, k: np.ndarray, centres: np.ndarray, ring: np.ndarray,
                      projector) -> np.ndarray:
     """lon/lat of the vertices ``xy = centres[src] + ring[k]`` of grown polygons.
 
@@ -809,10 +866,13 @@ def _unproject_grown(xy: np.ndarray, src: np.ndarray, k: np.ndarray, centres: np
     projections, higher latitudes) are unprojected one by one. Every number is
     computed the same way whatever the batch (PROJ works point by point,
     numpy's arithmetic is exact IEEE), so a stamp's text does not depend on
-    what it is written with."""
+    what it is written with. ``xy`` None: every vertex a centre plus an offset
+    (:func:`_grown_xy`)."""
     near = src >= 0
     if not (near.any() and len(ring) and np.hypot(ring[:, 0], ring[:, 1]).max() <= UNPROJECT_MAX_OFFSET
             and getattr(projector, "is_transverse_mercator", False)):
+        if xy is None:
+            xy = _grown_xy(centres, src, k, ring)
         lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
         return np.column_stack([lon, lat])
     distinct, back = _distinct_points(centres)
@@ -832,9 +892,10 @@ def _unproject_grown(xy: np.ndarray, src: np.ndarray, k: np.ndarray, centres: np
     near_lat = lat0.take(s) + ((lat[c:2 * c] - lat0).take(s) * rx + (lat[2 * c:] - lat0).take(s) * ry)
     if every:
         return np.column_stack([near_lon, near_lat])
-    lonlat = np.empty_like(xy)
+    lonlat = np.empty((len(src), 2))
     lonlat[near, 0], lonlat[near, 1] = near_lon, near_lat
-    lon, lat = projector.inverse(xy[~near, 0], xy[~near, 1])
+    far = xy[~near] if xy is not None else _grown_xy(centres, src[~near], k[~near], ring)
+    lon, lat = projector.inverse(far[:, 0], far[:, 1])
     lonlat[~near, 0], lonlat[~near, 1] = lon, lat
     return lonlat
 

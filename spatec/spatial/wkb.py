@@ -154,13 +154,15 @@ def wkb_values(xy: np.ndarray, npts: np.ndarray, wtype: int, counts: int) -> pa.
     elif counts == 2:
         words[:, 0] = 1
         words[:, 1] = npts
-    buf = np.empty(int(offsets[-1]), dtype=np.uint8)
-    is_head = np.zeros(len(buf), dtype=bool)
-    is_head[(offsets[:-1, None] + np.arange(head)).ravel()] = True
-    buf[is_head] = header.ravel()
-    buf[~is_head] = np.ascontiguousarray(xy, dtype="<f8").view(np.uint8).ravel()
-    return pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                  pa.py_buffer(buf)])
+    # each row's header, then its coordinates: two binary columns over the two buffers
+    # (no copy), joined row by row by Arrow
+    heads = pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(np.arange(0, head * m + 1, head, dtype=np.int32)),
+                                                   pa.py_buffer(header)])
+    at = np.zeros(m + 1, dtype=np.int32)
+    np.cumsum(16 * np.asarray(npts, dtype=np.int64), out=at[1:])
+    coords = pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(at),
+                                                    pa.py_buffer(np.ascontiguousarray(xy, dtype="<f8"))])
+    return pc.binary_join_element_wise(heads, coords, pa.scalar(b"", pa.binary()))
 
 
 def in_order(parts: list, n: int) -> pa.Array:

@@ -31,12 +31,16 @@ finite) are rare in lon/lat: within 11 m of the prime meridian or the
 equator. A polygon with one is written by GEOS.
 
 The layout: a vertex is a fixed-width row ``x-head x-tail " " y-head y-tail
-sep``: a head is the sign and integer digits right-aligned in 4 bytes, a
+sep`` (a record of numpy fields, :func:`_row_type`, each written from a table
+at once): a head is the sign and integer digits left-aligned in 4 bytes, as
+wide as the widest head of the column (the next field overwrites the rest), a
 tail the point and 7 decimals, trailing zeros (and a point with no decimal
 after it) as NUL bytes, ``sep`` is ``", "`` or, at a ring's end, ``")\\n"``.
 The NUL bytes, few, are then deleted in one ``bytes.replace``.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pyarrow as pa
@@ -55,12 +59,14 @@ _UNIT = 10 ** DECIMALS
 #: uint32 and the sign and integer digits in 4 bytes.
 _LOW, _HIGH = 1e-4, 400.0
 _CHUNK = 512          # polygons at a time: keeps numpy's arrays in cache
+#: How far from a half-way point (in units of 1e-7) :func:`_scaled` rounds the product.
+_NEAR = 0.5 - 1e-5
 
 
 def _tables():
     u4 = np.dtype("<u4")
-    # head: "-" and the integer digits of 0..400, right-aligned in 4 bytes (index: 2 * ip + neg)
-    heads = [((b"-" if neg else b"") + str(i).encode()).rjust(4, b"\0") for i in range(401) for neg in (0, 1)]
+    # head: "-" and the integer digits of 0..400, left-aligned in 4 bytes (index: 2 * ip + neg)
+    heads = [((b"-" if neg else b"") + str(i).encode()).ljust(4, b"\0") for i in range(401) for neg in (0, 1)]
     # tail: the point and the first three decimals (index: fhi + 1000 if the last four are
     # zero, when trailing zeros and a bare point become NUL), then the last four
     def trimmed(digits: str, point: bool) -> bytes:
@@ -72,41 +78,94 @@ def _tables():
 
 
 _HEAD, _TAIL3, _TAIL4 = _tables()
+#: Separators as little-endian 2-byte words: ", ", and at a ring's end ")" and NUL or ")\n".
+_SEP, _CLOSE, _CLOSE_NL = (int.from_bytes(b, "little") for b in (b", ", b")\0", b")\n"))
+
+
+def _scaled(v: np.ndarray) -> np.ndarray:
+    """``v`` in units of 1e-7, rounded as GEOS rounds (module docstring), signed, as
+    doubles (integers; ``-0.0`` for ``-0.0``); meaningful where ``|v| < _HIGH``.
+
+    ``t = fl(v * 1e7)`` is within half a unit in the last place of the product (2.4e-7
+    below 4e9), and the shortest decimal of ``v``, scaled, within 3e-7 of it: where
+    ``t`` is further than :data:`_NEAR` from a half-way point ``rint(t)`` (nearest,
+    symmetric about zero) is the integer both round to; the few others take the
+    exact comparison (:func:`_scaled_exact`)."""
+    t = v * float(_UNIT)
+    k = np.rint(t)
+    np.subtract(t, k, out=t)
+    np.abs(t, out=t)
+    near = np.flatnonzero(t > _NEAR)
+    if len(near):
+        k.reshape(-1)[near] = _scaled_exact(v.reshape(-1)[near])       # (k: new, contiguous)
+    return k
+
+
+def _scaled_exact(v: np.ndarray) -> np.ndarray:
+    """:func:`_scaled` by the comparison with the half-way point (module docstring)."""
+    f = np.floor(v * float(_UNIT))
+    b = (2.0 * f + 1.0) / (2.0 * _UNIT)
+    fi = f.astype(np.int64)
+    fi += (v > b) | ((v == b) & (fi & 1).astype(bool))
+    return fi.astype(np.float64)
 
 
 def _units(v: np.ndarray) -> np.ndarray:
     """``|v|`` in units of 1e-7 as uint32, rounded as GEOS rounds (module
     docstring); meaningful where ``|v| < _HIGH``."""
-    f = np.floor(v * float(_UNIT))
-    b = (2.0 * f + 1.0) / (2.0 * _UNIT)
-    fi = f.astype(np.int64)
-    fi += (v > b) | ((v == b) & (fi & 1).astype(bool))
-    return np.abs(fi).astype(np.uint32)
+    k = _scaled(v)
+    np.abs(k, out=k)
+    return k.astype(np.uint32)
 
 
-def _number(v: np.ndarray) -> tuple:
-    """The numbers ``v`` as 4-byte heads (sign and integer digits, right-aligned) and
-    8-byte tails (point and decimals, left-aligned), uint32 words (little-endian bytes)."""
+def _digits(v: np.ndarray) -> tuple:
+    """The numbers ``v`` as indices into the tables: ``_HEAD`` (sign and integer digits),
+    ``_TAIL3`` (the point and first three decimals) and ``_TAIL4`` (the last four)."""
     k = _units(v)
     ip = k // np.uint32(_UNIT)
     fp = k - ip * np.uint32(_UNIT)
     fhi = fp // np.uint32(10_000)
     flo = fp - fhi * np.uint32(10_000)
     # a sign for negatives: -0.0 is not below zero, and any other number here is at least 1e-4
-    head = _HEAD.take(ip + ip + (v < 0))
-    tail = np.empty((len(v), 2), dtype="<u4")
-    tail[:, 0] = _TAIL3.take(fhi + np.where(flo == 0, np.uint32(1000), np.uint32(0)))
-    tail[:, 1] = _TAIL4.take(flo)
-    return head, tail
+    return ip + ip + (v < 0), fhi + (flo == 0) * np.uint32(1000), flo
 
 
 def _head_width(head: np.ndarray) -> int:
-    """Bytes the widest head takes: 4 less the leading bytes NUL in every head."""
+    """Bytes the widest head takes: 4 less the trailing bytes NUL in every head."""
     seen = int(np.bitwise_or.reduce(head)) if len(head) else 0
     w = 4
-    while w > 1 and not (seen >> (8 * (4 - w))) & 0xFF:
+    while w > 1 and not (seen >> (8 * (w - 1))) & 0xFF:
         w -= 1
     return w
+
+
+@functools.lru_cache(maxsize=None)
+def _row_type(wx: int, wy: int) -> np.dtype:
+    """A vertex's row for heads ``wx`` and ``wy`` bytes wide: fields written in order, a
+    head's 4 bytes overlapping the next field by ``4 - w`` (its NULs, then overwritten)."""
+    at = {"xh": 0, "x3": wx, "x4": wx + 4, "sp": wx + 8, "yh": wx + 9, "y3": wx + 9 + wy, "y4": wx + 13 + wy,
+          "sep": wx + 17 + wy}
+    formats = {"sp": "u1", "sep": "<u2"}
+    return np.dtype({"names": list(at), "formats": [formats.get(f, "<u4") for f in at], "offsets": list(at.values()),
+                     "itemsize": wx + wy + 19})
+
+
+def _rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The vertices' rows (:func:`_row_type`), separators ``", "``."""
+    hx, x3, x4 = _digits(x)
+    hy, y3, y4 = _digits(y)
+    hx, hy = _HEAD.take(hx), _HEAD.take(hy)
+    row = np.empty(len(x), dtype=_row_type(_head_width(hx), _head_width(hy)))
+    # (in the fields' order: a head's NULs beyond its width are overwritten by the next field)
+    row["xh"] = hx
+    np.take(_TAIL3, x3, out=row["x3"], mode="clip")
+    np.take(_TAIL4, x4, out=row["x4"], mode="clip")
+    row["sp"] = ord(" ")
+    row["yh"] = hy
+    np.take(_TAIL3, y3, out=row["y3"], mode="clip")
+    np.take(_TAIL4, y4, out=row["y4"], mode="clip")
+    row["sep"] = _SEP
+    return row
 
 
 def read_back(v: np.ndarray) -> np.ndarray:
@@ -116,8 +175,10 @@ def read_back(v: np.ndarray) -> np.ndarray:
     ``[1e-4, 400)`` or zero). ``float(n) / 1e7`` is the double nearest the decimal
     ``n / 10**7`` (both exact doubles, IEEE division correctly rounded), as ``strtod``'s;
     a zero is ``0.0``, unsigned, as its text ``0``."""
-    q = _units(v).astype(np.float64) / float(_UNIT)
-    return np.where(v < 0, -q, q)
+    q = _scaled(v)
+    q /= float(_UNIT)
+    q += 0.0                 # (-0.0 + 0.0 is 0.0; the others as they are)
+    return q
 
 
 def polygon_wkts(xy: np.ndarray, offsets: np.ndarray, arrow: bool | str = False):
@@ -155,8 +216,9 @@ def _hulls(xy: np.ndarray, offsets: np.ndarray) -> pa.StructArray:
         return text_hulls(polygon_wkts(xy, offsets, arrow=True))
     ours = _ours(xy, offsets)
     counts = np.diff(offsets)
-    keep = np.repeat(ours, counts)
-    values = read_back(xy[keep])
+    every = bool(ours.all()) and offsets[0] == 0 and offsets[-1] == len(xy)
+    keep = np.repeat(ours, counts) if not every else None
+    values = read_back(xy if every else xy[keep])
     npts = counts[ours]
     if len(npts):
         ends = np.cumsum(npts)
@@ -175,6 +237,8 @@ def _hulls(xy: np.ndarray, offsets: np.ndarray) -> pa.StructArray:
 def _ours(xy: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Which polygons this module writes (the others: GEOS)."""
     m = len(offsets) - 1
+    if len(xy) and xy.min() >= _LOW and xy.max() < _HIGH:        # (all positive: no |xy| made)
+        return np.diff(offsets) > 0
     a = np.abs(xy)
     if len(xy) and a.min() >= _LOW and a.max() < _HIGH:
         return np.diff(offsets) > 0
@@ -200,30 +264,20 @@ def _chunk(xy: np.ndarray, offsets: np.ndarray, arrow: bool = False):
         return pa.array(out.tolist(), pa.string()) if arrow else out.tolist()
     if not m:
         return pa.array([], pa.string()) if arrow else []
-    xh, xt = _number(np.ascontiguousarray(xy[:, 0]))
-    yh, yt = _number(np.ascontiguousarray(xy[:, 1]))
-    # a vertex's row: x's head (as wide as the widest) and tail, a space, y's, the separator
-    wx, wy = _head_width(xh), _head_width(yh)
-    row = np.empty((len(xy), wx + 8 + 1 + wy + 8 + 2), dtype=np.uint8)
-    row[:, :wx] = xh.view(np.uint8).reshape(-1, 4)[:, 4 - wx:]
-    row[:, wx:wx + 8] = xt.view(np.uint8)
-    row[:, wx + 8] = ord(" ")
-    at = wx + 9
-    row[:, at:at + wy] = yh.view(np.uint8).reshape(-1, 4)[:, 4 - wy:]
-    row[:, at + wy:at + wy + 8] = yt.view(np.uint8)
-    row[:, -2], row[:, -1] = ord(","), ord(" ")
+    row = _rows(np.ascontiguousarray(xy[:, 0]), np.ascontiguousarray(xy[:, 1]))
+    sep = row["sep"]
     end = offsets[1:] - 1
     if arrow:
         # a ring's last row ends ")" and nothing: with the NULs gone, the polygons' texts
         # (less "POLYGON ((" and the last ")") follow one another, each ending at its
         # only ")"; Arrow puts the rest around them
-        row[end, -2], row[end, -1] = ord(")"), 0
+        sep[end] = _CLOSE
         data = row.tobytes().replace(b"\0", b"")
         ends = np.empty(m + 1, dtype=np.int32)
         ends[0] = 0
         ends[1:] = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord(")")) + 1
         body = pa.StringArray.from_buffers(m, pa.py_buffer(ends), pa.py_buffer(data))
         return pc.binary_join_element_wise("POLYGON ((", body, ")", "")
-    row[end, -2], row[end, -1] = ord(")"), ord("\n")
+    sep[end] = _CLOSE_NL
     text = row.tobytes().replace(b"\0", b"").decode("ascii")
     return ("POLYGON ((" + text.replace("\n", ")\nPOLYGON ((")).split("\n")[:-1]

@@ -980,12 +980,14 @@ def _hulls_wkt(m: Matches, projector, arrow: bool | str = False):
         # the grown hull of two discs, from their centres: no GEOS geometry made (Bunching)
         ring = S.wkt_ring(r)
         return S.lonlat_wkts(None, projector, coords=S.grown_segments(np.column_stack([ex[0], ey[0]]),
-                                                                      np.column_stack([ex[1], ey[1]]), ring),
+                                                                      np.column_stack([ex[1], ey[1]]), ring,
+                                                                      coords=False),
                              arrow=arrow)
     if k > 2 and r > 0:
         # hulls of 3 or 4 centres made in numpy where GEOS's are certain (Stuck), GEOS's otherwise
-        return S.lonlat_wkts(None, projector, coords=S.grown_point_hulls(np.stack([ex, ey], axis=-1), S.wkt_ring(r)),
-                             arrow=arrow)
+        # (the grown coordinates left out: lonlat_wkts unprojects them from their centres)
+        return S.lonlat_wkts(None, projector, arrow=arrow,
+                             coords=S.grown_point_hulls(np.stack([ex, ey], axis=-1), S.wkt_ring(r), coords=False))
     if k == 1:
         hull = shapely.points(ex[0], ey[0])
     elif k == 2:

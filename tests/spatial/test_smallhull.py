@@ -74,3 +74,18 @@ def test_grown_point_hulls_of_degenerate_sets(sets):
     want = grown_convex_parts(np.asarray(geos_hulls(xy), dtype=object), ring)
     for a, b in zip((got[0], got[1], *got[2][:3]), (want[0], want[1], *want[2][:3])):
         assert a.shape == b.shape and (a == b).all()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 5), st.lists(st.sampled_from([0.0, -0.0, 1.0, 2.0, -1.5, 1e-300, 5e6]), min_size=10, max_size=10),
+       st.integers(0, 2**32 - 1), st.booleans())
+def test_lowest_is_the_stable_sorts_first(k, pool, seed, nan):
+    """The lowest point (then leftmost; the first of equal ones) as lexsort's first, ties,
+    signed zeros and (sorted by lexsort) missing values included."""
+    from spatec.spatial.smallhull import _lowest
+
+    rng = np.random.default_rng(seed)
+    x, y = rng.choice(pool, size=(k, 50)), rng.choice(pool, size=(k, 50))
+    if nan:
+        x[0, 3] = np.nan
+    assert (_lowest(x, y) == np.lexsort((x, y), axis=0)[0]).all()

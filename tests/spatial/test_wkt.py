@@ -111,3 +111,54 @@ def test_cambridge_hulls():
     lonlat = S._unproject_grown(coords, src, k, centres, ring, p)
     assert len(lonlat) > 500_000
     assert texts(lonlat, offsets) == geos(lonlat, offsets)
+
+
+# --- the rounding arithmetic against the comparison it replaced ------------------------------
+
+def _units_by_comparison(v):
+    """``_units`` as first written (the comparison with the half-way point for every number)."""
+    f = np.floor(v * 1e7)
+    b = (2.0 * f + 1.0) / 2e7
+    fi = f.astype(np.int64)
+    fi += (v > b) | ((v == b) & (fi & 1).astype(bool))
+    return np.abs(fi).astype(np.uint32)
+
+
+def _read_back_by_comparison(v):
+    q = _units_by_comparison(v).astype(np.float64) / 1e7
+    return np.where(v < 0, -q, q)
+
+
+def _near_units(j):
+    """Numbers at, beside and a few ulps around half-way points and integers of 1e-7."""
+    base = st.integers(0, 3_999_999_999).map(lambda i: i / 1e7)
+    half = st.integers(0, 3_999_999_998).map(lambda i: (2 * i + 1) / 2e7)
+    return st.one_of(base, half).flatmap(
+        lambda x: st.integers(-j, j).map(lambda s: float(np.float64(x) + s * np.spacing(np.float64(x)))))
+
+
+_in_range = st.one_of(
+    st.floats(1e-4, 399.9999999), st.floats(1e-4, 1.1e-4), st.floats(399.0, 399.9999999),
+    st.sampled_from([0.0, 1e-4, 0.12345665, 0.12345675, 52.12345665, 0.99999995, 399.99999994, 0.0000500]),
+    _near_units(3)).filter(lambda x: x == 0 or 1e-4 <= x < 400)
+_signed = st.tuples(_in_range, st.booleans()).map(lambda p: -p[0] if p[1] else p[0])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_signed, min_size=1, max_size=200))
+def test_units_and_read_back_as_by_the_comparison(values):
+    """The rounding (``rint`` of the product, the comparison only near half-way points) gives
+    the integers and doubles of the comparison for every number, ties, ±0 and negatives
+    included, bit for bit."""
+    v = np.array(values + [-0.0, 0.0], dtype=float)
+    assert W._units(v).tobytes() == _units_by_comparison(v).tobytes()
+    assert W.read_back(v).tobytes() == _read_back_by_comparison(v).tobytes()
+
+
+def test_units_at_every_tie_of_a_range():
+    """Every half-way point (and the doubles beside it) of a stretch near 0.1, 52 and 399."""
+    for lo in (1_000_000, 520_000_000, 3_999_990_000):
+        mid = (2 * np.arange(lo, lo + 5000) + 1) / 2e7
+        v = np.concatenate([mid, np.nextafter(mid, 0), np.nextafter(mid, 1e3), -mid, np.arange(lo, lo + 5000) / 1e7])
+        assert W._units(v).tobytes() == _units_by_comparison(v).tobytes()
+        assert W.read_back(v).tobytes() == _read_back_by_comparison(v).tobytes()
