@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from spatec.automata.machine import Composite, composite_id
 from spatec.automata.places import PlaceSets
@@ -306,19 +307,30 @@ class Matches:
 
     def ids(self) -> list:
         """:func:`~spatec.automata.machine.composite_id` of every match, from the same JSON
-        payload: its fixed parts encoded once (``json.dumps`` encodes strings with
-        ``encode_basestring`` when ``ensure_ascii=False``). Ids that JSON writes as
+        payload. Ids held as Arrow text (staged events; :meth:`_bound_arrow`) are joined
+        into the payloads and hashed by :func:`spatec.vector.ids.composite_ids`; others
+        go through :meth:`_ids_of_lists`."""
+        if not len(self):
+            return []
+        vs = sorted(self.fp.vars)        # the payload's pairs, sorted: variables are distinct
+        arrs = [self._bound_arrow(v) for v in vs]
+        if vs and type(self.fp.phrase) is str and all(a is not None for a in arrs):
+            from spatec.vector.ids import composite_ids
+
+            return composite_ids(self.fp.phrase, vs, arrs)
+        return self._ids_of_lists(vs)
+
+    def _ids_of_lists(self, vs: list) -> list:
+        """:meth:`ids` from each variable's ids as Python strings: ids that JSON writes as
         they are, in quotes (the usual case; :func:`spatec.events.columns.json_verbatim`'s
-        test), go into a ``%`` template of the whole payload: one format per
-        match rather than an encoder call and a string per match and variable."""
+        test), go into a ``%`` template of the whole payload (``json.dumps`` encodes strings
+        with ``encode_basestring`` when ``ensure_ascii=False``): one format per match
+        rather than an encoder call and a string per match and variable."""
         import hashlib
         from json.encoder import encode_basestring as enc
 
         from spatec.events.columns import json_verbatim
 
-        if not len(self):
-            return []
-        vs = sorted(self.fp.vars)        # the payload's pairs, sorted: variables are distinct
         # ["phrase",[["A","id of A"],["B","id of B"]]]
         ids = [self._bound_ids(v) for v in vs]
         head = f"[{enc(self.fp.phrase)},["
@@ -331,9 +343,16 @@ class Matches:
         cols = [[f"[{enc(v)},{enc(x)}]" for x in c] for v, c in zip(vs, ids)]
         return [sha((head + ",".join(pairs) + "]]").encode("utf-8")).hexdigest()[:32] for pairs in zip(*cols)]
 
-    def event_ids(self) -> list:
-        """``{variable: event id}`` per match, variables sorted (as output rows have them)."""
+    def event_ids(self, arrow: bool = False):
+        """``{variable: event id}`` per match, variables sorted (as output rows have them).
+        ``arrow``: where the ids are Arrow text, as an Arrow struct array of one string
+        field per variable, sorted (its Python values are those dicts), no Python string
+        made; for a writer that reads them as columns (:mod:`spatec.sinks.files`)."""
         vs = sorted(self.fp.vars)
+        if arrow and vs and len(self):
+            arrs = [self._bound_arrow(v) for v in vs]
+            if all(a is not None for a in arrs):
+                return pa.StructArray.from_arrays(arrs, names=vs)
         cols = [self._bound_ids(v) for v in vs]
         return [dict(zip(vs, ids)) for ids in zip(*cols)] if len(self) else []
 
@@ -343,6 +362,16 @@ class Matches:
         got = self.__dict__.setdefault("_ids", {})
         if v not in got:
             got[v] = self.cols.ids[self.rows[v]].tolist()
+        return got[v]
+
+    def _bound_arrow(self, v: str) -> "pa.Array | None":
+        """:meth:`_bound_ids` as an Arrow string array when the ids are Arrow text
+        (:class:`~spatec.vector.vexpr.TextColumn`) with no missing value; else None."""
+        got = self.__dict__.setdefault("_arrow_ids", {})
+        if v not in got:
+            col = self.cols.ids
+            arr = col.arrow(self.rows[v]) if isinstance(col, TextColumn) and col.arr.type == pa.string() else None
+            got[v] = arr if arr is not None and not arr.null_count else None
         return got[v]
 
     def emit(self, tz: str) -> dict:
