@@ -120,7 +120,8 @@ def main() -> None:
         return [m.ids() for m in matches(side)]
 
     def event_ids(side):
-        return [m.event_ids() for m in matches(side)]
+        out = [event_ids_of(m) for m in matches(side)]
+        return [e.to_pylist() if hasattr(e, "to_pylist") else e for e in out]
 
     def event_ids_of(m):
         """as fast_rows asks for them for a part (Arrow where the side can)"""

@@ -223,17 +223,17 @@ def _emit_arrays(columns: dict) -> dict:
             out[c] = a
         elif kinds == {float}:
             out[c] = np.array(v, dtype=np.float64)
-        elif kinds == {int} and min(v) >= _INT64[0] and max(v) <= _INT64[1]:
-            out[c] = np.array(v, dtype=np.int64)
+        elif kinds == {int}:
+            try:
+                out[c] = np.array(v, dtype=np.int64)
+            except OverflowError:       # (beyond int64: the records' inference decides)
+                rest.append(c)
         else:
             rest.append(c)
     if rest:
         emit = pd.DataFrame(list(zip(*(columns[c] for c in rest))), columns=rest)
         out.update({c: emit[c].to_numpy() for c in rest})
     return {c: out[c] for c in columns}
-
-
-_INT64 = (-2 ** 63, 2 ** 63 - 1)
 
 
 class _Cols:

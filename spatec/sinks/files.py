@@ -211,7 +211,7 @@ def _shared_times(df: pd.DataFrame, names: list, tz: str | None) -> dict:
     if not ints or not len(df):
         return {}
     codes, uniques = pd.factorize(np.concatenate([df[n].to_numpy() for n in ints]))
-    text = time_texts(pd.Series(uniques, dtype=np.int64), tz)
+    text = time_texts(pd.Series(uniques, dtype=np.int64), tz, distinct=True)
     if text.null_count or not json_plain_text(text):
         return {}
     codes = codes.astype(np.int32)
@@ -285,7 +285,13 @@ def _struct_events(arr: pa.StructArray) -> tuple[tuple, list] | None:
 
 
 def _json_values(values: list) -> tuple[tuple, list]:
-    """:func:`_json_column` of JSON-ready values (as :func:`plain_value` gives them)."""
+    """:func:`_json_column` of JSON-ready values (as :func:`plain_value` gives them). One
+    text in every row (a phrase's name) is written once, a dictionary array of it."""
+    if len(values) > 1 and type(values[0]) is str and values[0] == values[-1] \
+            and values.count(values[0]) == len(values) and set(map(type, values)) == {str}:
+        between, (col,) = _json_values(values[:1])
+        col = col if isinstance(col, pa.Array) else pa.array(col, pa.string())
+        return between, [pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(values), np.int32)), col)]
     text = json_verbatim(values)
     if text is not None:
         return ('"', '"'), [text]
