@@ -118,8 +118,10 @@ def _replay(args, compiled, inputs, out: Path, ui, tz) -> int:
     t0 = time.perf_counter()
     logs = []
     if args.runner == "local":
+        from spatec.runners.heap import keep_freed
         from spatec.runners.serial import local_replay
 
+        keep_freed()            # (this process is the local runner's one worker)
         # (a large input streamed through the staged exchange in this process: bounded memory)
         result = local_replay(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui,
                               tz=tz)

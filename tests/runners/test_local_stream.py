@@ -86,3 +86,52 @@ def test_scratch_files_are_dead_once_matched(slice20, tmp_path, monkeypatch):
     for name, path in normal.paths.items():
         assert got.paths[name].read_bytes() == path.read_bytes(), name
     assert list(stage.iterdir()) == []
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_scratch_in_memory_spills_to_disk_and_changes_nothing(slice20, tmp_path, monkeypatch, fmt):
+    """Scratch files go to the staging folder's twin in memory (:mod:`spatec.storage.scratch`);
+    where the twin refuses a task's part (a full memory file system), the part is written
+    on disk instead. The files are those of a run with every scratch file on disk, and
+    nothing is left in either folder."""
+    import errno
+
+    from spatec.runners.spark import ingest, match
+    from spatec.runners.spark.staging import STAGING_KEY, STAGING_MEMORY_KEY
+    from spatec.storage import scratch
+
+    compiled = compile_program(str(THREE))
+    inputs = [("BusGPS", str(slice20))]
+    conf = {"spark.spatec.ingestRows": "4000", "spark.spatec.bucketRows": "3000"}
+    on_disk = serial.replay_streamed(compiled, inputs, tmp_path / "disk", fmt=fmt,
+                                     conf={**conf, STAGING_MEMORY_KEY: "off"})
+    mem, stage = tmp_path / "shm", tmp_path / "stage"
+    mem.mkdir()
+    stage.mkdir()
+    placed, refused = [], []
+    place = scratch.place
+
+    def spy(path, size):
+        placed.append(place(path, size))
+        return placed[-1]
+
+    writer = match.write_jsonl_part if fmt == "jsonl" else match.write_parquet_part
+
+    def full(df, path, *args):
+        if str(path).startswith(str(mem)) and len(refused) < 3:       # the twin full for three parts
+            refused.append(path)
+            with open(path, "wb") as f:
+                f.write(b"half a part")
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return writer(df, path, *args)
+
+    monkeypatch.setattr(scratch, "place", spy)
+    monkeypatch.setattr(match, "write_jsonl_part" if fmt == "jsonl" else "write_parquet_part", full)
+    session = serial.SerialSession({**conf, STAGING_KEY: str(stage), STAGING_MEMORY_KEY: str(mem)})
+    got = ingest.replay_inputs_spark(session, compiled, inputs, tmp_path / "mem", prefilter_leaves=False, fmt=fmt)
+    assert len(refused) == 3
+    inside = [p for p in placed if p.startswith(str(mem))]
+    assert any("raw-" in p for p in inside) and any("rows-" in p for p in inside)
+    for name, path in on_disk.paths.items():
+        assert got.paths[name].read_bytes() == path.read_bytes(), name
+    assert list(stage.iterdir()) == [] and list(mem.iterdir()) == []

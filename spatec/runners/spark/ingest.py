@@ -57,7 +57,8 @@ from spatec.events.canonical import (
 from spatec.events.raw import RawBatch
 from spatec.plan.program import Compiled
 from spatec.spatial.crs import choose_crs, event_extents, extent_cells, merge_cells
-from spatec.storage.sweep import sweep, top_files
+from spatec.storage import scratch
+from spatec.storage.sweep import sweep
 
 #: Setting: about how many input rows one ingest task types and stages.
 INGEST_ROWS_KEY = "spark.spatec.ingestRows"
@@ -233,8 +234,8 @@ def chunk_result(index: int, inp: int, res: IngestResult, program, plans, bucket
                         spans["max"].to_numpy(np.int64))
     else:
         keys.update(h=np.array([int(i.rsplit("#", 1)[1], 16) for i in ev["_id"]], dtype=np.uint64))
-    out["keys"] = os.path.join(root, f"{tag}-keys.npz")
-    np.savez(out["keys"], **keys)
+    out["keys"] = scratch.written(os.path.join(root, f"{tag}-keys.npz"), sum(a.nbytes for a in keys.values()),
+                                  lambda p: np.savez(p, **keys))[1]
     return out
 
 
@@ -254,14 +255,19 @@ def ingest_fn(program, plans, chunks: list, tasks: list, buckets: int, root: str
                 res = to_events([ch.load()], program.events[ch.type], tz=program.timezone)
                 clock.step("type")
                 got = chunk_result(ch.index, ch.input, res, program, plans, buckets, root, windows)
-                path = os.path.join(root, f"c{ch.index}-result.pickle")
-                with open(path, "wb") as f:
-                    pickle.dump(got, f, protocol=pickle.HIGHEST_PROTOCOL)
+                data = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
+                path = scratch.written(os.path.join(root, f"c{ch.index}-result.pickle"), len(data),
+                                       lambda p, data=data: _write_bytes(p, data))[1]
                 clock.step("stage")
                 clock.done(rows=int(ch.rows), events=len(res.events))
                 yield pd.DataFrame({"g": pd.Series([int(c)], dtype="int64"), "path": [path]})
 
     return run
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 # ------------------------------------------------------------------------------- the driver
@@ -276,7 +282,6 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     (rows) of the output files and the driver only merges them into
     ``out/<phrase>.jsonl`` (``.parquet``) (``result.paths`` set; ``result.frames``
     read back from the files when used): the driver never holds the rows."""
-    import shutil
 
     from spatec.events.read import read_events, write_rejects
     from spatec.runners.local import ReplayResult, WrittenFrames
@@ -290,7 +295,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         task_log,
         time_window,
     )
-    from spatec.runners.spark.staging import merge_stages, staging_dir
+    from spatec.runners.spark.staging import merge_stages, staging_dir, staging_memory
     from spatec.runtime.rows import dedupe, rows_frame, time_fields
     from spatec.sinks.files import extension, merge_jsonl_parts, merge_parquet_parts
 
@@ -304,7 +309,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     shown = [p for p in plans if not phrases or p.name in phrases]
     where = getattr(spark, "where", "on Spark")     # (the local runner's SerialSession: in this process)
     root = os.path.join(staging_dir(spark), uuid.uuid4().hex)
-    os.makedirs(root, exist_ok=True)
+    scratch.pair(root, staging_memory(spark))
     started = time.perf_counter()
     log = task_log(spark)
     clock = TaskClock(log, "driver", phrases=[p.name for p in plans])
@@ -369,7 +374,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
         clock.step("match tasks")
         # the raw chunks and staged groups (the files directly in root) are dead now: removed
         # beside the merge, which reads only the parts (root's rows-* folders)
-        sweeps.append(sweep(top_files(root)))
+        sweeps.append(sweep(scratch.top_files(root)))
         result = ReplayResult({}, crs)
         if fmt in PARTS:
             if ui:
@@ -389,7 +394,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     finally:
         for s in sweeps:
             s.join()
-        shutil.rmtree(root, ignore_errors=True)
+        scratch.remove(root)
     clock.step("clean up")
     clock.done()
     if fmt not in PARTS:

@@ -28,10 +28,12 @@ from spatec.runners.spark.scheduling import (
 )
 from spatec.runners.spark.staging import (
     load_staged,
+    phrase_columns,
     missing_column,
     read_arrow,
     restore_dtypes,
     source_history,
+    staged_columns,
     starting_in,
     write_arrow,
 )
@@ -42,6 +44,7 @@ from spatec.runtime.events import attribute_names
 from spatec.runtime.rows import rows_frame, rows_starting, time_fields
 from spatec.sinks.files import write_jsonl_part, write_parquet_part
 from spatec.spatial.crs import Projector
+from spatec.storage import scratch
 from spatec.storage.atomic import safe_name
 
 
@@ -127,6 +130,11 @@ def _items_fn(ones: list, items: list, tasks: list, claims: str, crs: str):
     return run
 
 
+#: Bytes a composite is reckoned to take in a task's part of the output file, when the
+#: part is placed (:func:`spatec.storage.scratch.place`): a line with a hull of ~40
+#: vertices is 1.4 KB.
+PART_ROW_BYTES = 2048
+
 #: What a staged task returns when its rows go to a file (``collect``).
 ROWS_SCHEMA = "g long, path string, n long"
 
@@ -202,6 +210,7 @@ def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: di
     drop = drop or {}
 
     def frame(t, table, prefilter=True):
+        table = phrase_columns(table, staged_columns(program, plan, t))     # (a file phrases share)
         if prefilter and t in regions:
             table = prefiltered(table, regions[t], crs, engine)
         # ids stay Arrow text (pandas' ArrowDtype): the fast path makes strings of the ids
@@ -242,23 +251,34 @@ def staged_item_fn(plan: PhrasePlan, program, crs: str, final_w: int, dtypes: di
             clock.done(events=int(spec["rows"]), rows=len(rows))
             return raw_frame(rows)
         os.makedirs(rows_dir, exist_ok=True)
-        path = os.path.join(rows_dir, f"g{int(g)}.{part or 'pickle'}")
-        tmp = f"{path}.{os.getpid()}.tmp"     # (two attempts of one task may both write it)
-        if part:      # the output file's part, and the keys the driver merges them by
-            if part == "jsonl":     # (text times in tz; GeoParquet's are instants)
-                keys = write_jsonl_part(rows_frame(plan, rows), tmp, time_fields(plan), tz)   # deduplicated
-            else:
-                keys = write_parquet_part(rows_frame(plan, rows), tmp, time_fields(plan))
-            write_arrow(keys, tmp + ".keys")
-            os.replace(tmp + ".keys", path + ".keys")
-        else:
-            with open(tmp, "wb") as f:
-                pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
-        if produced is not None:
-            with open(tmp + ".derived", "wb") as f:
-                pickle.dump((produced.events, produced.low), f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp + ".derived", path + ".derived")
-        os.replace(tmp, path)
+
+        def write(path: str) -> None:
+            tmp = f"{path}.{os.getpid()}.tmp"     # (two attempts of one task may both write it)
+            try:
+                if part:      # the output file's part, and the keys the driver merges them by
+                    if part == "jsonl":     # (text times in tz; GeoParquet's are instants)
+                        keys = write_jsonl_part(rows_frame(plan, rows), tmp, time_fields(plan), tz)  # deduplicated
+                    else:
+                        keys = write_parquet_part(rows_frame(plan, rows), tmp, time_fields(plan))
+                    write_arrow(keys, tmp + ".keys", place=False)
+                    os.replace(tmp + ".keys", path + ".keys")
+                else:
+                    with open(tmp, "wb") as f:
+                        pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
+                if produced is not None:
+                    with open(tmp + ".derived", "wb") as f:
+                        pickle.dump((produced.events, produced.low), f, protocol=pickle.HIGHEST_PROTOCOL)
+                    os.replace(tmp + ".derived", path + ".derived")
+                os.replace(tmp, path)
+            except OSError:
+                for t in (tmp, tmp + ".keys", tmp + ".derived"):     # (a full memory file system: on disk again)
+                    if os.path.exists(t):
+                        os.unlink(t)
+                raise
+
+        # in the staging folder's twin in memory while there is room (about PART_ROW_BYTES a row)
+        _, path = scratch.written(os.path.join(rows_dir, f"g{int(g)}.{part or 'pickle'}"),
+                                  len(rows) * PART_ROW_BYTES, write)
         clock.step("write")
         clock.done(events=int(spec["rows"]), rows=len(rows), taken=taken)
         return pd.DataFrame({"g": pd.Series([int(g)], dtype="int64"), "path": [path],
@@ -297,6 +317,6 @@ def derived_on_driver(plans, program, crs: str, final_w: int, produced: dict, ro
             keys = write_jsonl_part(rows_frame(plan, rows), path, time_fields(plan), tz)
         else:
             keys = write_parquet_part(rows_frame(plan, rows), path, time_fields(plan))
-        write_arrow(keys, path + ".keys")
+        write_arrow(keys, path + ".keys", place=False)
         out[plan.name] = [(path, read_arrow(path + ".keys"))]     # (as a task's part: keys read back)
     return out

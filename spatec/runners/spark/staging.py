@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from spatec.plan.nodes import PhrasePlan
 from spatec.runtime.events import attribute_names
 from spatec.runtime.routing import key_buckets
+from spatec.storage import scratch
 from spatec.storage.atomic import safe_name
 
 CANONICAL = ("_type", "_id", "_source", "_t", "_lo", "_hi", "_place", "_lon", "_lat", "_r", "_geom")
@@ -87,8 +88,7 @@ class Stager:
         return self.table(t, self._columns(plan, t))
 
     def _columns(self, plan: PhrasePlan, t: str) -> tuple:
-        keep = set(plan.physical.attributes_of(t))
-        return tuple(c for c in self._all_columns(t) if c != "_type" and (c in CANONICAL or c in keep))
+        return staged_columns(self.program, plan, t)
 
     def _all_columns(self, t: str) -> tuple:
         return (*CANONICAL, *attribute_names(self.program, t))
@@ -96,17 +96,19 @@ class Stager:
     def _group_tables(self, plan: PhrasePlan, t: str, key: tuple, buckets: int):
         """Type ``t``'s keyed events hashed into ``buckets`` groups by ``key``: each event's
         group (-1: no key value) and ``[(group, rows, table)]``: each group's rows (indices
-        into the frame, in order) and its table with the phrase's columns (:meth:`used`).
-        The grouping is made once per (type, key, buckets); the rows are gathered once per
-        group for every phrase :meth:`share` named, from the table of all their columns,
-        and each phrase's table is that gather's columns it reads (the same values, types
-        and schema, metadata included, as the phrase's own gather of :meth:`used`)."""
+        into the frame, in order) and its table with the phrase's columns (:meth:`used`),
+        or the path of its file already written. The grouping is made once per (type, key,
+        buckets); for every phrase :meth:`share` named, the rows are gathered once per group
+        from the table of all their columns and written once, one file each phrase reads
+        its columns of (:func:`staged_columns`: the same values, types and schema, metadata
+        included, as the phrase's own gather of :meth:`used`)."""
         got = self._grouped.get((t, key, buckets))
         if got is None:
             b = key_buckets(self.frames[t], key, buckets)
             rows = np.flatnonzero(b >= 0)
             order = rows[np.argsort(b[rows], kind="stable")]
-            got = self._grouped[t, key, buckets] = {"b": b, "parts": list(runs_of(order, b[order])), "taken": {}}
+            got = self._grouped[t, key, buckets] = {"b": b, "parts": list(runs_of(order, b[order])), "taken": {},
+                                                    "n": len(self._grouped)}
         wanted = self._wanted.get(t)
         mine = self._columns(plan, t)
         source = None
@@ -122,8 +124,9 @@ class Stager:
                 table = self.used(plan, t).take(pa.array(idx))
             else:
                 if g not in got["taken"]:
-                    got["taken"][g] = source.take(pa.array(idx))
-                table = got["taken"][g].select(list(mine))
+                    got["taken"][g] = self.write(source.take(pa.array(idx)),
+                                                 f"shared{got['n']}-b{g}-{safe_name(t)}")
+                table = got["taken"][g]
             out.append((g, idx, table))
         return got["b"], out
 
@@ -169,11 +172,26 @@ class Stager:
             for g, idx, part in groups:
                 out["rows"][g] = out["rows"].get(g, 0) + len(idx)
                 out["lo"][g] = widened(out["lo"].get(g), (int(lo[idx].min()), int(lo[idx].max())))
-                out["groups"].setdefault(g, {})[t] = self.write(part, f"{tag}-b{g}-{safe_name(t)}")
+                path = part if isinstance(part, str) else self.write(part, f"{tag}-b{g}-{safe_name(t)}")
+                out["groups"].setdefault(g, {})[t] = path
             if t in phys.source_history:
                 out["src"][t] = self.write(self.used(plan, t).append_column("_g", pa.array(b.astype(np.int32))),
                                            f"{tag}-src-{safe_name(t)}")
         return out
+
+
+def staged_columns(program, plan: PhrasePlan, t: str) -> tuple:
+    """The columns of type ``t``'s staged events the phrase reads, in the staged files' order:
+    the canonical ones but ``_type`` (one value per file), and the attributes the plan reads
+    (``plan.physical.attributes_of``). A file several phrases share has theirs all
+    (:meth:`Stager.share`); each takes its own (:func:`phrase_columns`)."""
+    keep = set(plan.physical.attributes_of(t))
+    return tuple(c for c in (*CANONICAL, *attribute_names(program, t)) if c != "_type" and (c in CANONICAL or c in keep))
+
+
+def phrase_columns(table: pa.Table, columns: tuple) -> pa.Table:
+    """``table`` with only ``columns`` (:func:`staged_columns`), in their order."""
+    return table if table.column_names == list(columns) else table.select(list(columns))
 
 
 def window_groups(lo: np.ndarray, window: int, span: int) -> tuple[np.ndarray, np.ndarray]:
@@ -189,11 +207,18 @@ def window_groups(lo: np.ndarray, window: int, span: int) -> tuple[np.ndarray, n
     return gs[order], rs[order]
 
 
-def write_arrow(table: pa.Table, path: str) -> str:
-    """``table`` as an Arrow IPC file at ``path`` (the staging directory's format)."""
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-        w.write_table(table)
-    return path
+def write_arrow(table: pa.Table, path: str, place: bool = True) -> str:
+    """``table`` as an Arrow IPC file (the staging directory's format) meant for ``path``:
+    there, or in its staging folder's twin in memory (:func:`spatec.storage.scratch.place`);
+    returns where. ``place=False``: at ``path`` exactly (a file kept beside another)."""
+    def write(p: str) -> str:
+        with pa.OSFile(p, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+            w.write_table(table)
+        return p
+
+    if not place:
+        return write(path)
+    return scratch.written(path, table.nbytes, write)[1]
 
 
 def read_arrow(path: str) -> pa.Table:
@@ -306,8 +331,7 @@ def staging_dir(spark) -> str | None:
     if setting.lower() != "auto":
         os.makedirs(setting, exist_ok=True)
         return setting
-    master = spark.sparkContext.master
-    if not (master.startswith("local") or "://127.0.0.1" in master or "://localhost" in master):
+    if not on_this_machine(spark):
         return None
     global _STAGE
     if _STAGE is None or not os.path.isdir(_STAGE):
@@ -317,6 +341,31 @@ def staging_dir(spark) -> str | None:
 
 
 _STAGE: str | None = None
+
+
+def on_this_machine(spark) -> bool:
+    """Whether Spark's executors run on this machine (a ``local`` master, or a standalone
+    one on 127.0.0.1/localhost): they see its files, and its memory file system."""
+    master = spark.sparkContext.master
+    return master.startswith("local") or "://127.0.0.1" in master or "://localhost" in master
+
+
+#: Setting: where the staging folder's scratch files go while the machine has memory
+#: to spare (:mod:`spatec.storage.scratch`) — ``auto`` (Linux's ``/dev/shm`` when it is a
+#: memory file system and the executors run on this machine), ``off`` (every file in the
+#: staging folder), or the path of a memory file system's folder.
+STAGING_MEMORY_KEY = "spark.spatec.stagingMemory"
+
+
+def staging_memory(spark) -> str | None:
+    """The memory file system the staging folder's twin goes in (see :data:`STAGING_MEMORY_KEY`), None: none."""
+    setting = spark.conf.get(STAGING_MEMORY_KEY, "auto").strip()
+    if setting.lower() == "off":
+        return None
+    if setting.lower() != "auto":
+        os.makedirs(setting, exist_ok=True)
+        return setting
+    return scratch.memory_dir() if on_this_machine(spark) else None
 
 
 def _spark_field(f: pa.Field) -> pa.Field:
