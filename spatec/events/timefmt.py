@@ -100,13 +100,15 @@ def format_times(us: Any, tz: str | None = None) -> np.ndarray:
     return _format_arrow(us).to_numpy(zero_copy_only=False)
 
 
-def time_texts(us: Any, tz: str | None = None) -> pa.Array:
+def time_texts(us: Any, tz: str | None = None, distinct: bool = False) -> pa.Array:
     """:func:`format_times` as an Arrow string array (null where a time is missing), the
-    same texts: for a writer that joins text in Arrow (no Python string per time)."""
+    same texts: for a writer that joins text in Arrow (no Python string per time).
+    ``distinct``: the times are known to differ (a column's distinct times): not looked
+    for repeated ones."""
     if isinstance(us, pd.Series) and us.dtype == np.int64:
         us = us.to_numpy()      # (the texts are the same; int64 gets the shortcut for repeated times)
         if tz is None or tz == "UTC":
-            return _format_arrow(us)
+            return _format_arrow(us, repeated=not distinct)
     if tz is not None and tz != "UTC":
         return _format_in_arrow(us, tz)
     if isinstance(us, np.ndarray) and us.dtype == np.int64 and len(us) <= _SMALL \
@@ -115,12 +117,13 @@ def time_texts(us: Any, tz: str | None = None) -> pa.Array:
     return _format_arrow(us)
 
 
-def _format_arrow(us: Any) -> pa.Array:
+def _format_arrow(us: Any, repeated: bool = True) -> pa.Array:
     """:func:`format_times` as an Arrow string array (what :func:`event_id` joins). Many
     records share a time (a feed's vehicles report on the same seconds): a long array
-    of int64 with few distinct times has those formatted, then taken."""
+    of int64 with few distinct times has those formatted, then taken (unless not
+    ``repeated``: the times are known to differ)."""
     if isinstance(us, np.ndarray) and us.dtype == np.int64:
-        if len(us) >= _REPEATED:
+        if repeated and len(us) >= _REPEATED:
             codes, uniques = pd.factorize(us)
             if len(uniques) * 4 <= len(us):
                 return _format_arrow(uniques).take(pa.array(codes))

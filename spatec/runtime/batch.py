@@ -175,7 +175,8 @@ def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, fina
     phrase over the canonical events of its type, every partition at once; None when
     the data does not fit. ``arrow_hulls``: the hulls' texts as an Arrow string array
     (a frame of them has an Arrow text column; for the JSON lines writer); ``"wkb"``:
-    as a hull column of their WKB (:mod:`spatec.spatial.hullcol`; for GeoParquet)."""
+    as a hull column of their WKB (:mod:`spatec.spatial.hullcol`; for GeoParquet); with
+    either, the bound events too as Arrow (:meth:`~spatec.vector.fastpath.Matches.event_ids`)."""
     from spatec.vector import chains
     from spatec.vector.fastpath import run_frame
 
@@ -187,6 +188,6 @@ def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, fina
     emit = m.emit(program.timezone)
     columns = [("phrase", [fp.phrase] * len(m)), ("id", m.ids()),
                ("lo", np.asarray(m.lo, dtype=np.int64)), ("hi", np.asarray(m.hi, dtype=np.int64)),
-               ("hull", m.hulls_wkt(projector, arrow=arrow_hulls)), ("events", m.event_ids())]
+               ("hull", m.hulls_wkt(projector, arrow=arrow_hulls)), ("events", m.event_ids(arrow=bool(arrow_hulls)))]
     columns += [(name, convert_values(vals, types.get(name))) for name, vals in emit.items()]
     return ColumnRows(dict(columns))

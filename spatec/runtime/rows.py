@@ -190,8 +190,7 @@ def _columns_frame(cols: list, columns: dict) -> pd.DataFrame:
     extra = [c for c in cols if c not in STD_COLUMNS]
     if extra:
         nan = [np.nan] * n
-        emit = pd.DataFrame(list(zip(*(columns.get(c, nan) for c in extra))), columns=extra)
-        out.update({c: emit[c].to_numpy() for c in extra})
+        out.update(_emit_arrays({c: columns.get(c, nan) for c in extra}))
     lo, hi = out["lo"], out["hi"]
     order = np.lexsort((hi, lo))
     same = (lo[order][1:] == lo[order][:-1]) & (hi[order][1:] == hi[order][:-1])
@@ -207,6 +206,34 @@ def _columns_frame(cols: list, columns: dict) -> pd.DataFrame:
             rank[tied] = np.unique(ids.astype(str), return_inverse=True)[1]
         order = np.lexsort((rank, hi, lo))
     return pd.DataFrame({c: out[c][order] for c in cols}, copy=False)
+
+
+def _emit_arrays(columns: dict) -> dict:
+    """The emit fields' columns (lists of Python values) as numpy arrays of the dtypes
+    pandas infers for them from records (``pd.DataFrame(list_of_tuples)``: column by
+    column). A column of only ``str``, only ``float`` or only ``int`` (each in int64)
+    is made directly (object, float64, int64: what that inference gives); the others
+    go through the records' inference together."""
+    out, rest = {}, []
+    for c, v in columns.items():
+        kinds = set(map(type, v))
+        if kinds == {str}:
+            a = np.empty(len(v), dtype=object)
+            a[:] = v
+            out[c] = a
+        elif kinds == {float}:
+            out[c] = np.array(v, dtype=np.float64)
+        elif kinds == {int}:
+            try:
+                out[c] = np.array(v, dtype=np.int64)
+            except OverflowError:       # (beyond int64: the records' inference decides)
+                rest.append(c)
+        else:
+            rest.append(c)
+    if rest:
+        emit = pd.DataFrame(list(zip(*(columns[c] for c in rest))), columns=rest)
+        out.update({c: emit[c].to_numpy() for c in rest})
+    return {c: out[c] for c in columns}
 
 
 class _Cols:

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import shapely
 
-from spatec.events.columns import arrow_text, json_plain_text, json_verbatim
+from spatec.events.columns import arrow_text, json_plain_text, json_verbatim, one_array
 from spatec.events.raw import to_arrow
 from spatec.events.timefmt import format_times, parse_times, time_texts
 from spatec.spatial.hullcol import hull_array, hull_wkb
@@ -165,8 +165,11 @@ def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str], tz: str | None 
             line = (dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
             yield line, [len(line)]
         return
+    if not len(df):
+        return
+    columns = _json_columns(df, names, time_fields, tz)
     for a in range(0, len(df), _CHUNK):
-        lines = _jsonl_chunk(df.iloc[a:a + _CHUNK], names, time_fields, tz)
+        lines = _jsonl_chunk(columns, a, min(a + _CHUNK, len(df)))
         ends = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=4 * lines.offset)
         yield memoryview(lines.buffers()[2])[int(ends[0]):int(ends[-1])], np.diff(ends).tolist()
 
@@ -175,25 +178,60 @@ def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str], tz: str | None 
 _CHUNK = 4096
 
 
-def _jsonl_chunk(df: pd.DataFrame, names: list, time_fields: Collection[str], tz: str | None = None) -> pa.Array:
-    """The lines of ``df``'s rows (an Arrow string array), built column by column rather
-    than row by row.
+def _json_columns(df: pd.DataFrame, names: list, time_fields: Collection[str], tz: str | None = None) -> list:
+    """The lines' pieces for the whole frame, in order: the text before and between the
+    columns (str) and the columns of JSON text (Arrow string arrays, or dictionary arrays
+    of them), column by column rather than row by row (:func:`_jsonl_chunk` joins them).
 
     ``json.dumps`` of a row dict is ``{"name": value, ...}`` with each value as
     ``json.dumps`` writes it alone, so each column is turned into its JSON texts at
-    once (text that needs no escaping goes between quotes as it is), and the lines
-    are joined from the columns and the text between them by Arrow, in C
-    (``binary_join_element_wise``): no dict, no encoder call and no string per row."""
+    once (text that needs no escaping goes between quotes as it is). Every value's text
+    is its own, whatever the rows around it: the columns are made once for all
+    chunks. Time columns of int64 are formatted once per distinct time of them all
+    (:func:`_shared_times`)."""
+    times = _shared_times(df, [n for n in names if n in ("lo", "hi") or n in time_fields], tz)
     pieces: list = []
     text = "{"
     for i, name in enumerate(names):
-        between, cols = _json_column(name, df[name], time_fields, tz)
+        between, cols = times[name] if name in times else _json_column(name, df[name], time_fields, tz)
         text += ("" if i == 0 else ", ") + _json_key(name) + ": " + between[0]
         for col, after in zip(cols, between[1:]):
             pieces += [text, col if isinstance(col, pa.Array) else pa.array(col, pa.string())]
             text = after
     pieces.append(text + "}\n")         # (the fixed fields always give columns to join)
-    return pc.binary_join_element_wise(*pieces, "")
+    return pieces
+
+
+def _shared_times(df: pd.DataFrame, names: list, tz: str | None) -> dict:
+    """:func:`_json_column` of the time columns held as int64: their distinct times formatted
+    once (:func:`~spatec.events.timefmt.time_texts`, value by value the same texts), each
+    column a dictionary array of them. A composite's ``lo``, ``hi`` and its time fields
+    are mostly its events' times: several columns share most of theirs."""
+    ints = [n for n in names if df[n].dtype == np.int64]
+    if not ints or not len(df):
+        return {}
+    codes, uniques = pd.factorize(np.concatenate([df[n].to_numpy() for n in ints]))
+    text = time_texts(pd.Series(uniques, dtype=np.int64), tz, distinct=True)
+    if text.null_count or not json_plain_text(text):
+        return {}
+    codes = codes.astype(np.int32)
+    n = len(df)
+    return {name: (('"', '"'), [pa.DictionaryArray.from_arrays(pa.array(codes[i * n:(i + 1) * n]), text)])
+            for i, name in enumerate(ints)}
+
+
+def _jsonl_chunk(pieces: list, a: int, b: int) -> pa.Array:
+    """Lines ``a`` to ``b`` (an Arrow string array) from :func:`_json_columns`' pieces,
+    joined by Arrow, in C (``binary_join_element_wise``): no dict, no encoder call and
+    no string per row."""
+    part = []
+    for p in pieces:
+        if isinstance(p, pa.DictionaryArray):
+            p = p.dictionary.take(p.indices.slice(a, b - a))
+        elif isinstance(p, pa.Array):
+            p = p.slice(a, b - a)
+        part.append(p)
+    return pc.binary_join_element_wise(*part, "")
 
 
 def _json_key(name: str) -> str:
@@ -210,6 +248,10 @@ def _json_column(name: str, s: pd.Series, time_fields: Collection[str], tz: str 
             return ('"', '"'), [text]
         return _json_values(text.to_pylist())
     if name in MAPS:
+        struct = _arrow_struct(s)
+        if struct is not None:
+            got = _struct_events(struct)
+            return got if got is not None else _json_events(struct.to_pylist())
         return _json_events(s.tolist())
     arr = arrow_text(s)
     if arr is not None and not arr.null_count and json_plain_text(arr):
@@ -218,8 +260,38 @@ def _json_column(name: str, s: pd.Series, time_fields: Collection[str], tz: str 
     return _json_values(_plain_column(s))
 
 
+def _arrow_struct(s: pd.Series) -> pa.StructArray | None:
+    """The Arrow struct array behind a column of ``pd.ArrowDtype`` structs (the fast path's
+    bound events, :meth:`~spatec.vector.fastpath.Matches.event_ids`), as one array; else None."""
+    dtype = s.dtype
+    if isinstance(dtype, pd.ArrowDtype) and pa.types.is_struct(dtype.pyarrow_dtype):
+        return one_array(pa.array(s.array))
+    return None
+
+
+def _struct_events(arr: pa.StructArray) -> tuple[tuple, list] | None:
+    """:func:`_json_events` of a struct array (its Python values are the rows' dicts): when
+    its fields are sorted text with no missing value or struct, each needing no escaping,
+    ``{"A": "…", ...}`` around the fields' own arrays; else None."""
+    keys = [f.name for f in arr.type]
+    if not keys or keys != sorted(keys) or len(set(keys)) != len(keys) or arr.null_count:
+        return None
+    cols = arr.flatten()
+    if not all(c.type == pa.string() and not c.null_count and json_plain_text(c) for c in cols):
+        return None
+    between = ["{" + _json_key(keys[0]) + ': "']
+    between += ['", ' + _json_key(k) + ': "' for k in keys[1:]]
+    return (*between, '"}'), cols
+
+
 def _json_values(values: list) -> tuple[tuple, list]:
-    """:func:`_json_column` of JSON-ready values (as :func:`plain_value` gives them)."""
+    """:func:`_json_column` of JSON-ready values (as :func:`plain_value` gives them). One
+    text in every row (a phrase's name) is written once, a dictionary array of it."""
+    if len(values) > 1 and type(values[0]) is str and values[0] == values[-1] \
+            and values.count(values[0]) == len(values) and set(map(type, values)) == {str}:
+        between, (col,) = _json_values(values[:1])
+        col = col if isinstance(col, pa.Array) else pa.array(col, pa.string())
+        return between, [pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(values), np.int32)), col)]
     text = json_verbatim(values)
     if text is not None:
         return ('"', '"'), [text]
@@ -422,11 +494,18 @@ def _geo_metadata(types: set, bbox: list | None) -> dict[str, Any]:
     return {"version": "1.0.0", "primary_column": "hull", "columns": {"hull": column}}
 
 
-def _string_map(values: list) -> pa.Array:
+def _string_map(column: pd.Series) -> pa.Array:
     """A ``map<string, string>`` column of :func:`events_dict` of each value. When every
     value is a dict of text to text with the same keys in sorted order (a phrase's
     variables to event ids), built from one column of values per key, without a
-    dict per row."""
+    dict per row; from an Arrow struct column of such (the fast path's bound events,
+    :func:`_arrow_struct`), from its fields' arrays."""
+    struct = _arrow_struct(column)
+    if struct is not None:
+        got = _struct_map(struct)
+        if got is not None:
+            return got
+    values = column.tolist() if struct is None else struct.to_pylist()
     if values and all(type(v) is dict for v in values):
         keys = list(values[0])
         if all(type(k) is str for k in keys) and keys == sorted(keys) and len(set(keys)) == len(keys) \
@@ -439,6 +518,24 @@ def _string_map(values: list) -> pa.Array:
                                                pa.array(np.tile(np.array(keys, dtype=object), n), pa.string()),
                                                items, pa.map_(pa.string(), pa.string()))
     return pa.array([list(events_dict(v).items()) for v in values], pa.map_(pa.string(), pa.string()))
+
+
+def _struct_map(arr: pa.StructArray) -> pa.Array | None:
+    """:func:`_string_map` of a struct array of sorted, distinct text fields with no missing
+    value or struct: each row's fields in order, as the dicts' items; else None."""
+    keys = [f.name for f in arr.type]
+    if not keys or keys != sorted(keys) or len(set(keys)) != len(keys) or arr.null_count:
+        return None
+    cols = arr.flatten()
+    if not all(c.type == pa.string() and not c.null_count for c in cols):
+        return None
+    n, k = len(arr), len(keys)
+    # row i's item j is field j's value i: row-major positions in the fields put end to end
+    at = (np.arange(k, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]).reshape(-1)
+    items = pa.concat_arrays(cols).take(pa.array(at))
+    return pa.MapArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32) * k),
+                                   pa.array(np.tile(np.array(keys, dtype=object), n), pa.string()),
+                                   items, pa.map_(pa.string(), pa.string()))
 
 
 def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
@@ -459,11 +556,11 @@ def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = ()) -> pa.Tab
         "lo": _timestamps(df["lo"]),
         "hi": _timestamps(df["hi"]),
         "hull": hull.wkb,
-        "events": _string_map(df["events"].tolist()),
+        "events": _string_map(df["events"]),
     }
     for c in _emit_fields(df):
         if c in MAPS:
-            arrays[c] = _string_map(df[c].tolist())
+            arrays[c] = _string_map(df[c])
         elif c in time_fields:
             arrays[c] = _timestamps(df[c])
         else:

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from spatec.automata.machine import Composite, composite_id
 from spatec.automata.places import PlaceSets
@@ -140,7 +141,11 @@ def frame_columns(fp: FastPath, df, projector, materialise) -> Columns | None:
         else pos[keyed[pos]]
     part = np.zeros(len(df), dtype=np.int64)
     if key and len(df):
-        part = df.groupby(key, sort=False, dropna=False).ngroup().to_numpy(np.int64)
+        if len(key) == 1 and keyed.all():   # one key, never missing: its values' codes in order of
+            # appearance, the numbers ngroup(sort=False) gives its groups (a groupby factorizes them)
+            part = pd.factorize(df[key[0]], sort=False)[0].astype(np.int64)
+        else:
+            part = df.groupby(key, sort=False, dropna=False).ngroup().to_numpy(np.int64)
         part[~keyed] = -1
     if "_hist" in df.columns:
         # events of other partitions held elsewhere, seen by successive as history only
@@ -227,6 +232,9 @@ def _ids_distinct(cols: Columns) -> bool:
     hashing the ids' text took 3% of Bunching's Spark tasks."""
     src, t = cols.src_code, cols.t
     if cols.n and (src >= 0).all():
+        ds = np.diff(src)
+        if ((ds > 0) | ((ds == 0) & (np.diff(t) > 0))).all():
+            return True     # in order of (source, time), no pair twice (a chain's columns): no hashing
         t0 = int(t.min())
         span = int(t.max()) - t0 + 1
         if (int(src.max()) + 1) * span < 2 ** 62:
@@ -319,19 +327,30 @@ class Matches:
 
     def ids(self) -> list:
         """:func:`~spatec.automata.machine.composite_id` of every match, from the same JSON
-        payload: its fixed parts encoded once (``json.dumps`` encodes strings with
-        ``encode_basestring`` when ``ensure_ascii=False``). Ids that JSON writes as
+        payload. Ids held as Arrow text (staged events; :meth:`_bound_arrow`) are joined
+        into the payloads and hashed by :func:`spatec.vector.ids.composite_ids`; others
+        go through :meth:`_ids_of_lists`."""
+        if not len(self):
+            return []
+        vs = sorted(self.fp.vars)        # the payload's pairs, sorted: variables are distinct
+        arrs = [self._bound_arrow(v) for v in vs]
+        if vs and type(self.fp.phrase) is str and all(a is not None for a in arrs):
+            from spatec.vector.ids import composite_ids
+
+            return composite_ids(self.fp.phrase, vs, arrs)
+        return self._ids_of_lists(vs)
+
+    def _ids_of_lists(self, vs: list) -> list:
+        """:meth:`ids` from each variable's ids as Python strings: ids that JSON writes as
         they are, in quotes (the usual case; :func:`spatec.events.columns.json_verbatim`'s
-        test), go into a ``%`` template of the whole payload: one format per
-        match rather than an encoder call and a string per match and variable."""
+        test), go into a ``%`` template of the whole payload (``json.dumps`` encodes strings
+        with ``encode_basestring`` when ``ensure_ascii=False``): one format per match
+        rather than an encoder call and a string per match and variable."""
         import hashlib
         from json.encoder import encode_basestring as enc
 
         from spatec.events.columns import json_verbatim
 
-        if not len(self):
-            return []
-        vs = sorted(self.fp.vars)        # the payload's pairs, sorted: variables are distinct
         # ["phrase",[["A","id of A"],["B","id of B"]]]
         ids = [self._bound_ids(v) for v in vs]
         head = f"[{enc(self.fp.phrase)},["
@@ -344,9 +363,16 @@ class Matches:
         cols = [[f"[{enc(v)},{enc(x)}]" for x in c] for v, c in zip(vs, ids)]
         return [sha((head + ",".join(pairs) + "]]").encode("utf-8")).hexdigest()[:32] for pairs in zip(*cols)]
 
-    def event_ids(self) -> list:
-        """``{variable: event id}`` per match, variables sorted (as output rows have them)."""
+    def event_ids(self, arrow: bool = False):
+        """``{variable: event id}`` per match, variables sorted (as output rows have them).
+        ``arrow``: where the ids are Arrow text, as an Arrow struct array of one string
+        field per variable, sorted (its Python values are those dicts), no Python string
+        made; for a writer that reads them as columns (:mod:`spatec.sinks.files`)."""
         vs = sorted(self.fp.vars)
+        if arrow and vs and len(self):
+            arrs = [self._bound_arrow(v) for v in vs]
+            if all(a is not None for a in arrs):
+                return pa.StructArray.from_arrays(arrs, names=vs)
         cols = [self._bound_ids(v) for v in vs]
         return [dict(zip(vs, ids)) for ids in zip(*cols)] if len(self) else []
 
@@ -356,6 +382,16 @@ class Matches:
         got = self.__dict__.setdefault("_ids", {})
         if v not in got:
             got[v] = self.cols.ids[self.rows[v]].tolist()
+        return got[v]
+
+    def _bound_arrow(self, v: str) -> "pa.Array | None":
+        """:meth:`_bound_ids` as an Arrow string array when the ids are Arrow text
+        (:class:`~spatec.vector.vexpr.TextColumn`) with no missing value; else None."""
+        got = self.__dict__.setdefault("_arrow_ids", {})
+        if v not in got:
+            col = self.cols.ids
+            arr = col.arrow(self.rows[v]) if isinstance(col, TextColumn) and col.arr.type == pa.string() else None
+            got[v] = arr if arr is not None and not arr.null_count else None
         return got[v]
 
     def emit(self, tz: str) -> dict:

@@ -146,6 +146,11 @@ class TextColumn:
             at = np.flatnonzero(at)
         return self.arr.take(pa.array(at, pa.int64())).to_numpy(zero_copy_only=False)
 
+    def arrow(self, rows) -> pa.Array:
+        """Rows ``rows`` (positions) as an Arrow array, no Python string made."""
+        at = np.asarray(rows if self.pos is None else self.pos[rows], dtype=np.int64)
+        return self.arr.take(pa.array(at))
+
     def tolist(self) -> list:
         return (self.arr if self.pos is None else self.arr.take(pa.array(self.pos, pa.int64()))).to_pylist()
 

@@ -222,6 +222,8 @@ _text = st.text(st.characters(codec="utf-8"), max_size=6) | st.sampled_from(["",
 _events = (st.dictionaries(st.sampled_from(["A", "B", "C", "x%"]), _text | st.integers(0, 9), max_size=3)
            | st.sampled_from([{"A": "BusGPS:1", "B": "BusGPS:2"}, {"B": "BusGPS:1", "A": "BusGPS:2"}, {}])
            | st.none())
+#: a phrase's variables bound to event ids (mostly text JSON writes as it is)
+_bound = st.fixed_dictionaries({"A": _text | st.just("BusGPS:WP-1:2019"), "B": st.sampled_from(["BusGPS:2", "é:3"])})
 _columns = {
     "text": st.lists(_text, min_size=1, max_size=8).map(lambda v: pd.Series(v, dtype=object)),
     "text_or_none": st.lists(_text | st.none(), min_size=1, max_size=8).map(lambda v: pd.Series(v, dtype=object)),
@@ -235,6 +237,9 @@ _columns = {
                       min_size=1, max_size=8).map(lambda v: pd.Series(v, dtype=object)),
     "time": st.lists(st.integers(0, 4_000_000_000_000_000) | st.none(), min_size=1, max_size=8)
                      .map(lambda v: pd.Series(v, dtype="Int64")),
+    # int64 times, some shared with lo and hi (formatted once for all of them)
+    "time64": st.lists(st.integers(-3, 4).map(lambda v: T + v) | st.integers(-2**62, 4_000_000_000_000_000),
+                       min_size=1, max_size=8).map(lambda v: pd.Series(v, dtype="int64")),
 }
 
 
@@ -250,16 +255,32 @@ def _frames(draw):
         "lo": np.array(draw(st.lists(st.integers(0, 3) .map(lambda v: T + v), min_size=n, max_size=n)), dtype=np.int64),
         "hi": np.full(n, T + 10, dtype=np.int64),
         "hull": draw(st.lists(st.sampled_from([TRI, "POINT (0.12 52.2)"]) | st.none(), min_size=n, max_size=n)),
-        "events": draw(st.lists(_events, min_size=n, max_size=n) | _events.map(lambda e: [e] * n)),
+        "events": draw(st.lists(_events, min_size=n, max_size=n) | _events.map(lambda e: [e] * n)
+                       | st.lists(_bound, min_size=n, max_size=n)),
     })
     names = draw(st.lists(st.sampled_from(["vehicle", "n%s", 'q"uote', "é", "since"]), min_size=len(cols),
                           max_size=len(cols), unique=True))
     for name, c in zip(names, cols):
         df[name] = c.iloc[:n].reset_index(drop=True)
-    return df, {n for n, k in zip(names, kinds) if k == "time"}
+    if draw(st.booleans()):     # the events as the fast path gives a part's: an Arrow struct
+        df["events"] = _as_struct(df["events"])
+    return df, {n for n, k in zip(names, kinds) if k in ("time", "time64")}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _as_struct(events: pd.Series) -> pd.Series:
+    """A column of dicts with the same keys in the same order as an Arrow struct column
+    (whose Python values are those dicts), else as it is."""
+    values = events.tolist()
+    if not values or not all(type(v) is dict and v for v in values) or len({tuple(v) for v in values}) != 1:
+        return events
+    try:
+        arr = pa.array(values)
+    except (pa.ArrowException, OverflowError):
+        return events
+    return pd.Series(pd.arrays.ArrowExtensionArray(arr), index=events.index) if arr.to_pylist() == values else events
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_frames(), st.sampled_from([1, 3, 4096]), st.sampled_from([None, "Europe/London", "Australia/Lord_Howe"]))
 def test_jsonl_lines_are_json_dumps_of_each_row(frame, chunk, tz):
     """The column-wise writer gives each row's json.dumps, byte for byte, for every kind
@@ -399,3 +420,67 @@ def test_plain_text_reads_a_slices_own_bytes():
     arr = pa.array(['a "quoted" one', "plain", "also plain", "back\\slash", "ctrl\x01", ""], pa.string())
     assert _plain_text(arr.slice(1, 2)) and _plain_text(arr.slice(5, 1)) and _plain_text(arr.slice(2, 0))
     assert not _plain_text(arr.slice(0, 2)) and not _plain_text(arr.slice(2, 2)) and not _plain_text(arr.slice(4, 1))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_frames())
+def test_parquet_events_of_a_struct_column_are_those_of_its_dicts(frame):
+    """GeoParquet's events map from an Arrow struct column (the fast path's bound events)
+    equals the one made from the same rows as dicts."""
+    df, time_fields = frame
+    if not isinstance(df["events"].dtype, pd.ArrowDtype):
+        df = df.assign(events=_as_struct(df["events"]))
+    dicts = df.assign(events=pd.Series(df["events"].tolist(), index=df.index, dtype=object))
+    df, dicts = df.drop(columns="hull"), dicts.drop(columns="hull")
+    assert sinks._string_map(df["events"]).equals(sinks._string_map(dicts["events"]))
+
+
+_TEXTS = st.lists(st.text(st.characters(codec="utf-8"), max_size=5) | st.sampled_from(['"', "\\", "\x1f", "\x7f", ""]),
+                  max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXTS, st.data(), st.sampled_from([1, 2, 1 << 18]))
+def test_plain_text_is_what_json_writes_as_it_is(texts, data, block):
+    """json_plain_text of any slice, read in blocks of any size, says whether json.dumps
+    writes each text as it is between quotes."""
+    from spatec.events.columns import json_plain_text
+
+    from spatec.events import columns as C
+
+    a = data.draw(st.integers(0, len(texts)))
+    b = data.draw(st.integers(a, len(texts)))
+    old, C._PLAIN_BLOCK = C._PLAIN_BLOCK, block
+    try:
+        got = json_plain_text(pa.array(texts, pa.string()).slice(a, b - a))
+    finally:
+        C._PLAIN_BLOCK = old
+    assert got == all(json.dumps(t, ensure_ascii=False) == f'"{t}"' for t in texts[a:b])
+
+
+_PLAINISH = st.text(st.characters(codec="utf-8", exclude_categories=["Cc"]), max_size=6) | _text
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_PLAINISH, _PLAINISH), min_size=1, max_size=9), st.sampled_from([["A", "B"], ["B", "A"], ["A", "é"]]),
+       st.sampled_from([2, 4096]))
+def test_jsonl_events_of_a_struct_column_are_those_of_its_dicts(tmp_path_factory, pairs, keys, chunk):
+    """A part's events as an Arrow struct column (the fast path's, Matches.event_ids(arrow=True))
+    give the lines of the same rows as dicts: json.dumps of each row, keys in any order,
+    ids needing escapes or not."""
+    n = len(pairs)
+    dicts = [dict(zip(keys, p)) for p in pairs]
+    base = pd.DataFrame({"phrase": ["P"] * n, "id": [str(i) for i in range(n)],
+                         "lo": np.full(n, T, dtype=np.int64), "hi": np.arange(n, dtype=np.int64) + T,
+                         "hull": ["POINT (1 2)"] * n, "events": dicts})
+    struct = base.assign(events=pd.Series(pd.arrays.ArrowExtensionArray(pa.array(dicts))))
+    assert struct["events"].tolist() == dicts
+    d = tmp_path_factory.mktemp("parts")
+    old, sinks._CHUNK = sinks._CHUNK, chunk
+    try:
+        a = sinks.write_jsonl_part(base, d / "a.jsonl")
+        b = sinks.write_jsonl_part(struct, d / "b.jsonl")
+    finally:
+        sinks._CHUNK = old
+    assert (d / "b.jsonl").read_bytes() == (d / "a.jsonl").read_bytes() == b"".join(_dumped(base, ()))
+    assert a.equals(b, check_metadata=True)

@@ -27,7 +27,8 @@ def column_rows(draw):
             "hull": [draw(st.one_of(st.none(), st.just("POINT (1 2)"))) for _ in range(n)],
             "events": [{"a": f"e{i}"} for i in range(n)]}
     for name in ("n", "who", "ok"):                                          # "never": no row has it
-        kind = draw(st.sampled_from([value, st.integers(), st.text(max_size=2), st.booleans()]))
+        kind = draw(st.sampled_from([value, st.integers(), st.text(max_size=2), st.booleans(), st.floats(),
+                                     st.integers(-2 ** 63, 2 ** 63 - 1), st.sampled_from([2 ** 63 - 1, -2 ** 63])]))
         cols[name] = [draw(kind) for _ in range(n)]
     return ColumnRows(cols)
 
