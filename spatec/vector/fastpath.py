@@ -232,9 +232,6 @@ def _ids_distinct(cols: Columns) -> bool:
     hashing the ids' text took 3% of Bunching's Spark tasks."""
     src, t = cols.src_code, cols.t
     if cols.n and (src >= 0).all():
-        ds = np.diff(src)
-        if ((ds > 0) | ((ds == 0) & (np.diff(t) > 0))).all():
-            return True     # in order of (source, time), no pair twice (a chain's columns): no hashing
         t0 = int(t.min())
         span = int(t.max()) - t0 + 1
         if (int(src.max()) + 1) * span < 2 ** 62:
