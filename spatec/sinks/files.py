@@ -269,16 +269,27 @@ def _arrow_struct(s: pd.Series) -> pa.StructArray | None:
     return None
 
 
-def _struct_events(arr: pa.StructArray) -> tuple[tuple, list] | None:
-    """:func:`_json_events` of a struct array (its Python values are the rows' dicts): when
-    its fields are sorted text with no missing value or struct, each needing no escaping,
-    ``{"A": "…", ...}`` around the fields' own arrays; else None."""
+def _struct_fields(arr: pa.StructArray) -> tuple[list, list] | None:
+    """A struct array's field names and arrays when they stand for the rows' dicts of
+    :func:`events_dict` (names sorted and distinct, text fields, no missing value or
+    struct); else None."""
     keys = [f.name for f in arr.type]
     if not keys or keys != sorted(keys) or len(set(keys)) != len(keys) or arr.null_count:
         return None
     cols = arr.flatten()
-    if not all(c.type == pa.string() and not c.null_count and json_plain_text(c) for c in cols):
+    if not all(c.type == pa.string() and not c.null_count for c in cols):
         return None
+    return keys, cols
+
+
+def _struct_events(arr: pa.StructArray) -> tuple[tuple, list] | None:
+    """:func:`_json_events` of a struct array (its Python values are the rows' dicts): when
+    its fields are sorted text with no missing value or struct, each needing no escaping,
+    ``{"A": "…", ...}`` around the fields' own arrays; else None."""
+    got = _struct_fields(arr)
+    if got is None or not all(json_plain_text(c) for c in got[1]):
+        return None
+    keys, cols = got
     between = ["{" + _json_key(keys[0]) + ': "']
     between += ['", ' + _json_key(k) + ': "' for k in keys[1:]]
     return (*between, '"}'), cols
@@ -523,12 +534,10 @@ def _string_map(column: pd.Series) -> pa.Array:
 def _struct_map(arr: pa.StructArray) -> pa.Array | None:
     """:func:`_string_map` of a struct array of sorted, distinct text fields with no missing
     value or struct: each row's fields in order, as the dicts' items; else None."""
-    keys = [f.name for f in arr.type]
-    if not keys or keys != sorted(keys) or len(set(keys)) != len(keys) or arr.null_count:
+    got = _struct_fields(arr)
+    if got is None:
         return None
-    cols = arr.flatten()
-    if not all(c.type == pa.string() and not c.null_count for c in cols):
-        return None
+    keys, cols = got
     n, k = len(arr), len(keys)
     # row i's item j is field j's value i: row-major positions in the fields put end to end
     at = (np.arange(k, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]).reshape(-1)

@@ -36,6 +36,8 @@ import tempfile
 from collections.abc import Callable
 from typing import TypeVar
 
+from spatec.storage import sweep
+
 __all__ = ["MARK", "memory_dir", "pair", "place", "remove", "remove_orphans", "reserve", "top_files", "twin",
            "written"]
 
@@ -215,15 +217,9 @@ def written(path: str, size: int, write: Callable[[str], T]) -> tuple[T, str]:
 
 def top_files(root: str) -> list[str]:
     """The files directly in ``root`` and directly in its twin (not their folders, nor the marker)."""
-    out = []
     found = _marked(os.path.abspath(root))
-    for d in (root, found) if found else (root,):
-        try:
-            with os.scandir(d) as it:
-                out += [e.path for e in it if e.is_file(follow_symlinks=False) and e.name != MARK]
-        except OSError:
-            pass
-    return out
+    return [p for d in ((root, found) if found else (root,)) for p in sweep.top_files(d)
+            if os.path.basename(p) != MARK]
 
 
 def remove(root: str) -> None:

@@ -28,8 +28,8 @@ from spatec.runners.spark.scheduling import (
 )
 from spatec.runners.spark.staging import (
     load_staged,
-    phrase_columns,
     missing_column,
+    phrase_columns,
     read_arrow,
     restore_dtypes,
     source_history,
