@@ -69,6 +69,7 @@ class SerialSession:
     """What the staged exchange asks of a SparkSession, done in this process."""
 
     where = "in this process"       # for the progress lines ("matching in this process")
+    runs_here = True                # (tasks run in the caller's thread: collected, then watched)
 
     def __init__(self, conf: dict | None = None):
         self.conf = _Conf(dict(conf or {}))

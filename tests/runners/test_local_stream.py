@@ -81,8 +81,8 @@ def test_scratch_files_are_dead_once_matched(slice20, tmp_path, monkeypatch):
     names = [p.rsplit("/", 1)[-1] for p in swept[0]]
     assert any(n.startswith("raw-") for n in names) and any(n.endswith(".arrow") and not n.startswith("raw-")
                                                               for n in names)
-    assert len(swept) == 1 + len(got.paths)            # then each phrase's parts, once merged
-    assert all(swept[1:])
+    assert len(swept) == 2                             # then every phrase's parts, once all are merged
+    assert {p.rsplit("/", 2)[-2] for p in swept[1]} == {f"rows-{name}" for name in got.paths}
     for name, path in normal.paths.items():
         assert got.paths[name].read_bytes() == path.read_bytes(), name
     assert list(stage.iterdir()) == []

@@ -297,7 +297,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     )
     from spatec.runners.spark.staging import merge_stages, staging_dir, staging_memory
     from spatec.runtime.rows import dedupe, rows_frame, time_fields
-    from spatec.sinks.files import extension, merge_jsonl_parts, merge_parquet_parts
+    from spatec.sinks.files import extension
 
     from spatec.runtime.derived import needed
 
@@ -314,6 +314,7 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     log = task_log(spark)
     clock = TaskClock(log, "driver", phrases=[p.name for p in plans])
     sweeps = []
+    merged = None
     try:
         rows = int(spark.conf.get(INGEST_ROWS_KEY, str(INGEST_ROWS)))
         if ui:
@@ -367,31 +368,27 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
             ui.stage(f"matching {where}")
             ui.matching({p.name: sum(g["rows"] for g in staged[p.name].values()) for p in plans})
         engine = engine_name(spark) if prefilter_leaves else None
+        result = ReplayResult({}, crs)
+        if fmt in PARTS:
+            result.paths = {p.name: Path(out) / f"{p.name}.{extension(fmt)}" for p in shown}
+            merged = Merged(result.paths, fmt, {p.name: p for p in shown}, tz, sweeps)
         raw = run_staged(spark, plans, program, staged, crs, final_w, dtypes, engine, root,
-                         fmt if fmt in PARTS else True, drop, tz=tz)
+                         fmt if fmt in PARTS else True, drop, tz=tz, ready=merged)
         if ui:
             ui.matched()
         clock.step("match tasks")
         # the raw chunks and staged groups (the files directly in root) are dead now: removed
         # beside the merge, which reads only the parts (root's rows-* folders)
         sweeps.append(sweep(scratch.top_files(root)))
-        result = ReplayResult({}, crs)
-        if fmt in PARTS:
+        if merged is not None:
             if ui:
                 ui.stage("writing the output")
-            result.paths = {p.name: Path(out) / f"{p.name}.{extension(fmt)}" for p in shown}
-            os.makedirs(out, exist_ok=True)
-            for plan in shown:
-                if fmt == "jsonl":
-                    n = merge_jsonl_parts(raw[plan.name], result.paths[plan.name], time_fields(plan), tz)
-                else:       # an instant is an instant: GeoParquet's times do not depend on tz
-                    n = merge_parquet_parts(raw[plan.name], result.paths[plan.name], rows_frame(plan, []),
-                                            time_fields(plan))
-                result.counts[plan.name] = n
-                sweeps.append(sweep(part for part, _ in raw[plan.name]))
+            result.counts.update(merged.commit())
             result.frames = WrittenFrames(result.paths, {p.name: p for p in shown})
             clock.step("merge")
     finally:
+        if merged is not None:
+            merged.discard()
         for s in sweeps:
             s.join()
         scratch.remove(root)
@@ -405,6 +402,61 @@ def replay_inputs_spark(spark, compiled: Compiled, inputs, out, crs=None, phrase
     result.ingest = summary
     result.seconds = {"ingest": ingested - started, "match": time.perf_counter() - ingested}
     return result
+
+
+class Merged:
+    """The output files of a replay that writes parts (``ready`` of
+    :func:`~spatec.runners.spark.match.run_staged`): each phrase's parts merged as soon as
+    they are handed on (maybe while other phrases are still matched) into a hidden file
+    beside its output file; :meth:`commit` puts every file in its place once the run has
+    succeeded, or :meth:`discard` removes them: a failed run leaves no output file of this
+    run. Either sweeps the parts (``sweeps``: their sweepers), not before: a phrase may be
+    handed on again with some of the same parts. ``plans``: the phrases written (others
+    handed on are left alone)."""
+
+    def __init__(self, paths: dict, fmt: str, plans: dict, tz: str | None, sweeps: list):
+        self.paths, self.fmt, self.plans, self.tz, self.sweeps = paths, fmt, plans, tz, sweeps
+        self.counts: dict = {}
+        self.parts: set = set()
+
+    def hidden(self, name: str) -> Path:
+        path = Path(self.paths[name])
+        return path.with_name(f".{path.name}.merged")
+
+    def __call__(self, name: str, parts: list) -> None:
+        from spatec.runtime.rows import rows_frame, time_fields
+        from spatec.sinks.files import merge_jsonl_parts, merge_parquet_parts
+
+        plan = self.plans.get(name)
+        if plan is None:
+            return
+        path = self.hidden(name)
+        if self.fmt == "jsonl":
+            n = merge_jsonl_parts(parts, path, time_fields(plan), self.tz)
+        else:       # an instant is an instant: GeoParquet's times do not depend on tz
+            n = merge_parquet_parts(parts, path, rows_frame(plan, []), time_fields(plan))
+        self.counts[name] = n
+        self.parts.update(part for part, _ in parts)
+
+    def commit(self) -> dict:
+        """Every phrase's file in its place (in the phrases' order); their composites' counts."""
+        for name in self.plans:
+            os.replace(self.hidden(name), self.paths[name])
+        done, self.counts = self.counts, {}
+        self._sweep()
+        return {name: done[name] for name in self.plans}
+
+    def discard(self) -> None:
+        """Remove what is merged and not committed."""
+        for name in self.counts:
+            self.hidden(name).unlink(missing_ok=True)
+        self.counts = {}
+        self._sweep()
+
+    def _sweep(self) -> None:
+        if self.parts:
+            self.sweeps.append(sweep(sorted(self.parts)))
+            self.parts = set()
 
 
 # ------------------------------------------------------------------------------- duplicates

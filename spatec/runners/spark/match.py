@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import pickle
+from typing import Callable
 
 import pandas as pd
 
 from spatec.plan.nodes import PhrasePlan
+from spatec.runners.spark.early import Finished, collect_watching, mark_done
 from spatec.runners.spark.exchange import RAW_SCHEMA, raw_frame
 from spatec.runners.spark.prefilter import prefilter_regions, prefiltered
 from spatec.runners.spark.scheduling import (
@@ -23,6 +25,7 @@ from spatec.runners.spark.scheduling import (
     TaskClock,
     dealt,
     items_of,
+    ranked_items,
     split_in_time,
     task_log,
 )
@@ -49,13 +52,19 @@ from spatec.storage.atomic import safe_name
 
 
 def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
-               root: str, collect: bool | str, drop: dict | None = None, tz: str | None = None) -> dict:
+               root: str, collect: bool | str, drop: dict | None = None, tz: str | None = None,
+               ready: Callable[[str, list], None] | None = None) -> dict:
     """Every phrase over its staged groups (``staged``: phrase → :func:`merge_stages`):
     per phrase, a lazy DataFrame of :data:`RAW_SCHEMA`, or with ``collect`` its rows,
     run now and read back from the files the tasks pickled them to under ``root``;
     with ``collect="jsonl"`` or ``"parquet"``, the tasks' parts of the output file
     instead (``[(path, keys)]`` for :func:`~spatec.sinks.files.merge_jsonl_parts`,
     :func:`~spatec.sinks.files.merge_parquet_parts`; JSON lines times in ``tz``, default UTC).
+
+    ``ready(phrase, parts)`` (with ``"jsonl"``, ``"parquet"``): each phrase's parts handed on as
+    soon as they are all written, while the job may still match other phrases
+    (:mod:`~spatec.runners.spark.early`), and again should the job's result differ; the
+    phrases over phrases' when the driver has made them.
 
     Phrases over phrases need ``collect``: the phrases they read run first, in Spark, and they
     on the driver (:func:`derived_on_driver`)."""
@@ -65,9 +74,13 @@ def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtyp
         consumed = {t for p in plans for t in p.physical.derived}
         produced = {p.name: Produced() for p in first if p.name in consumed}
         out = _one_job(spark, first, program, staged, crs, final_w, dtypes, engine, root, collect, drop, tz,
-                       produced)
+                       produced, ready)
         if len(first) < len(plans):
-            out.update(derived_on_driver(plans, program, crs, final_w, produced, root, collect, tz))
+            later = derived_on_driver(plans, program, crs, final_w, produced, root, collect, tz)
+            out.update(later)
+            if ready is not None and collect in PARTS:
+                for name, parts in later.items():
+                    ready(name, parts)
         return out
     require_flow(plans, "Spark batch (lazy output)")
     return {plan.name: staged_groups(spark, staged[plan.name], plan, program, crs, final_w, dtypes, engine,
@@ -76,14 +89,17 @@ def run_staged(spark, plans, program, staged: dict, crs: str, final_w: int, dtyp
 
 def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes: dict, engine: str | None,
              root: str, collect: bool | str, drop: dict | None, tz: str | None = None,
-             produced: dict | None = None) -> dict:
+             produced: dict | None = None, ready: Callable[[str, list], None] | None = None) -> dict:
     """Every phrase's groups matched in one Spark job: the groups of all phrases dealt
     to the tasks together by size (:func:`dealt`), so the phrases share the Python
     workers, and one phrase's short tail is filled by another's groups instead of each
     phrase's job waiting for its slowest task. Each group's rows go to a file under
     ``root`` (as :func:`staged_groups` with ``rows_dir``). ``produced`` (phrase →
     :class:`~spatec.runtime.derived.Produced`): the phrases whose composites another reads,
-    given their tasks' composites as events and least undecided ``lo``."""
+    given their tasks' composites as events and least undecided ``lo``. With parts and
+    ``ready``, the tasks take the phrases one after another (:func:`ranked_items`) and each
+    phrase's parts are handed to ``ready`` as soon as its items are done
+    (:func:`~spatec.runners.spark.early.collect_watching`)."""
     part = collect if collect in PARTS else None
     items, ones = [], []
     cores = max(1, spark.sparkContext.defaultParallelism)
@@ -98,10 +114,22 @@ def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes
         ones.append(staged_item_fn(plan, program, crs, final_w, dtypes, regions, engine, rows_dir, drop or {},
                                    part, log, tz, produce=plan.name in (produced or {})))
     out: dict = {plan.name: [] for plan in plans}
+    handed: dict = {}
+    early = part is not None and ready is not None
     if items:
-        seeds, tasks = dealt(spark, [spec["rows"] for _, _, spec in items])
+        sizes = [spec["rows"] for _, _, spec in items]
+        seeds, tasks = dealt(spark, sizes)
         claims = os.path.join(root, "claims")
-        got = seeds.mapInPandas(_items_fn(ones, items, tasks, claims, crs), "p long, " + ROWS_SCHEMA).collect()
+        done = os.path.join(root, "done") if early else None
+        frame = seeds.mapInPandas(_items_fn(ones, items, tasks, claims, crs, done), "p long, " + ROWS_SCHEMA)
+        finished = None
+        if early:
+            def complete(i: int, rows: list) -> None:
+                handed[i] = rows
+                ready(plans[i].name, _parts(rows))
+
+            finished = Finished(done, [i for i, _, _ in items], sizes, complete, claims)
+        got = collect_watching(spark, frame, finished)
         for r in sorted(got, key=lambda r: (r.p, r.g)):
             out[plans[r.p].name].append(r)
             if plans[r.p].name in (produced or {}):
@@ -110,22 +138,40 @@ def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes
                 produced[plans[r.p].name].events.extend(events)
                 produced[plans[r.p].name].add_low(low)
     if part:
-        return {name: [(r.path, read_arrow(r.path + ".keys")) for r in rs] for name, rs in out.items()}
+        if early:       # (a phrase handed on early whose rows the job returns otherwise: again)
+            for i, plan in enumerate(plans):
+                rows = [(int(r.g), r.path, int(r.n)) for r in out[plan.name]]
+                if handed.get(i) != rows:
+                    ready(plan.name, _parts(rows))
+        return {name: _parts([(r.g, r.path, r.n) for r in rs]) for name, rs in out.items()}
     return {name: read_rows(rs) for name, rs in out.items()}
 
 
-def _items_fn(ones: list, items: list, tasks: list, claims: str, crs: str):
+def _parts(rows: list) -> list:
+    """``[(path, keys)]`` of a phrase's items' rows ``(g, path, n)``."""
+    return [(path, read_arrow(path + ".keys")) for _, path, _ in rows]
+
+
+def _items_fn(ones: list, items: list, tasks: list, claims: str, crs: str, done: str | None = None):
     """The function each task of :func:`_one_job` runs: its items (phrase, group, spec),
-    and, once done, other tasks' unbegun ones (:func:`items_of` with claims)."""
+    and, once done, other tasks' unbegun ones (:func:`items_of` with claims). With
+    ``done`` (a folder), every item is taken in the driver's order (:func:`ranked_items`)
+    and marked done there as it is (:func:`~spatec.runners.spark.early.mark_done`)."""
+    kinds = [i for i, _, _ in items]
+    sizes = [spec["rows"] for _, _, spec in items]
 
     def run(batches):
         proj = Projector(crs)
         os.makedirs(claims, exist_ok=True)
         for pdf in batches:
             own = {k for seed in pdf["g"].tolist() for k in tasks[seed]}
-            for k in items_of(pdf, tasks, claims):
+            taken = ranked_items(pdf, tasks, claims, kinds, sizes) if done else items_of(pdf, tasks, claims)
+            for k in taken:
                 i, g, spec = items[k]
-                yield ones[i](g, spec, k not in own, proj).assign(p=i)[["p", "g", "path", "n"]]
+                row = ones[i](g, spec, k not in own, proj)
+                if done:
+                    mark_done(done, k, i, int(row["g"].iat[0]), row["path"].iat[0], int(row["n"].iat[0]))
+                yield row.assign(p=i)[["p", "g", "path", "n"]]
 
     return run
 

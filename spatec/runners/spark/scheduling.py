@@ -163,6 +163,77 @@ def items_of(pdf: pd.DataFrame, tasks: list, claims: str | None = None):
                     return
 
 
+def ranked_items(pdf: pd.DataFrame, tasks: list, claims: str | None, kinds: list, sizes: list):
+    """In a task: the items of a job whose items are of several kinds (a kind each,
+    ``kinds``; one job's phrases), taken in the order the driver wants them done rather
+    than as dealt: first each kind's smallest item (a probe: what its items cost and
+    write), then kind by kind, each kind's items largest first, the kinds in the order of
+    the claims directory's :data:`ORDER_FILE` (:func:`write_order`; before it is written,
+    as numbered). A kind's items are then all done early (its output can be merged while
+    the others' are matched) and the last kind's small items fill the stage's tail.
+
+    Every task takes the first unclaimed item in that order (:func:`claim`; a retry of a
+    task redoes the items it claimed); the order file is read again after each item.
+    Without claims (no symbolic links), a task does its own items (:func:`dealt`) in that
+    order, as :func:`items_of` does."""
+    seeds = pdf["g"].tolist()
+    if not seeds:
+        return
+    mine = {i for seed in seeds for i in tasks[seed]}
+    probes = {}
+    for i in sorted(range(len(kinds)), key=lambda i: (sizes[i], -i)):
+        probes.setdefault(kinds[i], i)
+    by_kind: dict = {}
+    for i in sorted(range(len(kinds)), key=lambda i: (-sizes[i], i)):
+        if i not in probes.values():
+            by_kind.setdefault(kinds[i], []).append(i)
+    first = [probes[k] for k in sorted(probes)]
+    gone: set = set()          # items done here or claimed by another task
+    while True:
+        rank = read_order(claims) if claims is not None else []
+        kinds_now = [k for k in rank if k in by_kind] + sorted(k for k in by_kind if k not in rank)
+        order = first + [i for k in kinds_now for i in by_kind[k]]
+        nxt = None
+        for i in order:
+            if i in gone or (claims is None and i not in mine):
+                continue
+            gone.add(i)
+            if claims is not None:
+                try:
+                    if not claim(claims, i, seeds[0]):
+                        continue
+                except _NoClaims:
+                    claims = None
+                    if i not in mine:
+                        continue
+            nxt = i
+            break
+        if nxt is None:
+            return
+        yield nxt
+
+
+#: The file in a job's claims directory naming the order of its kinds (:func:`ranked_items`).
+ORDER_FILE = "order"
+
+
+def write_order(claims: str, kinds: list) -> None:
+    """The driver's order of the kinds (best first), for the tasks of :func:`ranked_items`."""
+    tmp = os.path.join(claims, f".{ORDER_FILE}.{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(" ".join(str(int(k)) for k in kinds))
+    os.replace(tmp, os.path.join(claims, ORDER_FILE))
+
+
+def read_order(claims: str) -> list:
+    """The kinds' order :func:`write_order` wrote, empty before it is written."""
+    try:
+        with open(os.path.join(claims, ORDER_FILE)) as f:
+            return [int(k) for k in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
 class _NoClaims(Exception):
     """The claims' directory cannot hold a symbolic link."""
 
