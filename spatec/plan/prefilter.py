@@ -2,11 +2,15 @@
 possibly meet to be of any use to the phrase, so that a runner may drop the others
 before matching (a spatial join of the events against the regions).
 
-Only types whose every use is a positive leaf restricted by a space pattern are
-filtered: a type that is negated, bound in ``successive``, read by an unfiltered
-leaf or cut into runs is not (absences, ``successive`` and runs need the events that
-match no positive leaf: a run's patterns restrict the run, and an event that fails
-them ends it). A place set is no pre-filter region (the automaton matches it with
+Only types whose every use is a leaf restricted by a space pattern are filtered,
+the negated leaf of an absence included: a type bound in ``successive``, read by
+an unfiltered leaf or cut into runs is not (``successive`` and runs need the
+events that match no leaf: a run's patterns restrict the run, and an event that
+fails them ends it). An absence's X restricted to a region (``not (BusGPS -> X and
+(at hospital or at station))``) is blocked only by events in it: one elsewhere
+cannot be an X, and when the absence is decided depends on the input's time,
+which the runners take from every event (the final watermark), not from the
+filtered ones. A place set is no pre-filter region (the automaton matches it with
 a spatial index). Results are the same with and without the pre-filter.
 """
 from __future__ import annotations
@@ -23,14 +27,15 @@ from spatec.plan.types import is_derived
 
 def prefilter_regions(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
     blocked, regions = set(), {}
-    for n in walk_nodes(plan.root):
-        if getattr(n, "absence", None) is not None:
-            blocked |= {l.type for l in n.absence.leaves}
     if any(is_successive(c) for c in plan.deferred) or any(is_successive(f.expr) for f in plan.emit):
         blocked |= set(plan.vars.values())
+    leaves = []
     for n in walk_nodes(plan.root):
-        if not isinstance(n, Leaf):
-            continue
+        if isinstance(n, Leaf):
+            leaves.append(n)
+        elif getattr(n, "absence", None) is not None:
+            leaves += n.absence.leaves          # (the negated X: its events that can be an X)
+    for n in leaves:
         if n.type is None:
             return dataclasses.replace(phys, prefilter=())
         if any(is_successive(c) for c in n.preds) or n.run is not None:

@@ -31,6 +31,7 @@ event Rain(gauge: str, mm: float, start: time, end: time, area: geometry)
     time start .. end
     place area
 place depot = circle(0.1, 52.2, 100 m)
+place yard = circle(0.12, 52.21, 100 m)
 """
 
 
@@ -68,7 +69,7 @@ def test_passes_run_in_the_listed_order_and_fill_every_field():
     # under the source itself: no history needed
     ("phrase P per vehicle = Bus -> A ; Bus -> B where successive(A, B)\n",
      dict(successive=True, source_history=(), fast_path="chain")),
-    # an absence: never cut in time, its type never pre-filtered
+    # an absence: never cut in time; an X anywhere needs every fix: no pre-filter
     ("phrase P per vehicle = (Bus -> A and at depot) ; not Bus -> X within 5 min\n",
      dict(local_in_time=False, prefilter=(), fast_path="after")),
 ])
@@ -76,6 +77,26 @@ def test_choices(tmp_path, body, want):
     phys = compile_text(tmp_path, body).plans[0].physical
     for k, v in want.items():
         assert getattr(phys, k) == v, k
+
+
+@pytest.mark.parametrize("body, names", [
+    # an X at a place: only fixes there can be one (with A's place, every leaf has a region)
+    ("phrase P per vehicle = (Bus -> A and at depot) ; not (Bus -> X and at depot) within 5 min\n",
+     ["depot"]),
+    ("phrase P per vehicle = (Bus -> A and at depot) ; not (Bus -> X and (at depot or at yard)) ; "
+     "(Bus -> B and at yard) within 1 h\n", ["depot", "yard"]),
+    # A anywhere: nothing to filter, whatever X is
+    ("phrase P per vehicle = Bus -> A ; not (Bus -> X and at depot) within 5 min\n", None),
+    # X not at a place (anywhere but the depot): every fix may be one
+    ("phrase P per vehicle = (Bus -> A and at depot) ; not (Bus -> X and not at depot) within 5 min\n", None),
+])
+def test_an_absence_is_pre_filtered_by_its_xs_region(tmp_path, body, names):
+    phys = compile_text(tmp_path, body).plans[0].physical
+    if names is None:
+        assert phys.prefilter == ()
+    else:
+        (t, regions), = phys.prefilter
+        assert t == "Bus" and [r.name for r in regions] == names
 
 
 def test_prefilter_regions_are_data_named_by_their_pattern(tmp_path):

@@ -20,13 +20,18 @@ from tests.runners.conftest import BUS, FILTERABLE, REPO, SHARED
 SPATEC = Path(sys.executable).parent / "spatec"
 
 
-def test_prefilter_only_where_no_negation_or_successive(tmp_path):
+def test_prefilter_only_where_every_leaf_has_a_region_and_no_successive(tmp_path):
     p = tmp_path / "f.spatec"
     p.write_text(FILTERABLE)
     c = compile_program(p)
     regions = prefilter_regions(c.plan("CentreThenHospital"), c.program, "EPSG:32631")
     assert set(regions["BusGPS"]) == {"centre", "hospital", "station_300m"}
-    for prog in ("hospital_to_station", "stuck", "silent_and_bunching"):
+    # the absence's X is at the hospital or the station: an event elsewhere cannot be one
+    c = compile_program(SHARED / "spec" / "examples" / "hospital_to_station.spatec")
+    assert set(prefilter_regions(c.plan("HospitalToStation"), c.program, "EPSG:32631")["BusGPS"]) == \
+        {"hospital", "station"}
+    # successive; an absence of any fix (Silent); a leaf with no place (Bunching)
+    for prog in ("stuck", "silent_and_bunching"):
         c = compile_program(SHARED / "spec" / "examples" / f"{prog}.spatec")
         for plan in c.plans:
             assert prefilter_regions(plan, c.program, "EPSG:32631") == {}, plan.name
@@ -52,6 +57,31 @@ def test_prefilter_gives_the_same_rows(spark, exchange, slice20, tmp_path):
     assert len(local) > 0
     pd.testing.assert_frame_equal(on, local)
     pd.testing.assert_frame_equal(off, local)
+
+
+@pytest.mark.slow
+def test_prefilter_of_an_absence_gives_the_same_rows(spark, exchange, hour_path, tmp_path):
+    """HospitalToStation on the Cambridge hour: its X (a fix at the hospital or the station
+    between A and B) pre-filtered with A's and B's places; the same journeys as without the
+    pre-filter and as the local runner, among them some an X between cuts short."""
+    c = compile_program(SHARED / "spec" / "examples" / "hospital_to_station.spatec")
+    frames, _ = ingest(c, [("BusGPS", str(hour_path))], tmp_path)
+    local = replay_frames(c, frames).frames["HospitalToStation"]
+    on = replay_frames_spark(spark, c, frames, prefilter_leaves=True).frames["HospitalToStation"]
+    off = replay_frames_spark(spark, c, frames, prefilter_leaves=False).frames["HospitalToStation"]
+    assert len(local) >= 10
+    pd.testing.assert_frame_equal(on, local)
+    pd.testing.assert_frame_equal(off, local)
+    # without the absence, every fix at the hospital before the station starts a journey:
+    # the X between decides which are kept
+    src = SHARED / "spec" / "examples"
+    (tmp_path / "bus.spatec").write_text((src / "bus.spatec").read_text())
+    text = (src / "hospital_to_station.spatec").read_text()
+    line = "    ; not (BusGPS -> X and (at hospital or at station))\n"
+    assert line in text
+    (tmp_path / "free.spatec").write_text(text.replace(line, ""))
+    free = compile_program(tmp_path / "free.spatec")
+    assert len(replay_frames(free, frames).frames["HospitalToStation"]) > len(local)
 
 
 @pytest.mark.slow

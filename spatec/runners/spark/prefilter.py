@@ -19,7 +19,8 @@ def prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Tab
     flags = [f"_in_{safe_name(n)}" for n in names]
     fn = flag_fn([(n, regions[n]) for n in names], flags, crs, task_engine(engine))
     kept = []
-    for b in fn(table.to_batches()):
+    # (one batch: the engine is called once per table, not per ingest chunk in it)
+    for b in fn(table.combine_chunks().to_batches()):
         keep = np.zeros(b.num_rows, dtype=bool)
         for f in flags:
             keep |= b.column(b.schema.get_field_index(f)).to_numpy(zero_copy_only=False)
@@ -102,27 +103,44 @@ def flag_fn(regions: list, flags: list, crs: str, engine: str):
     return run
 
 
+#: Candidates (:func:`candidates`) up to this many are joined in numpy (the shapely engine's
+#: :func:`~spatec.spatial.stamps.relate_many`, whose answers are every engine's): a query of
+#: SedonaDB costs ~10 ms whatever its size, more than a few thousand events take in numpy.
+SMALL_JOIN = 20_000
+
+
 def _flag_batch(b: pa.RecordBatch, regions, flags, proj, eng) -> pa.RecordBatch:
+    """The batch with a flag per region: its events that possibly meet it. Only the
+    candidates (:func:`candidates`) are projected and joined by the engine; the
+    others meet none."""
     n = b.num_rows
-    kinds = np.asarray(b.column(b.schema.get_field_index("_place")).to_pylist(), dtype=object)
+    kinds = b.column(b.schema.get_field_index("_place"))
     lon = b.column(b.schema.get_field_index("_lon")).to_numpy(zero_copy_only=False).astype(float)
     lat = b.column(b.schema.get_field_index("_lat")).to_numpy(zero_copy_only=False).astype(float)
     r = b.column(b.schema.get_field_index("_r")).to_numpy(zero_copy_only=False).astype(float)
-    xs, ys = np.full(n, np.nan), np.full(n, np.nan)
-    pts = kinds == "point"
-    if pts.any():
-        xs[pts], ys[pts] = proj.forward(lon[pts], lat[pts])
-    wkb = [None] * n
-    geo = np.flatnonzero(kinds == "geom")
+    r = np.where(np.isfinite(r), r, 0.0)
+    pts = _kind(kinds, "point")
+    cand = np.flatnonzero(candidates(regions, proj, pts, lon, lat, r))
+    m = len(cand)
+    xs, ys = np.full(m, np.nan), np.full(m, np.nan)
+    cpts = pts[cand]
+    if cpts.any():
+        xs[cpts], ys[cpts] = proj.forward(lon[cand][cpts], lat[cand][cpts])
+    wkb = [None] * m
+    geo = np.flatnonzero(_kind(kinds, "geom")[cand])
     if len(geo):
-        wkts = np.asarray(b.column(b.schema.get_field_index("_geom")).to_pylist(), dtype=object)[geo]
+        wkts = np.asarray(b.column(b.schema.get_field_index("_geom")).take(pa.array(cand[geo])).to_pylist(),
+                          dtype=object)
         gs = shapely.from_wkt(wkts)
         gs = shapely.transform(gs, lambda c: np.column_stack(proj.forward(c[:, 0], c[:, 1])))
         for i, g in zip(geo, gs):
             wkb[i] = shapely.to_wkb(g)
-    r = np.where(np.isfinite(r), r, 0.0)
-    events = pa.table({"ev": pa.array(np.arange(n, dtype=np.int64)), "x": pa.array(xs), "y": pa.array(ys),
-                       "r": pa.array(r), "wkb": pa.array(wkb, pa.binary())})
+    events = pa.table({"ev": pa.array(cand.astype(np.int64)), "x": pa.array(xs), "y": pa.array(ys),
+                       "r": pa.array(r[cand]), "wkb": pa.array(wkb, pa.binary())})
+    if m <= SMALL_JOIN:
+        from spatec.spatial import engines as E
+
+        eng = E.engine("shapely")
     pairs = eng.join_arrow(events, regions)
     ev = pairs.column("ev").to_numpy()
     reg = np.asarray(pairs.column("region").to_pylist(), dtype=object)
@@ -132,3 +150,72 @@ def _flag_batch(b: pa.RecordBatch, regions, flags, proj, eng) -> pa.RecordBatch:
         f[ev[reg == name]] = True
         cols.append(pa.array(f))
     return pa.RecordBatch.from_arrays(cols, names=list(b.schema.names) + flags)
+
+
+def _kind(kinds: pa.Array, name: str) -> np.ndarray:
+    """Where the ``_place`` column says ``name`` (False where it is missing)."""
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(kinds.type):
+        kinds = kinds.cast(kinds.type.value_type)
+    return pc.fill_null(pc.equal(kinds, name), False).to_numpy(zero_copy_only=False)
+
+
+#: Metres a region's box is grown by beyond its own radius and the events' largest.
+BOX_MARGIN_M = 10.0
+#: Degrees a region's box is grown by once in lon/lat (its edges are sampled: see :func:`lonlat_boxes`).
+BOX_MARGIN_DEG = 1e-4
+#: A region whose grown box is wider or taller than this many metres gets no box.
+BOX_MAX_M = 50_000.0
+#: Points sampled on each edge of a box, unprojected.
+BOX_SAMPLES = 65
+
+
+def candidates(regions: list, proj, pts: np.ndarray, lon: np.ndarray, lat: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The events the engine is to join with ``regions`` (``[(name, Loc)]``): every event
+    that is not a point (a geometry, or no place: the engine decides), and the points whose
+    disc (radius ``r``) may meet a region, tested in lon/lat against a box around each
+    (:func:`lonlat_boxes`), without projecting them; a point with no finite position (a
+    stamp that may be anywhere) too. A superset of the events that possibly meet a region:
+    the engine's answer on them is the answer."""
+    cand = ~pts
+    if not pts.any():
+        return cand
+    boxes = lonlat_boxes(regions, proj, float(r[pts].max()))
+    if boxes is None:
+        return cand | pts
+    with np.errstate(invalid="ignore"):
+        near = ~(np.isfinite(lon) & np.isfinite(lat))
+        for lon0, lon1, lat0, lat1 in boxes:
+            near |= (lon >= lon0) & (lon <= lon1) & (lat >= lat0) & (lat <= lat1)
+    return cand | (pts & near)
+
+
+def lonlat_boxes(regions: list, proj, reach: float) -> list | None:
+    """Per region (a :class:`~spatec.spatial.stamps.Loc` in ``proj``'s metres), a box
+    ``(lon0, lon1, lat0, lat1)`` holding every position whose disc of radius at most
+    ``reach`` possibly meets it: the region's bounds grown by its radius, ``reach`` and
+    :data:`BOX_MARGIN_M`, the rectangle's edges sampled and unprojected, and the box of
+    those grown by :data:`BOX_MARGIN_DEG` (on a rectangle under :data:`BOX_MAX_M` wide a
+    sampled edge strays from the true one by far less). None when a region has no such box
+    (unbounded, too large, across the antimeridian, near a pole): every point is a candidate."""
+    t = np.linspace(0.0, 1.0, BOX_SAMPLES)
+    out = []
+    for _, loc in regions:
+        if loc.geom is None or not np.isfinite(loc.r) or not np.isfinite(reach):
+            return None
+        x0, y0, x1, y1 = shapely.bounds(loc.geom).tolist()
+        grow = loc.r + reach + BOX_MARGIN_M
+        x0, y0, x1, y1 = x0 - grow, y0 - grow, x1 + grow, y1 + grow
+        if not np.isfinite([x0, y0, x1, y1]).all() or x1 - x0 > BOX_MAX_M or y1 - y0 > BOX_MAX_M:
+            return None
+        xs = np.concatenate([x0 + (x1 - x0) * t, np.full_like(t, x1), x1 - (x1 - x0) * t, np.full_like(t, x0)])
+        ys = np.concatenate([np.full_like(t, y0), y0 + (y1 - y0) * t, np.full_like(t, y1), y1 - (y1 - y0) * t])
+        lon, lat = proj.inverse(xs, ys)
+        lon, lat = np.asarray(lon, dtype=float), np.asarray(lat, dtype=float)
+        if not (np.isfinite(lon).all() and np.isfinite(lat).all()) or lon.max() - lon.min() > 90 \
+                or np.abs(lat).max() > 84:
+            return None
+        out.append((lon.min() - BOX_MARGIN_DEG, lon.max() + BOX_MARGIN_DEG,
+                    lat.min() - BOX_MARGIN_DEG, lat.max() + BOX_MARGIN_DEG))
+    return out
