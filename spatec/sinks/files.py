@@ -377,6 +377,26 @@ MERGE_SEGMENT = directio.SEGMENT
 MERGE_DIRECT = True
 
 
+def merged_order(keys: pa.Table) -> np.ndarray:
+    """The rows of the parts' keys (``lo``, ``hi``, ``id``, the parts' in order) in the
+    output's order, ``(lo, hi, id)`` (ids by their UTF-8 bytes: the order of their code
+    points, as Python's), each composite once: one in two parts (the same id, so the same
+    ``lo`` and ``hi``) is taken from the first. The sort is stable, so a composite's copies
+    are next to one another, the first one's first."""
+    order = pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()
+    if len(order) < 2:
+        return order
+    lo, hi = keys.column("lo").to_numpy().take(order), keys.column("hi").to_numpy().take(order)
+    maybe = np.flatnonzero((lo[1:] == lo[:-1]) & (hi[1:] == hi[:-1])) + 1
+    if not len(maybe):
+        return order
+    ids = keys.column("id")
+    again = pc.equal(ids.take(pa.array(order[maybe])), ids.take(pa.array(order[maybe - 1])))
+    keep = np.ones(len(order), dtype=bool)
+    keep[maybe[pc.fill_null(again, False).to_numpy(zero_copy_only=False)]] = False
+    return order[keep]
+
+
 def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> int:
     """The JSON lines file of the composites in ``parts`` (``[(path, keys)]`` from
     :func:`write_jsonl_part`, in order): what :func:`write_jsonl` writes for
@@ -399,14 +419,7 @@ def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] 
     which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
     first = np.r_[True, which[1:] != which[:-1]]
     starts = np.where(first, 0, np.r_[0, ends[:-1]])
-    ids = keys.column("id")
-    if len(pc.unique(ids)) < len(ids):      # a composite in two parts: the first copy kept
-        kept = np.flatnonzero(~pd.Series(ids.to_numpy(zero_copy_only=False)).duplicated().to_numpy())
-        keys = keys.take(pa.array(kept))
-    else:
-        kept = np.arange(len(ids))
-    # ids compared by their UTF-8 bytes: the order of their code points, as Python's
-    order = kept[pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()]
+    order = merged_order(keys)
     # where each line goes in the output: segments of it are filled and written apart, at once
     which, starts, ends = which[order], starts[order], ends[order]
     at = np.r_[0, np.cumsum(ends - starts)]
@@ -619,13 +632,7 @@ def merge_parquet_parts(parts: list, path: PathLike, empty: pd.DataFrame, time_f
     keys = pa.concat_tables([k.replace_schema_metadata(None) for _, k in parts]).combine_chunks()
     which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
     row = np.concatenate([np.arange(k.num_rows) for _, k in parts])
-    ids = keys.column("id")
-    if len(pc.unique(ids)) < len(ids):
-        kept = np.flatnonzero(~pd.Series(ids.to_numpy(zero_copy_only=False)).duplicated().to_numpy())
-        keys = keys.take(pa.array(kept))
-    else:
-        kept = np.arange(len(ids))
-    order = kept[pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()]
+    order = merged_order(keys)
     which, row = which[order], row[order]
     paths = [os.fspath(p) for p, _ in parts]
     schema = pa.unify_schemas([_part(p).schema.remove_metadata() for p in paths], promote_options="permissive")

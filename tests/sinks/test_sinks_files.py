@@ -484,3 +484,28 @@ def test_jsonl_events_of_a_struct_column_are_those_of_its_dicts(tmp_path_factory
         sinks._CHUNK = old
     assert (d / "b.jsonl").read_bytes() == (d / "a.jsonl").read_bytes() == b"".join(_dumped(base, ()))
     assert a.equals(b, check_metadata=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.sampled_from(["a", "b", "é", "ab", "Z", "b\u00e9"])),
+                min_size=0, max_size=40))
+def test_merged_order_is_the_first_copy_of_each_composite_in_key_order(rows):
+    """The merge's order (:func:`merged_order`): the parts' keys sorted by ``(lo, hi, id)``
+    (ids by code point), a composite met twice (the same id, in two parts) taken once,
+    from its first copy: what keeping each id's first row, then sorting, gives."""
+    import pyarrow as pa
+
+    from spatec.sinks.files import merged_order
+
+    # an id is one composite: the same lo and hi wherever it is met
+    first = {}
+    rows = [first.setdefault(i, (lo, hi, i)) for lo, hi, i in rows]
+    keys = pa.table({"lo": pa.array([r[0] for r in rows], pa.int64()), "hi": pa.array([r[1] for r in rows], pa.int64()),
+                     "id": pa.array([r[2] for r in rows], pa.string())})
+    seen, kept = set(), []
+    for k, r in enumerate(rows):
+        if r[2] not in seen:
+            seen.add(r[2])
+            kept.append(k)
+    want = sorted(kept, key=lambda k: (rows[k][0], rows[k][1], rows[k][2]))
+    assert merged_order(keys).tolist() == want
