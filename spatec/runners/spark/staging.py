@@ -107,8 +107,8 @@ class Stager:
             b = key_buckets(self.frames[t], key, buckets)
             rows = np.flatnonzero(b >= 0)
             order = rows[np.argsort(b[rows], kind="stable")]
-            got = self._grouped[t, key, buckets] = {"b": b, "parts": list(runs_of(order, b[order])), "taken": {},
-                                                    "n": len(self._grouped)}
+            got = self._grouped[t, key, buckets] = {"b": b, "order": order, "parts": list(runs_of(order, b[order])),
+                                                    "taken": {}, "n": len(self._grouped)}
         wanted = self._wanted.get(t)
         mine = self._columns(plan, t)
         source = None
@@ -119,14 +119,21 @@ class Stager:
             if source.schema.metadata is not None or not self._given(t, mine):
                 source = None
         out = []
+        # every group's rows taken at once, then each group a slice of them: one take of the
+        # table rather than one a group (a chunk of 16 bus-days' input is cut into 54 groups)
+        grouped = None
+        at = 0
         for idx, g in got["parts"]:
-            if source is None:
-                table = self.used(plan, t).take(pa.array(idx))
+            if source is None or g not in got["taken"]:
+                if grouped is None:
+                    grouped = (source if source is not None else self.used(plan, t)).take(pa.array(got["order"]))
+                table = grouped.slice(at, len(idx))
+                if source is not None:
+                    got["taken"][g] = self.write(table, f"shared{got['n']}-b{g}-{safe_name(t)}")
+                    table = got["taken"][g]
             else:
-                if g not in got["taken"]:
-                    got["taken"][g] = self.write(source.take(pa.array(idx)),
-                                                 f"shared{got['n']}-b{g}-{safe_name(t)}")
                 table = got["taken"][g]
+            at += len(idx)
             out.append((g, idx, table))
         return got["b"], out
 
