@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -125,25 +126,42 @@ def reserve(total: int | None = None) -> int:
     return max(2 << 30, total // 4)
 
 
+_MEMINFO = re.compile(rb"^(MemTotal|MemAvailable):\s+(\d+)\s*(kB)?", re.MULTILINE)
+
+
 def _meminfo() -> dict:
-    """``/proc/meminfo``'s figures in bytes (empty where it cannot be read)."""
-    out = {}
+    """``/proc/meminfo``'s ``MemTotal`` and ``MemAvailable`` in bytes (empty where it cannot be
+    read). Read for every file placed: only those two lines parsed."""
     try:
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            for line in f:
-                name, _, rest = line.partition(":")
-                parts = rest.split()
-                if parts and parts[0].isdigit():
-                    out[name] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+        with open("/proc/meminfo", "rb") as f:
+            data = f.read()
     except OSError:
-        pass
-    return out
+        return {}
+    return {m[1].decode(): int(m[2]) * (1024 if m[3] else 1) for m in _MEMINFO.finditer(data)}
 
 
 def _cgroup_memory() -> tuple[int, int] | None:
     """This process's control group's memory limit and use in bytes (cgroup v2 or v1), None
     where it has no limit or none can be read. A memory file system's pages count against
-    the group that writes them, whatever the machine has."""
+    the group that writes them, whatever the machine has. Which files hold them is found
+    once a process (:func:`_cgroup_files`); they are read every time."""
+    found = _cgroup_files()
+    if found is None:
+        return None
+    try:
+        with open(found[0], encoding="utf-8") as f:
+            limit = f.read().strip()
+        if not (limit.isdigit() and int(limit) < 1 << 60):
+            return None                                 # (no limit: its use is not read)
+        with open(found[1], encoding="utf-8") as f:
+            return int(limit), int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _cgroup_files() -> tuple[str, str] | None:
+    """The files of this process's control group's memory limit and use (cgroup v2 or v1)."""
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as f:
             lines = [line.rstrip("\n").split(":", 2) for line in f]
@@ -157,16 +175,9 @@ def _cgroup_memory() -> tuple[int, int] | None:
         else:
             continue
         for d in (os.path.join(base, where.lstrip("/")), base):      # (a container sees its group as the root)
-            try:
-                with open(os.path.join(d, files[0]), encoding="utf-8") as f:
-                    limit = f.read().strip()
-                with open(os.path.join(d, files[1]), encoding="utf-8") as f:
-                    used = int(f.read().strip())
-            except (OSError, ValueError):
-                continue
-            if limit.isdigit() and int(limit) < 1 << 60:
-                return int(limit), used
-            break
+            limit, used = (os.path.join(d, name) for name in files)
+            if os.path.exists(limit) and os.path.exists(used):
+                return limit, used
     return None
 
 
@@ -192,8 +203,15 @@ def place(path: str, size: int) -> str:
     if st.f_bavail * st.f_frsize - size < min(1 << 30, st.f_blocks * st.f_frsize // 10):
         return path
     there = os.path.join(mem, os.path.relpath(os.path.abspath(path), root))
-    os.makedirs(os.path.dirname(there), exist_ok=True)
+    _folder(os.path.dirname(there))
     return there
+
+
+@functools.lru_cache(maxsize=1024)
+def _folder(path: str) -> None:
+    """Make the folder ``path`` (once a process: twins' folders are removed with the twin,
+    whose name is never used again)."""
+    os.makedirs(path, exist_ok=True)
 
 
 def written(path: str, size: int, write: Callable[[str], T]) -> tuple[T, str]:

@@ -123,7 +123,7 @@ def test_the_control_group_is_read(tmp_path, monkeypatch):
     base.mkdir(parents=True)
     (base / "memory.limit_in_bytes").write_text("1073741824\n")
     (base / "memory.usage_in_bytes").write_text("1000\n")
-    real_open = open
+    real_open, real_exists = open, os.path.exists
 
     def fake_open(p, *a, **k):
         p = str(p)
@@ -135,9 +135,13 @@ def test_the_control_group_is_read(tmp_path, monkeypatch):
 
     (tmp_path / "cgroup").write_text("9:cpu:/\n4:memory:/job\n")
     monkeypatch.setattr("builtins.open", fake_open)
+    monkeypatch.setattr(scratch.os.path, "exists", lambda p: real_exists(str(tmp_path) + p[len("/sys/fs/cgroup"):]
+                                                                          if p.startswith("/sys/fs/cgroup/") else p))
+    scratch._cgroup_files.cache_clear()
     assert scratch._cgroup_memory() == (1 << 30, 1000)
     (base / "memory.limit_in_bytes").write_text("9223372036854771712\n")       # no limit
     assert scratch._cgroup_memory() is None
+    scratch._cgroup_files.cache_clear()
 
 
 def test_a_killed_runs_twin_is_removed_by_the_next(tmp_path):
