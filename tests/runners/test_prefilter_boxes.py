@@ -90,3 +90,15 @@ def test_flag_batch_flags_as_the_engine_does_on_every_event():
         want = relate_many(xs, ys, None, rr, loc)[0]
         assert want.sum() > 10
         assert got.column(got.schema.get_field_index(f)).to_numpy(zero_copy_only=False).tolist() == want.tolist()
+
+
+def test_points_far_from_every_box_are_left_to_the_engine():
+    """A point more than BOX_WINDOW_DEG from every box (another continent, where the run's
+    projection may not hold) is a candidate: the engine decides on it as it would without
+    the boxes. A point just outside the boxes, in the window, is not."""
+    proj = Projector(CRS)
+    regions = _regions(proj)
+    lon = np.array([0.2, 151.2, -74.0, 0.137])
+    lat = np.array([52.3, -33.9, 40.7, 52.1756])
+    cand = P.candidates(regions, proj, np.ones(4, dtype=bool), lon, lat, np.zeros(4))
+    assert cand.tolist() == [False, True, True, True]

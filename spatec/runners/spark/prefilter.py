@@ -169,6 +169,9 @@ BOX_MARGIN_DEG = 1e-4
 BOX_MAX_M = 50_000.0
 #: Points sampled on each edge of a box, unprojected.
 BOX_SAMPLES = 65
+#: Degrees around the boxes within which a point outside them is left out; farther ones are
+#: candidates (where the projection may not hold, the engine decides as without the boxes).
+BOX_WINDOW_DEG = 5.0
 
 
 def candidates(regions: list, proj, pts: np.ndarray, lon: np.ndarray, lat: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -176,7 +179,7 @@ def candidates(regions: list, proj, pts: np.ndarray, lon: np.ndarray, lat: np.nd
     that is not a point (a geometry, or no place: the engine decides), and the points whose
     disc (radius ``r``) may meet a region, tested in lon/lat against a box around each
     (:func:`lonlat_boxes`), without projecting them; a point with no finite position (a
-    stamp that may be anywhere) too. A superset of the events that possibly meet a region:
+    stamp that may be anywhere), or more than :data:`BOX_WINDOW_DEG` from every box, too. A superset of the events that possibly meet a region:
     the engine's answer on them is the answer."""
     cand = ~pts
     if not pts.any():
@@ -184,8 +187,13 @@ def candidates(regions: list, proj, pts: np.ndarray, lon: np.ndarray, lat: np.nd
     boxes = lonlat_boxes(regions, proj, float(r[pts].max()))
     if boxes is None:
         return cand | pts
+    b = np.array(boxes)
+    w = BOX_WINDOW_DEG
     with np.errstate(invalid="ignore"):
-        near = ~(np.isfinite(lon) & np.isfinite(lat))
+        # a point far from every box (or with no finite position) is the engine's to decide: its
+        # projection may fail, and a stamp with no finite centre may be anywhere
+        near = ~((lon >= b[:, 0].min() - w) & (lon <= b[:, 1].max() + w)
+                 & (lat >= b[:, 2].min() - w) & (lat <= b[:, 3].max() + w))
         for lon0, lon1, lat0, lat1 in boxes:
             near |= (lon >= lon0) & (lon <= lon1) & (lat >= lat0) & (lat <= lat1)
     return cand | (pts & near)
@@ -215,6 +223,9 @@ def lonlat_boxes(regions: list, proj, reach: float) -> list | None:
         lon, lat = np.asarray(lon, dtype=float), np.asarray(lat, dtype=float)
         if not (np.isfinite(lon).all() and np.isfinite(lat).all()) or lon.max() - lon.min() > 90 \
                 or np.abs(lat).max() > 84:
+            return None
+        back_x, back_y = proj.forward(lon, lat)       # (a projection that holds there: it goes back)
+        if not np.allclose(back_x, xs, rtol=0, atol=1e-3) or not np.allclose(back_y, ys, rtol=0, atol=1e-3):
             return None
         out.append((lon.min() - BOX_MARGIN_DEG, lon.max() + BOX_MARGIN_DEG,
                     lat.min() - BOX_MARGIN_DEG, lat.max() + BOX_MARGIN_DEG))
