@@ -125,8 +125,8 @@ def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes
         finished = None
         if early:
             def complete(i: int, rows: list) -> None:
-                handed[i] = rows
-                ready(plans[i].name, _parts(rows))
+                handed[i] = rows, _parts(rows)
+                ready(plans[i].name, handed[i][1])
 
             finished = Finished(done, [i for i, _, _ in items], sizes, complete, claims)
         got = collect_watching(spark, frame, finished)
@@ -138,12 +138,16 @@ def _one_job(spark, plans, program, staged: dict, crs: str, final_w: int, dtypes
                 produced[plans[r.p].name].events.extend(events)
                 produced[plans[r.p].name].add_low(low)
     if part:
-        if early:       # (a phrase handed on early whose rows the job returns otherwise: again)
-            for i, plan in enumerate(plans):
-                rows = [(int(r.g), r.path, int(r.n)) for r in out[plan.name]]
-                if handed.get(i) != rows:
-                    ready(plan.name, _parts(rows))
-        return {name: _parts([(r.g, r.path, r.n) for r in rs]) for name, rs in out.items()}
+        parts = {}
+        for i, plan in enumerate(plans):
+            rows = [(int(r.g), r.path, int(r.n)) for r in out[plan.name]]
+            if i in handed and handed[i][0] == rows:
+                parts[plan.name] = handed[i][1]
+                continue
+            parts[plan.name] = _parts(rows)
+            if early:       # (not handed on yet, or with rows other than the job's: now)
+                ready(plan.name, parts[plan.name])
+        return parts
     return {name: read_rows(rs) for name, rs in out.items()}
 
 

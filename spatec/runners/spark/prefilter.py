@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import shapely
 
 from spatec.frontend import ast as A
@@ -154,8 +155,6 @@ def _flag_batch(b: pa.RecordBatch, regions, flags, proj, eng) -> pa.RecordBatch:
 
 def _kind(kinds: pa.Array, name: str) -> np.ndarray:
     """Where the ``_place`` column says ``name`` (False where it is missing)."""
-    import pyarrow.compute as pc
-
     if pa.types.is_dictionary(kinds.type):
         kinds = kinds.cast(kinds.type.value_type)
     return pc.fill_null(pc.equal(kinds, name), False).to_numpy(zero_copy_only=False)

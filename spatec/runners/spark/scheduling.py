@@ -180,37 +180,33 @@ def ranked_items(pdf: pd.DataFrame, tasks: list, claims: str | None, kinds: list
     if not seeds:
         return
     mine = {i for seed in seeds for i in tasks[seed]}
-    probes = {}
+    probes: dict = {}
     for i in sorted(range(len(kinds)), key=lambda i: (sizes[i], -i)):
         probes.setdefault(kinds[i], i)
-    by_kind: dict = {}
-    for i in sorted(range(len(kinds)), key=lambda i: (-sizes[i], i)):
-        if i not in probes.values():
-            by_kind.setdefault(kinds[i], []).append(i)
     first = [probes[k] for k in sorted(probes)]
+    by_kind: dict = {}
+    for i in sorted(set(range(len(kinds))) - set(first), key=lambda i: (-sizes[i], i)):
+        by_kind.setdefault(kinds[i], []).append(i)
     gone: set = set()          # items done here or claimed by another task
     while True:
-        rank = read_order(claims) if claims is not None else []
-        kinds_now = [k for k in rank if k in by_kind] + sorted(k for k in by_kind if k not in rank)
-        order = first + [i for k in kinds_now for i in by_kind[k]]
-        nxt = None
+        rank = [k for k in (read_order(claims) if claims is not None else []) if k in by_kind]
+        order = first + [i for k in rank + sorted(set(by_kind) - set(rank)) for i in by_kind[k]]
         for i in order:
-            if i in gone or (claims is None and i not in mine):
+            if i in gone:
                 continue
             gone.add(i)
             if claims is not None:
                 try:
-                    if not claim(claims, i, seeds[0]):
-                        continue
+                    if claim(claims, i, seeds[0]):
+                        break
+                    continue
                 except _NoClaims:
                     claims = None
-                    if i not in mine:
-                        continue
-            nxt = i
-            break
-        if nxt is None:
+            if i in mine:
+                break
+        else:
             return
-        yield nxt
+        yield i
 
 
 #: The file in a job's claims directory naming the order of its kinds (:func:`ranked_items`).

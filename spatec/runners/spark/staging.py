@@ -122,18 +122,16 @@ class Stager:
         # every group's rows taken at once, then each group a slice of them: one take of the
         # table rather than one a group (a chunk of 16 bus-days' input is cut into 54 groups)
         grouped = None
-        at = 0
-        for idx, g in got["parts"]:
-            if source is None or g not in got["taken"]:
+        starts = np.cumsum([0] + [len(idx) for idx, _ in got["parts"]])
+        for (idx, g), at in zip(got["parts"], starts.tolist()):
+            if source is not None and g in got["taken"]:
+                table = got["taken"][g]
+            else:
                 if grouped is None:
                     grouped = (source if source is not None else self.used(plan, t)).take(pa.array(got["order"]))
                 table = grouped.slice(at, len(idx))
                 if source is not None:
-                    got["taken"][g] = self.write(table, f"shared{got['n']}-b{g}-{safe_name(t)}")
-                    table = got["taken"][g]
-            else:
-                table = got["taken"][g]
-            at += len(idx)
+                    table = got["taken"][g] = self.write(table, f"shared{got['n']}-b{g}-{safe_name(t)}")
             out.append((g, idx, table))
         return got["b"], out
 
