@@ -119,12 +119,11 @@ def _replay(args, compiled, inputs, out: Path, ui, tz) -> int:
     logs = []
     if args.runner == "local":
         from spatec.runners.heap import keep_freed
-        from spatec.runners.serial import local_replay
+        from spatec.runners.local import local_replay
 
         keep_freed()            # (this process is the local runner's one worker)
-        # (a large input streamed through the staged exchange in this process: bounded memory)
         result = local_replay(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui,
-                              tz=tz)
+                              tz=tz, conf=parse_conf(args.conf))
     else:
         from spatec.runners.spark.batch import replay_spark
         from spatec.runners.spark.scheduling import TASK_LOG_KEY

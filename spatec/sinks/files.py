@@ -178,7 +178,23 @@ def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str], tz: str | None 
 _CHUNK = 4096
 
 
-def _json_columns(df: pd.DataFrame, names: list, time_fields: Collection[str], tz: str | None = None) -> list:
+def jsonl_texts(df: pd.DataFrame, time_fields: Collection[str] = (), tz: str | None = None) -> pa.Array:
+    """Each row's line of :func:`write_jsonl` (rows in the frame's order), without its newline,
+    as an Arrow string array: the same bytes as the file's lines."""
+    names = [*FIXED, *_emit_fields(df)]
+    if not len(df):
+        return pa.array([], pa.string())
+    if len(set(names)) != len(names) or not all(type(n) is str for n in names):
+        dumps = json.dumps
+        return pa.array([dumps(row, ensure_ascii=False, allow_nan=False) for row in json_rows(df, time_fields, tz)],
+                        pa.string())
+    columns = _json_columns(df, names, time_fields, tz, end="}")
+    chunks = [_jsonl_chunk(columns, a, min(a + _CHUNK, len(df))) for a in range(0, len(df), _CHUNK)]
+    return pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
+
+
+def _json_columns(df: pd.DataFrame, names: list, time_fields: Collection[str], tz: str | None = None,
+                  end: str = "}\n") -> list:
     """The lines' pieces for the whole frame, in order: the text before and between the
     columns (str) and the columns of JSON text (Arrow string arrays, or dictionary arrays
     of them), column by column rather than row by row (:func:`_jsonl_chunk` joins them).
@@ -198,7 +214,7 @@ def _json_columns(df: pd.DataFrame, names: list, time_fields: Collection[str], t
         for col, after in zip(cols, between[1:]):
             pieces += [text, col if isinstance(col, pa.Array) else pa.array(col, pa.string())]
             text = after
-    pieces.append(text + "}\n")         # (the fixed fields always give columns to join)
+    pieces.append(text + end)         # (the fixed fields always give columns to join)
     return pieces
 
 
@@ -567,9 +583,16 @@ def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
     atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
-def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = ()) -> pa.Table:
+#: The Arrow type of an emit field of each checker type in GeoParquet (every file and part of a
+#: phrase the same schema, whatever values it happens to hold).
+PARQUET_TYPES = {"str": pa.string(), "bool": pa.bool_(), "int": pa.int64(), "geometry": pa.string()}
+
+
+def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = (), plan=None) -> pa.Table:
     """Ordered composites as the Arrow table :func:`write_parquet` writes, with its
-    GeoParquet metadata (``geo``)."""
+    GeoParquet metadata (``geo``). With ``plan`` (the phrase's), each emit field has its
+    type's Arrow type (:data:`PARQUET_TYPES`; numbers of every unit float64), so that every
+    part of a phrase's output has one schema."""
     hulls = hull_array(df["hull"])        # (the fast path's WKB, for Spark tasks' parts)
     hull = hull_wkb(hulls) if hulls is not None else wkb_column(_text_column(df["hull"]))
     arrays = {
@@ -587,6 +610,13 @@ def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = ()) -> pa.Tab
             arrays[c] = _timestamps(df[c])
         else:
             arrays[c] = to_arrow(df[c]) if len(df) else pa.array([], pa.null())
+    if plan is not None:
+        types = dict(plan.schema)
+        for c in list(arrays):
+            if c in types and c not in time_fields and c not in MAPS:
+                want = PARQUET_TYPES.get(types[c], pa.float64())
+                if arrays[c].type != want:
+                    arrays[c] = arrays[c].cast(want)
     table = pa.table(arrays)
     return table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(hull.types, hull.bbox)).encode()})
 
@@ -655,6 +685,33 @@ def merge_parquet_parts(parts: list, path: PathLike, empty: pd.DataFrame, time_f
     return len(order)
 
 
+def merge_parquet_files(files: list, path: PathLike) -> int:
+    """GeoParquet parts (each in order, the parts in order) as one file, row group after row
+    group (never the whole table in memory), with the parts' ``geo`` metadata put together;
+    the rows written. The parts of one phrase have one schema (:func:`parquet_table` with its
+    plan); they are cast to the first's should they differ."""
+    files = [os.fspath(f) for f in files]
+    schemas = [pq.read_schema(f) for f in files]
+    geos = [json.loads(sc.metadata[b"geo"])["columns"]["hull"] for sc in schemas
+            if sc.metadata and b"geo" in sc.metadata]
+    schema = schemas[0].remove_metadata()
+    meta = dict(schemas[0].metadata or {})
+    if geos:
+        meta[b"geo"] = json.dumps(_merged_geo(geos)).encode()
+    schema = schema.with_metadata(meta)
+    n = 0
+    with pq.ParquetWriter(os.fspath(path), schema) as w:
+        for f in files:
+            pf = pq.ParquetFile(f)
+            for g in range(pf.metadata.num_row_groups):
+                t = pf.read_row_group(g)
+                if t.schema.remove_metadata() != schema.remove_metadata():
+                    t = t.cast(schema.remove_metadata())
+                w.write_table(t.replace_schema_metadata(schema.metadata))
+                n += t.num_rows
+    return n
+
+
 def _part(path: str) -> pa.Table:
     """A part written by :func:`write_parquet_part`, memory-mapped (nothing read until used;
     unmapped when the table goes, so the merge's resident memory stays one block's)."""
@@ -697,24 +754,39 @@ def read_parquet_composites(path: PathLike) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- GeoJSON
 
-def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
-    """A FeatureCollection: geometry = hull; properties = phrase, id, lo, hi, events, emit fields
-    (times in UTC, or with ``tz`` in that zone with its offset)."""
-    df = _ordered(df)
-    geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
-    geojson = shapely.to_geojson(geoms) if len(df) else []
-    features = []
+#: A GeoJSON file is this, its features' texts joined by :data:`GEOJSON_BETWEEN`, then :data:`GEOJSON_TAIL`:
+#: the bytes ``json.dump`` writes for the FeatureCollection.
+GEOJSON_HEAD = '{"type": "FeatureCollection", "features": ['
+GEOJSON_BETWEEN = ", "
+GEOJSON_TAIL = "]}\n"
+
+
+def geojson_texts(df: pd.DataFrame, time_fields: Collection[str] = (), tz: str | None = None) -> pa.Array:
+    """Each row's feature of :func:`write_geojson` (rows in the frame's order) as JSON text:
+    geometry = hull; properties = phrase, id, lo, hi, events, emit fields (times in UTC, or
+    with ``tz`` in that zone with its offset)."""
+    if not len(df):
+        return pa.array([], pa.string())
+    geoms = shapely.from_wkt(np.asarray(_text_column(df["hull"]), dtype=object))
+    geojson = shapely.to_geojson(geoms)
+    dumps = json.dumps
+    out = []
     for row, g in zip(json_rows(df, time_fields, tz), geojson):
         properties = {k: v for k, v in row.items() if k != "hull"}
-        features.append({"type": "Feature", "id": row["id"],
-                         "geometry": json.loads(g) if g is not None else None,
-                         "properties": properties})
+        out.append(dumps({"type": "Feature", "id": row["id"], "geometry": json.loads(g) if g is not None else None,
+                          "properties": properties}, ensure_ascii=False, allow_nan=False))
+    return pa.array(out, pa.string())
+
+
+def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
+    """A FeatureCollection of the composites (:func:`geojson_texts`)."""
+    texts = geojson_texts(_ordered(df), time_fields, tz)
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"type": "FeatureCollection", "features": features}, f, ensure_ascii=False,
-                      allow_nan=False)
-            f.write("\n")
+            f.write(GEOJSON_HEAD)
+            f.write(GEOJSON_BETWEEN.join(texts.to_pylist()))
+            f.write(GEOJSON_TAIL)
 
     atomic_write(path, write)
 

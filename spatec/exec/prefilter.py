@@ -1,6 +1,13 @@
 """The leaf pre-filter: events that no part of a phrase can use dropped before
 matching, by a spatial join of the events against the regions its leaves need
-(the Sedona SQL dialect, run by the configured engine)."""
+(the Sedona SQL dialect, run by the configured engine) — here the form that runs where
+the events are Arrow batches or frames (a Spark task, this process); on Spark, a Sedona
+join of the events' DataFrame where that pays (:mod:`spatec.runners.spark.sedona`).
+
+Before any projection, a fix is tested in lon/lat against a box around each region
+(:func:`candidates`): only the fixes near a region are projected and joined, a few
+thousand of them in numpy (the shapely engine's answers, every engine's), more by the
+configured engine."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +22,7 @@ from spatec.storage.atomic import safe_name
 
 
 def prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Table:
-    """The events of ``table`` that possibly meet one of ``regions`` (:func:`prefilter`, in-task)."""
+    """The events of ``table`` (canonical columns) that possibly meet one of ``regions``."""
     names = sorted(regions)
     flags = [f"_in_{safe_name(n)}" for n in names]
     fn = flag_fn([(n, regions[n]) for n in names], flags, crs, task_engine(engine))
@@ -27,16 +34,6 @@ def prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Tab
             keep |= b.column(b.schema.get_field_index(f)).to_numpy(zero_copy_only=False)
         kept.append(b.filter(pa.array(keep)).select(table.schema.names))
     return pa.Table.from_batches(kept, schema=table.schema) if kept else table.slice(0, 0)
-
-
-def engine_name(spark) -> str:
-    """The engine the session's leaf pre-filter runs: ``sedona-spark`` (a Sedona join
-    where the events are Spark DataFrames; in tasks, :func:`task_engine`), ``sedonadb``,
-    or ``shapely`` where SedonaDB cannot be imported."""
-    from spatec.runners.spark.session import spatial_engine
-
-    name = spatial_engine(spark)
-    return task_engine(name) if name != "sedona-spark" else name
 
 
 def task_engine(name: str) -> str:
@@ -68,29 +65,6 @@ def _region(p, compiler):
 
 
 
-def prefilter(df, regions: dict, crs: str, engine: str):
-    """Flag each event ``_in_<region>`` (possibly meets it) with the spatial engine inside
-    ``mapInArrow``, keep the events that meet one, drop the flags; with ``sedona-spark``,
-    a Sedona join (:func:`spatec.runners.spark.sedona.sedona_prefilter`)."""
-    from functools import reduce
-
-    if engine == "sedona-spark":
-        from spatec.runners.spark.sedona import sedona_prefilter
-
-        return sedona_prefilter(df, regions, crs)
-
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, StructField, StructType
-
-    names = sorted(regions)
-    flags = [f"_in_{safe_name(n)}" for n in names]
-    schema = StructType(list(df.schema.fields) + [StructField(f, BooleanType(), True) for f in flags])
-    fn = flag_fn([(n, regions[n]) for n in names], flags, crs, engine)
-    flagged = df.mapInArrow(fn, schema)
-    keep = reduce(lambda a, b: a | b, [F.col(f) for f in flags])
-    return flagged.where(keep).drop(*flags)
-
-
 def flag_fn(regions: list, flags: list, crs: str, engine: str):
     def run(batches):
         from spatec.spatial import engines as E
@@ -108,6 +82,26 @@ def flag_fn(regions: list, flags: list, crs: str, engine: str):
 #: :func:`~spatec.spatial.stamps.relate_many`, whose answers are every engine's): a query of
 #: SedonaDB costs ~10 ms whatever its size, more than a few thousand events take in numpy.
 SMALL_JOIN = 20_000
+
+
+def keep_mask(df, regions: dict, crs: str, engine: str) -> np.ndarray:
+    """Which events of a canonical frame possibly meet one of ``regions`` (name → Loc)."""
+    cols = {c: df[c] for c in ("_place", "_lon", "_lat", "_r", "_geom")}
+    b = pa.RecordBatch.from_arrays([pa.array(np.asarray(cols["_place"], dtype=object), pa.string()),
+                                    pa.array(np.asarray(cols["_lon"], dtype=float)),
+                                    pa.array(np.asarray(cols["_lat"], dtype=float)),
+                                    pa.array(np.asarray(cols["_r"], dtype=float)),
+                                    pa.array(np.asarray(cols["_geom"], dtype=object), pa.string())],
+                                   names=["_place", "_lon", "_lat", "_r", "_geom"])
+    names = sorted(regions)
+    flags = [f"_in_{safe_name(n)}" for n in names]
+    from spatec.spatial import engines as E
+
+    got = _flag_batch(b, [(n, regions[n]) for n in names], flags, Projector(crs), E.engine(task_engine(engine)))
+    keep = np.zeros(len(df), dtype=bool)
+    for f in flags:
+        keep |= got.column(got.schema.get_field_index(f)).to_numpy(zero_copy_only=False)
+    return keep
 
 
 def _flag_batch(b: pa.RecordBatch, regions, flags, proj, eng) -> pa.RecordBatch:
