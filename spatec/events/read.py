@@ -70,6 +70,12 @@ def iter_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | Non
         yield to_events([batch], decl, tz, seen)
 
 
+def reject_line(file, row, reason, record) -> str:
+    """A reject as its line of ``_rejects/<TYPE>.jsonl`` (without the newline)."""
+    return json.dumps({"file": file, "row": int(row), "reason": reason, "record": json.loads(record)},
+                      ensure_ascii=False)
+
+
 def wanted_columns(decl: EventDecl) -> list[str]:
     return [a.name for a in decl.attrs]
 
@@ -96,7 +102,6 @@ def write_rejects(rejects: pd.DataFrame | IngestResult, out_dir: PathLike, appen
         path = target / f"{type_name}.jsonl"
         with open(path, "a" if append else "w", encoding="utf-8") as f:
             for r in group.itertuples(index=False):
-                f.write(json.dumps({"file": r.file, "row": int(r.row), "reason": r.reason,
-                                    "record": json.loads(r.record)}, ensure_ascii=False) + "\n")
+                f.write(reject_line(r.file, r.row, r.reason, r.record) + "\n")
         written.append(path)
     return written

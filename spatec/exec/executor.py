@@ -62,8 +62,12 @@ class Executor(ABC):
         return 1
 
     @abstractmethod
-    def ingest(self, ctx: RunContext, splits: list, ui=None) -> Ingested:
-        """Read and type every split; reject the copies across splits; write the rejects."""
+    def ingest(self, ctx: RunContext, splits: list, ui=None, outputs=None) -> Ingested:
+        """Read and type every split; reject the copies across splits; the rejects written as
+        parts under ``outputs``, or held."""
+
+    def close(self) -> None:
+        """Free what the replay held (cached data)."""
 
     @abstractmethod
     def match(self, ctx: RunContext, ingested: Ingested, decisions: Decisions, outputs, ui=None) -> dict:
@@ -83,7 +87,7 @@ def replay(ctx: RunContext, executor: Executor, ui=None) -> ReplayResult:
     splits = plan_splits(ctx.program, [(t, p) for t, p in ctx.inputs], ctx.settings.split_rows, executor.cores)
     outputs = Outputs(ctx.out, ctx.fmt, ctx.merged, [p.name for p in ctx.shown]) if ctx.out is not None else None
     try:
-        got = executor.ingest(ctx, splits, ui)
+        got = executor.ingest(ctx, splits, ui, outputs)
         for row in got.summary.rows:
             if ui:
                 ui.ingested(*row)
@@ -111,6 +115,7 @@ def replay(ctx: RunContext, executor: Executor, ui=None) -> ReplayResult:
     finally:
         if outputs is not None:
             outputs.discard()
+        executor.close()
     result.seconds = {"ingest": ingested - started, "match": time.perf_counter() - ingested}
     return result
 

@@ -80,9 +80,10 @@ def groupings(plans: list, rows: int, cores: int, bucket_rows: int, window_s: in
         if not phys.key and phys.local_in_time and not phys.derived:
             window = max(int(window_s) * 1_000_000, 2 * int(plan.span_bound or 0), 1)
         alone = (window is not None or phys.source_history or phys.proximity is not None or phys.derived
-                 or phys.prefilter or not phys.key)
+                 or not phys.key)
+        # phrases local in time may be cut into stretches of their own span: they share only alike
         sig = (tuple(phys.types), tuple(phys.key), tuple(phys.keyed), phys.local_in_time,
-               int(plan.span_bound or 0))
+               int(plan.span_bound or 0) if phys.local_in_time else 0)
         if not alone and sig in shared:
             g = out[shared[sig]]
             out[shared[sig]] = Grouping(g.index, g.phrases + (plan.name,), g.types, g.key, g.keyed, g.buckets,

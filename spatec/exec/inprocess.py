@@ -34,7 +34,7 @@ class InProcess(Executor):
     def __init__(self, statistics: bool = True, fastpath: bool | None = None, progress=None):
         self.statistics, self.fastpath, self.progress = statistics, fastpath, progress
 
-    def ingest(self, ctx, splits, ui=None) -> Ingested:
+    def ingest(self, ctx, splits, ui=None, outputs=None) -> Ingested:
         from spatec.exec.splits import read_split
 
         program = ctx.program

@@ -53,7 +53,11 @@ def frames_of(table: pa.Table, program, types) -> tuple[dict, dict]:
     kinds = table.column("_type")
     if pa.types.is_dictionary(kinds.type):
         kinds = kinds.cast(pa.string())
-    hist = table.column("_hist").to_numpy(zero_copy_only=False) if "_hist" in table.column_names else None
+    hist = None
+    if "_hist" in table.column_names:
+        import pyarrow.compute as pc
+
+        hist = pc.fill_null(table.column("_hist"), False).to_numpy(zero_copy_only=False).astype(bool)
     names = np.asarray(kinds.to_numpy(zero_copy_only=False), dtype=object)
     for t in types:
         rows = np.flatnonzero(names == t)

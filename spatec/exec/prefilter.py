@@ -33,7 +33,9 @@ def prefiltered(table: pa.Table, regions: dict, crs: str, engine: str) -> pa.Tab
         for f in flags:
             keep |= b.column(b.schema.get_field_index(f)).to_numpy(zero_copy_only=False)
         kept.append(b.filter(pa.array(keep)).select(table.schema.names))
-    return pa.Table.from_batches(kept, schema=table.schema) if kept else table.slice(0, 0)
+    if not kept:
+        return table.slice(0, 0)
+    return pa.Table.from_batches(kept).cast(table.schema)
 
 
 def task_engine(name: str) -> str:

@@ -73,15 +73,15 @@ def plan_splits(program, inputs, split_rows: int, cores: int = 1) -> list:
             continue
         for file, fmt in files:
             if fmt == "parquet":
-                out += [Split(len(out), i, t, (file,), fmt, rows=r, estimate=r[1] - r[0])
-                        for r in parquet_ranges(file, decl, split_rows, cores)]
+                for r in parquet_ranges(file, decl, split_rows, cores):
+                    out.append(Split(len(out), i, t, (file,), fmt, rows=r, estimate=r[1] - r[0]))
             elif fmt in ("csv", "jsonl"):
                 if fmt == "csv":
                     _check_header(file, decl)
                 n = text_parts(file, fmt, split_rows, cores)
                 rows = estimated_rows(file, fmt)
-                out += [Split(len(out), i, t, (file,), fmt, part=k, parts=n, estimate=max(1, rows // n))
-                        for k in range(n)]
+                for k in range(n):
+                    out.append(Split(len(out), i, t, (file,), fmt, part=k, parts=n, estimate=max(1, rows // n)))
             else:
                 out.append(Split(len(out), i, t, (file,), fmt, estimate=estimated_rows(file, "jsonl")))
     return out

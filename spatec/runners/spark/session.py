@@ -107,6 +107,7 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
     """
     from pyspark.sql import SparkSession
 
+    quiet_python_loggers()
     conf = dict(conf or {})
     # the Python workers must run the driver's interpreter (the venv that has spatec)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -130,6 +131,20 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
     return spark
 
 
+#: PySpark's own Python loggers, which print a failed query's JSON (a Java stack trace) on
+#: standard error: spatec reports the failure in one line (:mod:`spatec.runners.spark.errors`).
+PYSPARK_LOGGERS = ("DataFrameQueryContextLogger", "PySparkLogger", "py4j", "py4j.java_gateway", "py4j.clientserver")
+
+
+def quiet_python_loggers() -> None:
+    import logging
+
+    for name in PYSPARK_LOGGERS:
+        log = logging.getLogger(name)
+        log.setLevel(logging.CRITICAL + 1)
+        log.propagate = False
+
+
 @contextlib.contextmanager
 def logging_to(log_dir):
     """Standard error (file descriptor 2) sent to ``log_dir/spark.log`` while the JVM starts:
@@ -151,3 +166,9 @@ def logging_to(log_dir):
 def spatial_engine(spark) -> str:
     """The configured spatial engine name (see :mod:`spatec.spatial.engines`)."""
     return spark.conf.get(ENGINE_KEY, "sedonadb")
+
+
+def on_this_machine(spark) -> bool:
+    """Whether Spark's executors run on this machine (a ``local`` master, or a cluster manager
+    on the loopback interface): they see its files."""
+    return local_master(spark.sparkContext.master)
