@@ -1,17 +1,23 @@
-"""What a task does, over Arrow batches: the functions an executor's tasks run (Spark's
+"""What a task does, over Arrow: the functions an executor's tasks run (Spark's
 ``mapInArrow``), written once and runnable anywhere.
 
-- :func:`typed_batches`: one split read and typed, as Arrow rows of :func:`typed_schema` —
-  its events (``_kind`` 0) and its rejects (``_kind`` 1), with where each came from (split,
-  batch, row), its position's cells and, for each grouping with a key, its group.
-- :func:`match_partition` (after the shuffle that brings an item's events together): each
-  item's events matched (:func:`~spatec.exec.match.match_item`),
-  each phrase's composites rendered (:func:`~spatec.exec.parts.render`) and cut into its
-  output ranges: one blob of Arrow IPC per (phrase, range), placed in the partition of its
-  part; for a phrase others read, its composites as events (a pickled blob) and the least
-  ``lo`` it left undecided.
-- :func:`part_batches` (after the second shuffle): a part's blobs put together, in
-  ``(lo, hi, id)`` order, each composite once.
+Events travel between tasks as Arrow: each row a task hands on holds a *blob*, the Arrow
+IPC stream of many events (or of many composites' lines), so a shuffle moves a few large
+values rather than one row per event, and no event is ever a row of the JVM.
+
+- :func:`typed_rows`: one split read and typed; its events cut by each :class:`Keying`'s
+  groups into blobs, its rejects into one, and small rows that the driver's aggregates
+  decide by (:data:`TYPED`: counts, positions' cells, sources' time spans, the groups'
+  sizes and spans, the starts' histogram).
+- :func:`recut`: blobs of a grouping's groups cut into its items' (a group cut into
+  stretches of time, a keyless phrase's stretches), copies across splits left out, history
+  flagged.
+- :func:`match_rows`: each item's blobs matched (:func:`~spatec.exec.match.match_item`), each
+  phrase's composites rendered (:func:`~spatec.exec.parts.render`) and cut into its output
+  ranges: a blob per (phrase, range), placed in its part's partition; for a phrase others
+  read, its composites as events and the least ``lo`` it left undecided.
+- :func:`part_table`: a part's blobs put together, in ``(lo, hi, id)`` order, each
+  composite once.
 """
 from __future__ import annotations
 
@@ -22,89 +28,173 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spatec.exec.decide import cell_keys
-from spatec.exec.groups import Grouping, group_of
+from spatec.exec.groups import Grouping, group_of, item_rows
 from spatec.exec.match import CANONICAL, MatchJob, event_dtypes, frames_of, match_item, prefixed
 from spatec.runtime.events import attribute_names
 
-#: Kinds of typed rows.
-EVENT, REJECT = 0, 1
-#: Kinds of a match task's rows.
+#: Kinds of a typing task's rows (:data:`TYPED`).
+SUMMARY, CELL, SPAN, GSTAT, HIST, BLOB, REJECTS = range(7)
+TYPED = pa.schema([pa.field("kind", pa.int8()), pa.field("split", pa.int32()), pa.field("keying", pa.int32()),
+                   pa.field("g", pa.int32()), pa.field("n", pa.int64()), pa.field("m", pa.int64()),
+                   pa.field("a", pa.int64()), pa.field("b", pa.int64()), pa.field("source", pa.string()),
+                   pa.field("type", pa.string()), pa.field("value", pa.binary())])
+#: Kinds of a match task's rows (:data:`MATCHED`).
 LINES, EVENTS, LOW = 0, 1, 2
+MATCHED = pa.schema([pa.field("_kind", pa.int8()), pa.field("_to", pa.int32()), pa.field("_phrase", pa.int32()),
+                     pa.field("_range", pa.int32()), pa.field("n", pa.int64()), pa.field("low", pa.int64()),
+                     pa.field("value", pa.binary())])
+#: A blob's rows on their way to an item (:func:`recut`).
+ITEMS = pa.schema([pa.field("_to", pa.int32()), pa.field("_item", pa.int32()), pa.field("type", pa.string()),
+                   pa.field("hist", pa.bool_()), pa.field("value", pa.binary())])
+#: Microseconds per bin of the starts' histogram (the outputs' ranges are cut from it).
+HIST_BIN = 60_000_000
 
 _ARROW = {"object": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "Int64": pa.int64(),
           "boolean": pa.bool_(), "bool": pa.bool_()}
 
 
-def group_column(g: int) -> str:
-    return f"_g{g}"
+@dataclass(frozen=True)
+class Keying:
+    """How a type's events are cut into groups as they are typed, before any item is known:
+    by a key's hash into ``buckets`` (keyless: one group), with the columns every grouping
+    that cuts so reads. A keyed grouping's broadcast types go to group -2 (every group)."""
+
+    index: int
+    key: tuple
+    buckets: int
+    keyed: tuple            # types cut by the key (the others: group -2)
+    columns: tuple          # ((type, (attribute, ...)), ...)
+
+    def reads(self, t: str) -> bool:
+        return t in dict(self.columns)
 
 
-def typed_schema(program, type_name: str, groupings: list) -> pa.Schema:
-    """The Arrow rows a split of ``type_name`` is typed into (see the module)."""
-    dt = event_dtypes(program, type_name)
-    fields = [pa.field("_kind", pa.int8()), pa.field("_split", pa.int32()), pa.field("_batch", pa.int32()),
-              pa.field("_row", pa.int64()), pa.field("_file", pa.string())]
-    fields += [pa.field(c, _ARROW[dt[c]]) for c in CANONICAL[1:]]
-    fields += [pa.field(prefixed(type_name, a), _ARROW[dt[a]]) for a in attribute_names(program, type_name)]
-    fields += [pa.field("_c0", pa.int64()), pa.field("_c1", pa.int64())]
-    fields += [pa.field(group_column(g.index), pa.int32()) for g in groupings if _keyed(g, type_name)]
-    fields += [pa.field("reason", pa.string()), pa.field("record", pa.string())]
+def keyings(groups: list, program, plans: dict) -> tuple[list, dict]:
+    """The :class:`Keying` of each grouping that reads input events (groupings alike share
+    one), and grouping → its keying's index."""
+    from spatec.exec.match import wanted
+
+    out: list = []
+    of: dict = {}
+    found: dict = {}
+    cols: dict = {}
+    for g in groups:
+        if g.derived:
+            continue
+        sig = (g.key, g.buckets, g.keyed if g.key else ())
+        if sig not in found:
+            found[sig] = len(out)
+            out.append(None)
+            cols[found[sig]] = {}
+        k = found[sig]
+        of[g.index] = k
+        for t in g.types:
+            mine = cols[k].setdefault(t, set())
+            mine.update(wanted(program, [plans[p] for p in g.phrases], t))
+    for sig, k in found.items():
+        key, buckets, keyed = sig
+        columns = tuple((t, tuple(a for a in attribute_names(program, t) if a in attrs))
+                        for t, attrs in cols[k].items())
+        out[k] = Keying(k, key, buckets, keyed, columns)
+    return out, of
+
+
+def blob_schema(program, t: str, attrs: tuple, tracked: bool) -> pa.Schema:
+    """The columns of a blob of type ``t``'s events: the canonical ones but ``_type``, the
+    attributes read (as ``<type>__<attr>``), and where each came from when copies across
+    splits are possible (``tracked``)."""
+    dt = event_dtypes(program, t)
+    fields = [pa.field(c, _ARROW[dt[c]]) for c in CANONICAL[1:]]
+    fields += [pa.field(prefixed(t, a), _ARROW[dt[a]]) for a in attrs]
+    if tracked:
+        fields += [pa.field("_split", pa.int32()), pa.field("_batch", pa.int32()), pa.field("_row", pa.int64())]
     return pa.schema(fields)
 
 
-def _keyed(g: Grouping, type_name: str) -> bool:
-    return bool(g.key) and type_name in g.keyed and not g.derived
-
-
-def typed_batches(split, program, groupings: list) -> list:
+def typed_rows(split, program, keys: list, tracked: bool) -> list:
     """One split read and typed (:func:`~spatec.exec.splits.read_split`) as record batches of
-    :func:`typed_schema`: its events, then its rejects."""
+    :data:`TYPED` (see the module). ``tracked``: events say where they came from (the type has
+    other splits, so copies across them are possible)."""
     from spatec.exec.inprocess import batch_order
     from spatec.exec.splits import read_split
 
     res = read_split(split, program)
     t = split.type
-    schema = typed_schema(program, t, groupings)
-    out = []
     ev = res.events
-    n = len(ev)
-    if n:
-        cols: dict = {"_kind": pa.array(np.zeros(n, np.int8)), "_split": pa.array(np.full(n, split.index, np.int32)),
-                      "_batch": pa.array(batch_order(split, ev["_file"]).astype(np.int32)),
-                      "_row": pa.array(ev["_row"].to_numpy(np.int64)),
-                      "_file": _text(ev["_file"], res.texts.get("_file"))}
-        for c in CANONICAL[1:]:
-            cols[c] = _column(ev[c], schema.field(c).type, res.texts.get(c))
-        for a in attribute_names(program, t):
-            cols[prefixed(t, a)] = _column(ev[a], schema.field(prefixed(t, a)).type, res.texts.get(a))
-        c0, c1 = cell_keys(ev)
-        cols["_c0"], cols["_c1"] = pa.array(c0), pa.array(c1)
-        for g in groupings:
-            if _keyed(g, t):
-                cols[group_column(g.index)] = pa.array(group_of(g, ev, t).astype(np.int32))
-        cols["reason"] = pa.nulls(n, pa.string())
-        cols["record"] = pa.nulls(n, pa.string())
-        out.append(pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema))
     rej = res.rejects
-    m = len(rej)
-    if m:
-        cols = {f.name: pa.nulls(m, f.type) for f in schema}
-        cols.update({"_kind": pa.array(np.ones(m, np.int8)), "_split": pa.array(np.full(m, split.index, np.int32)),
-                     "_batch": pa.array(batch_order(split, rej["file"]).astype(np.int32)),
-                     "_row": pa.array(rej["row"].to_numpy(np.int64)),
-                     "_file": pa.array(rej["file"].astype(object).tolist(), pa.string()),
-                     "reason": pa.array(rej["reason"].astype(object).tolist(), pa.string()),
-                     "record": pa.array(rej["record"].astype(object).tolist(), pa.string())})
-        out.append(pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema))
-    return out
+    n, i = len(ev), split.index
+    rows: list = []
+
+    def row(kind, keying=-1, g=-1, n=0, m=0, a=None, b=None, source=None, value=None):
+        rows.append((kind, i, keying, g, n, m, a, b, source, t, value))
+
+    max_hi = int(ev["_hi"].max()) if n else None
+    row(SUMMARY, n=n, m=len(rej), a=res.read, b=max_hi)
+    if n:
+        c0, c1 = cell_keys(ev)
+        cells = np.concatenate([c0, c1[c1 >= 0]])
+        cells = cells[cells >= 0]
+        for c, k in zip(*np.unique(cells, return_counts=True)):
+            row(CELL, a=int(c), n=int(k))
+        lo = ev["_lo"].to_numpy(np.int64)
+        for c, k in zip(*np.unique(np.floor_divide(lo, HIST_BIN), return_counts=True)):
+            row(HIST, a=int(c), n=int(k))
+        if tracked and program.events[t].source is not None:
+            tt = ev["_t"].to_numpy(np.int64)
+            spans = pd.DataFrame({"s": ev["_source"].astype(object), "t": tt}).groupby("s", sort=False)["t"] \
+                .agg(["min", "max"])
+            for s, a, b in zip(spans.index.tolist(), spans["min"].tolist(), spans["max"].tolist()):
+                row(SPAN, source=s, a=int(a), b=int(b))
+        table = None
+        for k in keys:
+            if not k.reads(t):
+                continue
+            attrs = dict(k.columns)[t]
+            schema = blob_schema(program, t, attrs, tracked)
+            if table is None or set(schema.names) - set(table.column_names):
+                table = _events_table(ev, res, program, t, attrs, tracked, split, batch_order)
+            mine = table.select(schema.names)
+            if k.key and t in k.keyed:
+                grp = group_of(Grouping(0, (), (t,), k.key, k.keyed, k.buckets), ev, t)
+            elif k.key:
+                grp = np.full(n, -2, dtype=np.int64)
+            else:
+                grp = np.zeros(n, dtype=np.int64)
+            order = np.argsort(grp, kind="stable")
+            sorted_g = grp[order]
+            cuts = np.flatnonzero(np.diff(sorted_g)) + 1
+            taken = mine.take(pa.array(order))
+            for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, n].tolist()):
+                g = int(sorted_g[a])
+                if g == -1:
+                    continue            # no key value: it relates to nothing
+                part = taken.slice(a, b - a)
+                if g >= 0:
+                    plo = part.column("_lo")
+                    row(GSTAT, keying=k.index, g=g, n=b - a, a=pc.min(plo).as_py(), b=pc.max(plo).as_py())
+                row(BLOB, keying=k.index, g=g, n=b - a, value=ipc(part))
+    if len(rej):
+        r = rej.assign(_batch=batch_order(split, rej["file"]).astype(np.int32))
+        row(REJECTS, n=len(rej), value=ipc(pa.Table.from_pandas(r, preserve_index=False)))
+    cols = list(zip(*rows))
+    return [pa.RecordBatch.from_arrays([pa.array(list(c), f.type) for c, f in zip(cols, TYPED)], schema=TYPED)]
 
 
-def _text(s: pd.Series, given=None) -> pa.Array:
-    if given is not None and len(given) == len(s):
-        return given
-    return pa.array(s.astype(object).tolist(), pa.string())
+def _events_table(ev: pd.DataFrame, res, program, t: str, attrs: tuple, tracked: bool, split, batch_order) -> pa.Table:
+    schema = blob_schema(program, t, attribute_names(program, t), tracked)
+    cols = {}
+    for c in CANONICAL[1:]:
+        cols[c] = _column(ev[c], schema.field(c).type, res.texts.get(c))
+    for a in attribute_names(program, t):
+        cols[prefixed(t, a)] = _column(ev[a], schema.field(prefixed(t, a)).type, res.texts.get(a))
+    if tracked:
+        cols["_split"] = pa.array(np.full(len(ev), split.index, np.int32))
+        cols["_batch"] = pa.array(batch_order(split, ev["_file"]).astype(np.int32))
+        cols["_row"] = pa.array(ev["_row"].to_numpy(np.int64))
+    return pa.table([cols[f.name] for f in schema], schema=schema)
 
 
 def _column(s, typ: pa.DataType, given=None) -> pa.Array:
@@ -117,12 +207,54 @@ def _column(s, typ: pa.DataType, given=None) -> pa.Array:
     return pa.array(s, typ)
 
 
-# --------------------------------------------------------------------------- after it
+def ipc(table: pa.Table) -> bytes:
+    """A table as the bytes of an Arrow IPC stream."""
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue()
 
-MATCHED = pa.schema([pa.field("_kind", pa.int8()), pa.field("_to", pa.int32()), pa.field("_phrase", pa.int32()),
-                     pa.field("_range", pa.int32()), pa.field("n", pa.int64()), pa.field("low", pa.int64()),
-                     pa.field("value", pa.binary())])
 
+def unipc(data) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+# --------------------------------------------------------------------------- to items
+
+@dataclass(frozen=True)
+class Recut:
+    """How a grouping's group blobs become its items' (see :func:`recut`)."""
+
+    grouping: Grouping
+    items: tuple
+    places: tuple           # item → the number placing it in its partition
+    copies: frozenset = frozenset()     # (split, batch, row) of events left out: copies
+
+
+def recut(job: Recut, t: str, g: int, blob, hist: bool = False) -> list:
+    """A group blob (type ``t``, group ``g``: -2 for every group) as the blobs of the items
+    that hold its events: ``(_to, _item, type, hist, value)`` rows of :data:`ITEMS`."""
+    table = unipc(blob)
+    if job.copies and "_split" in table.column_names and table.num_rows:
+        keys = zip(table.column("_split").to_pylist(), table.column("_batch").to_pylist(),
+                   table.column("_row").to_pylist())
+        keep = np.fromiter((k not in job.copies for k in keys), bool, table.num_rows)
+        if not keep.all():
+            table = table.filter(pa.array(keep))
+    if not table.num_rows:
+        return []
+    lo = table.column("_lo").to_numpy(zero_copy_only=False)
+    groups = np.full(table.num_rows, g, dtype=np.int64)
+    rows, its = item_rows(list(job.items), groups, lo)
+    out = []
+    for i in np.unique(its).tolist():
+        sel = rows[its == i]
+        part = table if len(sel) == table.num_rows else table.take(pa.array(sel))
+        out.append((job.places[i], i, t, hist, ipc(part)))
+    return out
+
+
+# --------------------------------------------------------------------------- matching
 
 @dataclass(frozen=True)
 class OutputJob:
@@ -137,28 +269,48 @@ class OutputJob:
     places: tuple           # output partition → its placing number
 
 
-def match_partition(job: MatchJob, out: OutputJob | None, items: tuple, table: pa.Table, program,
-                    derived: dict | None = None) -> list:
-    """Every item in ``table`` (rows of :func:`assign`) matched; rows of :data:`MATCHED`."""
+def item_frames(program, types, blobs: list) -> tuple[dict, dict]:
+    """An item's blobs (``[(type, hist, bytes)]``) as canonical frames by type, and history frames."""
+    frames, history = {}, {}
+    by: dict = {}
+    for t, hist, v in blobs:
+        by.setdefault((t, bool(hist)), []).append(unipc(v))
+    for (t, hist), tables in by.items():
+        table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+        if t not in types or not table.num_rows:
+            continue
+        table = table.append_column("_type", pa.array(np.full(table.num_rows, t, dtype=object), pa.string()))
+        got, _ = frames_of(table, program, [t])
+        if t in got:
+            (history if hist else frames)[t] = got[t]
+    return frames, history
+
+
+def match_rows(job: MatchJob, out: "OutputJob | None", items: tuple, table: pa.Table | None, program,
+               derived: dict | None = None) -> list:
+    """Every item in ``table`` (rows of :data:`ITEMS`) matched; rows of :data:`MATCHED`."""
     from spatec.spatial.crs import Projector
 
-    proj = Projector(job.crs)
-    batches = []
     if table is None or not table.num_rows:
-        return batches
+        return []
+    proj = Projector(job.crs)
     its = table.column("_item").to_numpy(zero_copy_only=False)
+    kinds = table.column("type").to_pylist()
+    hists = table.column("hist").to_pylist()
+    vals = table.column("value").to_pylist()
     types = sorted({t for p in job.plans for t in p.physical.types})
+    batches = []
+    hulls = {"jsonl": True, "parquet": "wkb"}.get(out.fmt, False) if out is not None else False
     for i in np.unique(its).tolist():
-        sub = table.filter(pa.array(its == i))
-        frames, history = frames_of(sub, program, types)
-        item = items[int(i)]
-        hulls = {"jsonl": True, "parquet": "wkb"}.get(out.fmt, False) if out is not None else False
-        got = match_item(job, frames, history, own=item.own, derived=derived, projector=proj, arrow_hulls=hulls)
+        at = np.flatnonzero(its == i).tolist()
+        frames, history = item_frames(program, types, [(kinds[k], hists[k], vals[k]) for k in at])
+        got = match_item(job, frames, history, own=items[int(i)].own, derived=derived, projector=proj,
+                         arrow_hulls=hulls)
         batches += matched_rows(job, out, got)
     return batches
 
 
-def matched_rows(job: MatchJob, out: OutputJob | None, got: list) -> list:
+def matched_rows(job: MatchJob, out: "OutputJob | None", got: list) -> list:
     """An item's :class:`~spatec.exec.match.Matched` as rows of :data:`MATCHED`."""
     from spatec.exec.parts import range_of, render
 
@@ -173,8 +325,7 @@ def matched_rows(job: MatchJob, out: OutputJob | None, got: list) -> list:
         if m.produced is not None:
             row(LOW, 0, -1, 0, 0, m.produced.low, None)
             if m.produced.events:
-                row(EVENTS, 0, -1, 0, len(m.produced.events), None,
-                    pickle.dumps((m.phrase, m.produced.events), protocol=pickle.HIGHEST_PROTOCOL))
+                row(EVENTS, 0, -1, 0, len(m.produced.events), None, _pickled_events(m.phrase, m.produced.events))
         if out is None or m.phrase not in out.bounds or not len(m.rows):
             continue
         df, payload = render(plans[m.phrase], m.rows, out.fmt, out.tz)
@@ -194,8 +345,7 @@ def matched_rows(job: MatchJob, out: OutputJob | None, got: list) -> list:
                 part = part.replace_schema_metadata(payload.schema.metadata)
             else:                                   # texts: a line, a feature
                 part = pa.Table.from_arrays(key.columns + [payload.slice(a, b - a)], names=key.column_names + ["value"])
-            blob = _ipc(part)
-            row(LINES, out.places[out.first[m.phrase] + r], k, r, b - a, None, blob)
+            row(LINES, out.places[out.first[m.phrase] + r], k, r, b - a, None, ipc(part))
     if not kinds:
         return []
     return [pa.RecordBatch.from_arrays(
@@ -204,33 +354,18 @@ def matched_rows(job: MatchJob, out: OutputJob | None, got: list) -> list:
          pa.array(values, pa.binary())], schema=MATCHED)]
 
 
-def _ipc(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
-    return sink.getvalue()
-
-
-def _unipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
 def part_table(values: list) -> pa.Table | None:
     """A part's blobs (:func:`matched_rows`) as one table in ``(lo, hi, id)`` order, each
     composite once (a composite found in two items is one)."""
-    tables = [_unipc(v) for v in values if v is not None]
+    tables = [unipc(v) for v in values if v is not None]
     if not tables:
         return None
     t = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     if len(tables) > 1:
-        import pyarrow.compute as pc
-
         order = pc.sort_indices(t, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")])
         t = t.take(order)
-    ids = t.column("id")
     if t.num_rows > 1:
-        import pyarrow.compute as pc
-
+        ids = t.column("id")
         same = pc.equal(ids.slice(1), ids.slice(0, t.num_rows - 1))
         again = np.r_[False, pc.fill_null(same, False).to_numpy(zero_copy_only=False)]
         if again.any():
@@ -247,3 +382,8 @@ def derived_events(values: list) -> dict:
         phrase, evs = pickle.loads(v)
         out.setdefault(phrase, []).extend(evs)
     return out
+
+
+def _pickled_events(phrase: str, evs: list) -> bytes:
+    """A producer's composites as events, as a blob (:func:`derived_events` reads it)."""
+    return pickle.dumps((phrase, evs), protocol=pickle.HIGHEST_PROTOCOL)
