@@ -105,3 +105,19 @@ def write_rejects(rejects: pd.DataFrame | IngestResult, out_dir: PathLike, appen
                 f.write(reject_line(r.file, r.row, r.reason, r.record) + "\n")
         written.append(path)
     return written
+
+
+def read_reject_files(out_dir: PathLike) -> pd.DataFrame:
+    """The rejects a run wrote under ``out_dir/_rejects`` (every type's file) as one frame."""
+    from spatec.events.canonical import empty_rejects
+
+    rows = []
+    for path in sorted((Path(out_dir) / "_rejects").glob("*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    rows.append((path.stem, r["file"], int(r["row"]), r["reason"], json.dumps(r["record"])))
+    if not rows:
+        return empty_rejects()
+    return pd.DataFrame(rows, columns=["type", "file", "row", "reason", "record"])

@@ -69,3 +69,24 @@ def render(plan, rows, fmt: str, tz: str | None = None):
 def keys_of(df) -> tuple:
     return (np.asarray(df["lo"].to_numpy(), dtype=np.int64), np.asarray(df["hi"].to_numpy(), dtype=np.int64),
             pa.array(df["id"].astype(object).tolist(), pa.string()))
+
+
+def frame_of_lines(plan, texts) -> "pd.DataFrame":
+    """A phrase's JSON lines (texts, in order) as the frame they were rendered from: times back
+    to µs (:func:`~spatec.runtime.rows.rows_frame`'s types, as a runner's rows give them)."""
+    import json
+
+    import pandas as pd
+
+    from spatec.events.timefmt import parse_times
+
+    rows = [json.loads(t) for t in texts]
+    for c in ("lo", "hi", *time_fields(plan)):
+        if not rows or c not in rows[0]:
+            continue
+        p = parse_times(pd.Series([r.get(c) for r in rows], dtype=object))
+        if p.errors:
+            raise ValueError(f"{c}: {next(iter(p.errors.values()))}")
+        for r, v, miss in zip(rows, p.values.tolist(), p.missing.tolist()):
+            r[c] = None if miss else int(v)
+    return rows_frame(plan, rows)

@@ -16,7 +16,7 @@ readers, types, rejects and duplicate rule within the split as every runner
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +48,8 @@ class Split:
     parts: int = 1          # ... of this many
     rows: tuple | None = None   # Parquet: rows [a, b) of the file
     estimate: int = 0       # records expected (for dealing splits to tasks)
+    #: a frame given as the input (the Python API: pandas, or a Spark DataFrame's rows), as Arrow
+    table: object = field(default=None, compare=False, repr=False)
 
     @property
     def file(self) -> str:
@@ -64,6 +66,10 @@ def plan_splits(program, inputs, split_rows: int, cores: int = 1) -> list:
     out: list = []
     for i, (t, path) in enumerate(inputs):
         decl = program.events[t]
+        if not isinstance(path, (str, os.PathLike)):
+            table = path.toArrow() if hasattr(path, "toArrow") else pa.Table.from_pandas(path, preserve_index=False)
+            out.append(Split(len(out), i, t, (f"<{t} DataFrame>",), "frame", estimate=table.num_rows, table=table))
+            continue
         files = expand(os.fspath(path))
         polls = [f for f, fmt in files if fmt == "sirivm"]
         if polls and len(polls) == len(files) and len(files) > 1:
@@ -161,6 +167,8 @@ def split_batches(split: Split, decl) -> list:
     from spatec.events.sirivm import read_polls
 
     cols = wanted_columns(decl)
+    if split.fmt == "frame":
+        return [RawBatch.of(split.file, split.table)]
     if split.fmt == "parquet":
         return [parquet_batch(split.file, cols, *split.rows)]
     if split.fmt == "sirivm":

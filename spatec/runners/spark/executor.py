@@ -307,6 +307,7 @@ class SparkExecutor(Executor):
         program = ctx.program
         shown = [p.name for p in ctx.shown]
         plans = {p.name: p for p in ctx.plans}
+        self._plan = plans
         settings = ctx.settings
         fmt = ctx.fmt if outputs is not None else "jsonl"
         first, bounds, n_out = {}, {}, 0
@@ -541,6 +542,10 @@ class SparkExecutor(Executor):
             x = df.where(F.col("_kind") == LINES).select("_to", "_phrase", "_range", "value")
             lines = x if lines is None else lines.union(x)
         if lines is None:
+            if outputs is None:
+                from spatec.runtime.rows import rows_frame
+
+                result["frames"] = {name: rows_frame(self._plan[name], []) for name in shown}
             return result
         moved = placed(lines, len(out_job.places), "_to")
         fmt = out_job.fmt
@@ -589,8 +594,15 @@ class SparkExecutor(Executor):
                                     *[F.sum(F.when(F.col("_phrase") == i, 1).otherwise(0)).alias(f"p{i}")
                                       for i in range(len(shown))])
         if outputs is None:
+            from spatec.exec.parts import frame_of_lines
+
             with spark_step("collecting the composites", self.log):
-                result["texts"] = rendered.toArrow()
+                got = rendered.toArrow()
+            ks = got.column("_phrase").to_numpy(zero_copy_only=False)
+            vals = got.column("value")
+            for k, name in enumerate(shown):
+                mine = vals.filter(pa.array(ks == k)).to_pylist()
+                result["frames"][name] = frame_of_lines(self._plan[name], mine)
         else:
             folder = outputs.root / "_texts"
             with spark_step("writing the outputs", self.log):
