@@ -118,15 +118,13 @@ def _replay(args, compiled, inputs, out: Path, ui, tz) -> int:
     t0 = time.perf_counter()
     logs = []
     if args.runner == "local":
-        from spatec.runners.heap import keep_freed
         from spatec.runners.local import local_replay
 
-        keep_freed()            # (this process is the local runner's one worker)
         result = local_replay(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui,
                               tz=tz, conf=parse_conf(args.conf))
     else:
         from spatec.runners.spark.batch import replay_spark
-        from spatec.runners.spark.scheduling import TASK_LOG_KEY
+        from spatec.exec.context import TASK_LOG_KEY
 
         conf = parse_conf(args.conf)
         log_dir = out / "_logs"

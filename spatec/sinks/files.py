@@ -41,7 +41,6 @@ from spatec.events.raw import to_arrow
 from spatec.events.timefmt import format_times, parse_times, time_texts
 from spatec.spatial.hullcol import hull_array, hull_wkb
 from spatec.spatial.wkb import wkb_column
-from spatec.storage import directio
 from spatec.storage.atomic import atomic_write
 
 FIXED = ("phrase", "id", "lo", "hi", "hull", "events")
@@ -360,141 +359,6 @@ _SCALAR = {
 }
 
 
-def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (),
-                     tz: str | None = None) -> pa.Table:
-    """Write :func:`write_jsonl`'s lines for one part of a phrase's composites
-    (a Spark task's groups) to ``path``; return the keys that
-    :func:`merge_jsonl_parts` orders and joins the parts by: ``lo``, ``hi``,
-    ``id`` and the byte offset where each line ends, with the column kinds
-    the lines were rendered with in the schema metadata.
-
-    A value's text depends on its column's pandas dtype (an integer column
-    with a missing value is a float column), so parts whose kinds differ
-    cannot be joined as they are; the merge then reads them back."""
-    # a frame already in order with the default index is read as it is (no copy)
-    plain = isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1
-    df = df if plain and all(c in df.columns for c in FIXED) and _in_order(df) else _ordered(df)
-    lengths = []
-    with open(path, "wb") as f:
-        for block, sizes in _jsonl_lines(df, time_fields, tz):
-            f.write(block)
-            lengths += sizes
-    ends = np.cumsum(np.array(lengths, dtype=np.int64))
-    keys = pa.table({"lo": pa.array(df["lo"].to_numpy(dtype=np.int64)),
-                     "hi": pa.array(df["hi"].to_numpy(dtype=np.int64)),
-                     "id": pa.array(df["id"].tolist(), pa.string()), "end": pa.array(ends)})
-    kinds = {c: str(df[c].dtype) for c in _emit_fields(df)} if len(df) else {}
-    return keys.replace_schema_metadata({b"kinds": json.dumps(kinds).encode()})
-
-
-#: Bytes of the merged file filled and written at a time (:func:`~spatec.storage.directio.write_segments`).
-MERGE_SEGMENT = directio.SEGMENT
-#: Write the merged file around the page cache (``O_DIRECT``) where the file system allows it.
-MERGE_DIRECT = True
-
-
-def merged_order(keys: pa.Table) -> np.ndarray:
-    """The rows of the parts' keys (``lo``, ``hi``, ``id``, the parts' in order) in the
-    output's order, ``(lo, hi, id)`` (ids by their UTF-8 bytes: the order of their code
-    points, as Python's), each composite once: one in two parts (the same id, so the same
-    ``lo`` and ``hi``) is taken from the first. The sort is stable, so a composite's copies
-    are next to one another, the first one's first."""
-    order = pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()
-    if len(order) < 2:
-        return order
-    lo, hi = keys.column("lo").to_numpy().take(order), keys.column("hi").to_numpy().take(order)
-    maybe = np.flatnonzero((lo[1:] == lo[:-1]) & (hi[1:] == hi[:-1])) + 1
-    if not len(maybe):
-        return order
-    ids = keys.column("id")
-    again = pc.equal(ids.take(pa.array(order[maybe])), ids.take(pa.array(order[maybe - 1])))
-    keep = np.ones(len(order), dtype=bool)
-    keep[maybe[pc.fill_null(again, False).to_numpy(zero_copy_only=False)]] = False
-    return order[keep]
-
-
-def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> int:
-    """The JSON lines file of the composites in ``parts`` (``[(path, keys)]`` from
-    :func:`write_jsonl_part`, in order): what :func:`write_jsonl` writes for
-    all of them at once, a composite in two parts (same id) taken from the
-    first. Returns the number of composites written.
-
-    When the parts rendered a column with different kinds, their lines are
-    read back and written again from one frame, as :func:`write_jsonl` would."""
-    parts = [(p, k) for p, k in parts if k.num_rows]
-    kinds = {k.schema.metadata[b"kinds"] for _, k in parts}
-    if len(kinds) > 1:
-        df = _read_parts(parts, time_fields)
-        write_jsonl(df, path, time_fields, tz)
-        return len(df)
-    if not parts:
-        atomic_write(path, lambda tmp: open(tmp, "wb").close())
-        return 0
-    keys = pa.concat_tables([k for _, k in parts]).combine_chunks()
-    ends = keys.column("end").to_numpy()
-    which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
-    first = np.r_[True, which[1:] != which[:-1]]
-    starts = np.where(first, 0, np.r_[0, ends[:-1]])
-    order = merged_order(keys)
-    # where each line goes in the output: segments of it are filled and written apart, at once
-    which, starts, ends = which[order], starts[order], ends[order]
-    at = np.r_[0, np.cumsum(ends - starts)]
-    total = int(at[-1])
-    seg = MERGE_SEGMENT
-    names = [p for p, _ in parts]
-
-    def write(tmp: str) -> None:
-        fds = []
-        try:
-            for p in names:
-                fds.append(os.open(p, os.O_RDONLY))
-            directio.write_segments(tmp, total, lambda view, s0, s1: _fill(view, fds, names, s0, s1, at, which,
-                                                                           starts),
-                                    segment=seg, direct=MERGE_DIRECT)
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    atomic_write(path, write)
-    return len(order)
-
-
-def _fill(view: memoryview, fds: list, names: list, s0: int, s1: int, at: np.ndarray, which: np.ndarray,
-          starts: np.ndarray) -> None:
-    """Bytes ``[s0, s1)`` of the merged file into ``view``: line ``i`` of the output is bytes
-    ``[at[i], at[i + 1])`` there, taken from part ``which[i]`` from byte ``starts[i]``. A part's
-    lines come in its own order (both are in key order), so its lines in a segment are one
-    stretch of it (but where a duplicate was left out): one vectored read each, straight
-    to the lines' places."""
-    i0 = int(np.searchsorted(at, s0, "right")) - 1
-    i1 = int(np.searchsorted(at, s1, "left"))
-    a, b = at[i0:i1], at[i0 + 1:i1 + 1]
-    lo, hi = np.maximum(a, s0), np.minimum(b, s1)        # the lines' bytes in this segment
-    src, dst, n = starts[i0:i1] + (lo - a), lo - s0, hi - lo
-    js = which[i0:i1]
-    k = np.argsort(js, kind="stable")                    # by part, each part's in its order
-    js, src, dst, n = js[k], src[k], dst[k], n[k]
-    # a read per stretch: a new part, or a gap in one (a duplicate's line not written)
-    cut = np.flatnonzero((js[1:] != js[:-1]) | (src[1:] != src[:-1] + n[:-1])) + 1
-    for r0, r1 in zip(np.r_[0, cut].tolist(), np.r_[cut, len(js)].tolist()):
-        j = int(js[r0])
-        bufs = [view[x:x + m] for x, m in zip(dst[r0:r1].tolist(), n[r0:r1].tolist())]
-        directio.read_into(fds[j], bufs, int(src[r0]), names[j])
-
-
-def _read_parts(parts: list, time_fields: Collection[str]) -> pd.DataFrame:
-    """Parts' composites read back, each id once, as the frame they were made from."""
-    rows, seen = [], set()
-    for p, _ in parts:
-        with open(p, encoding="utf-8") as f:
-            for line in f:
-                row = json.loads(line)
-                if row["id"] not in seen:
-                    seen.add(row["id"])
-                    rows.append(row)
-    return _frame_back(rows, time_fields)
-
-
 def read_jsonl_composites(path: PathLike, time_fields: Collection[str] = ()) -> pd.DataFrame:
     """Composites written by :func:`write_jsonl`, with ``lo``, ``hi`` and ``time_fields`` back as µs."""
     with open(path, encoding="utf-8") as f:
@@ -627,64 +491,6 @@ def _text_column(s: pd.Series):
     return arr if arr is not None else s.to_numpy(dtype=object)
 
 
-def write_parquet_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> pa.Table:
-    """:func:`write_parquet`'s table for one part of a phrase's composites (a Spark
-    task's groups), in order, as an Arrow IPC file at ``path`` (memory-mapped by the
-    merge); return the keys :func:`merge_parquet_parts` orders the parts' rows by:
-    ``lo``, ``hi``, ``id``, with the part's GeoParquet metadata."""
-    df = _ordered(df)
-    table = parquet_table(df, time_fields)
-    with pa.OSFile(os.fspath(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-        w.write_table(table)
-    keys = pa.table({"lo": pa.array(df["lo"].to_numpy(dtype=np.int64)),
-                     "hi": pa.array(df["hi"].to_numpy(dtype=np.int64)),
-                     "id": table.column("id")})
-    return keys.replace_schema_metadata({b"geo": table.schema.metadata[b"geo"]})
-
-
-#: Rows of the merged GeoParquet file gathered and written at a time (one row group each).
-MERGE_ROWS = 131_072
-
-
-def merge_parquet_parts(parts: list, path: PathLike, empty: pd.DataFrame, time_fields: Collection[str] = ()) -> int:
-    """The GeoParquet file of the composites in ``parts`` (``[(path, keys)]`` from
-    :func:`write_parquet_part`, in order): the rows :func:`write_parquet` writes for
-    all of them at once (a composite in two parts taken from the first), gathered
-    :data:`MERGE_ROWS` at a time from the memory-mapped parts, so the merge never
-    holds the composites. A column whose type differs between parts (a part with no
-    value of it, an integer column with a missing value in another) takes the type
-    that holds both, as the whole frame's would. ``empty``: the phrase's frame of no
-    rows (the file's columns when there is no composite). Returns the rows written."""
-    parts = [(p, k) for p, k in parts if k.num_rows]
-    if not parts:
-        write_parquet(empty, path, time_fields)
-        return 0
-    keys = pa.concat_tables([k.replace_schema_metadata(None) for _, k in parts]).combine_chunks()
-    which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
-    row = np.concatenate([np.arange(k.num_rows) for _, k in parts])
-    order = merged_order(keys)
-    which, row = which[order], row[order]
-    paths = [os.fspath(p) for p, _ in parts]
-    schema = pa.unify_schemas([_part(p).schema.remove_metadata() for p in paths], promote_options="permissive")
-    geos = [json.loads(k.schema.metadata[b"geo"])["columns"]["hull"] for _, k in parts]
-    schema = schema.with_metadata({b"geo": json.dumps(_merged_geo(geos)).encode()})
-
-    def write(tmp: str) -> None:
-        with pq.ParquetWriter(tmp, schema) as w:
-            for s0 in range(0, len(order), MERGE_ROWS):
-                wh, rw = which[s0:s0 + MERGE_ROWS], row[s0:s0 + MERGE_ROWS]
-                by_part = np.argsort(wh, kind="stable")     # gathered part by part, then put in order
-                pieces = []
-                for j in np.unique(wh).tolist():       # mapped for this block only: the rows
-                    take = rw[by_part[wh[by_part] == j]]  # taken are copies, the mapping goes
-                    pieces.append(_part(paths[j]).take(pa.array(take)).cast(schema.remove_metadata()))
-                block = pa.concat_tables(pieces).take(pa.array(np.argsort(by_part, kind="stable")))
-                w.write_table(block.replace_schema_metadata(schema.metadata))
-
-    atomic_write(path, write)
-    return len(order)
-
-
 def merge_parquet_files(files: list, path: PathLike) -> int:
     """GeoParquet parts (each in order, the parts in order) as one file, row group after row
     group (never the whole table in memory), with the parts' ``geo`` metadata put together;
@@ -710,12 +516,6 @@ def merge_parquet_files(files: list, path: PathLike) -> int:
                 w.write_table(t.replace_schema_metadata(schema.metadata))
                 n += t.num_rows
     return n
-
-
-def _part(path: str) -> pa.Table:
-    """A part written by :func:`write_parquet_part`, memory-mapped (nothing read until used;
-    unmapped when the table goes, so the merge's resident memory stays one block's)."""
-    return pa.ipc.open_file(pa.memory_map(path)).read_all()
 
 
 def _merged_geo(columns: list) -> dict[str, Any]:
