@@ -170,10 +170,10 @@ def match_item(job: MatchJob, frames: dict, history: dict, own: tuple | None = N
 
 def prefiltered_frame(df: pd.DataFrame, regions: dict, crs: str, engine: str | None) -> pd.DataFrame:
     """The events of ``df`` that possibly meet one of ``regions`` (the in-task leaf pre-filter:
-    :func:`spatec.runners.spark.prefilter.prefiltered`'s boxes and join)."""
-    from spatec.exec.prefilter import keep_mask
+    :func:`spatec.exec.prefilter.keep_mask`: lon/lat boxes, then the engine's join)."""
+    from spatec.exec.prefilter import keep_mask, task_engine
 
     if not len(df):
         return df
-    keep = keep_mask(df, regions, crs, engine or "shapely")
+    keep = keep_mask(df, regions, crs, task_engine(engine or "shapely"))
     return df if keep.all() else df[keep].reset_index(drop=True)

@@ -54,8 +54,26 @@ def prefilter_regions(plan: PhrasePlan, program, crs: str) -> dict:
     (``plan.physical.prefilter``, :mod:`spatec.plan.prefilter`) projected with ``crs``."""
     from spatec.automata.patterns import PatternCompiler
 
-    compiler = PatternCompiler(program.places, program.timezone, Projector(crs))
-    return {t: {r.name: _region(r.pattern, compiler) for r in rs} for t, rs in plan.physical.prefilter}
+    from spatec.automata.places import place_loc
+
+    proj = Projector(crs)
+    compiler = PatternCompiler(program.places, program.timezone, proj)
+    out: dict = {}
+    for t, rs in plan.physical.prefilter:
+        mine = out.setdefault(t, {})
+        for r in rs:
+            ps = program.place_sets.get(getattr(r.pattern, "place", None))
+            if ps is not None:      # a place set: every place of it (in file order)
+                for i, pd in enumerate(ps.places):
+                    mine[f"{r.name}#{i}"] = place_loc(pd, proj)
+            else:
+                mine[r.name] = _region(r.pattern, compiler)
+    return out
+
+
+#: Regions above which the lon/lat boxes are not tried (a box test a region: the engine's
+#: spatial index joins a place set at once).
+BOXES_MAX = 64
 
 
 def _region(p, compiler):
@@ -179,6 +197,8 @@ def candidates(regions: list, proj, pts: np.ndarray, lon: np.ndarray, lat: np.nd
     cand = ~pts
     if not pts.any():
         return cand
+    if len(regions) > BOXES_MAX:
+        return cand | pts
     boxes = lonlat_boxes(regions, proj, float(r[pts].max()))
     if boxes is None:
         return cand | pts

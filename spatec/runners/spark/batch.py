@@ -30,8 +30,10 @@ def replay_spark(compiled: Compiled, inputs, out, fmt: str = "jsonl", crs=None, 
     Spark; one output per phrase (text times in ``tz``, default UTC). ``log_dir``: where a
     session started here logs (Spark's and the JVM's log lines,
     :func:`~spatec.runners.spark.session.get_or_create`)."""
+    from spatec.plan.support import require_derived_only
     from spatec.runners.spark.executor import SparkExecutor
 
+    require_derived_only(RunContext(compiled, (), phrases=tuple(phrases) if phrases else None).plans, "Spark batch")
     if spark is None:
         spark = _start(master, conf, ui, log_dir)
     ctx = context(spark, compiled, inputs, out, fmt, tz, crs, phrases)

@@ -43,6 +43,7 @@ import re
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spatec.exec.decide import IngestSummary, cells_of, duplicate_rejects, suspect_sources
 from spatec.exec.executor import Executor, Ingested
@@ -71,6 +72,8 @@ from spatec.exec.tasks import (
     match_rows,
     part_table,
     recut,
+    blob_schema,
+    ipc,
     typed_rows,
     unipc,
 )
@@ -95,6 +98,8 @@ class SparkExecutor(Executor):
         self.spark = spark
         self.log = log
         self.cached: list = []
+        #: the Sedona joins the replay's plans hold (``BroadcastIndexJoin``, ``DistanceJoin`` ...)
+        self.joins: list = []
 
     @property
     def cores(self) -> int:
@@ -337,7 +342,7 @@ class SparkExecutor(Executor):
                 regions = {p.name: prefilter_regions(p, program, decisions.crs) for p in gplans if p.physical.prefilter}
             job = MatchJob(program, gplans, decisions.crs, dict(watermarks),
                            produce=frozenset(p.name for p in gplans if p.name in consumed), regions=regions,
-                           engine=task_engine(engine) if engine else None)
+                           engine=engine)
             with spark_step(f"matching {', '.join(g.phrases)}", self.log):
                 df = self._match_derived(g, job, matched, out_job) if g.derived \
                     else self._match_events(ctx, g, job, out_job)
@@ -355,11 +360,17 @@ class SparkExecutor(Executor):
 
     def _match_events(self, ctx, g, job: MatchJob, out_job: OutputJob):
         """A grouping's group blobs given to its items, moved by Spark's shuffle to each item's
-        partition, matched there."""
+        partition, matched there; where Sedona's joins pay (:func:`sedona_pays`), the events as
+        rows through them instead (:meth:`_match_rows`)."""
         from pyspark.sql import functions as F
 
         program = ctx.program
         k = self.keyings[self.keying_of[g.index]]
+        why = sedona_pays(g, job, ctx.settings.engine if ctx.settings.prefilter else None)
+        if why is not None and self.copies is None:
+            got = self._match_rows(ctx, g, k, job, out_job, why)
+            if got is not None:
+                return got
         stats = {grp: v for grp, v in self.stats.get(k.index, {}).items()}
         if not g.key:
             stats = _merged(stats)
@@ -410,6 +421,80 @@ class SparkExecutor(Executor):
                 yield from match_rows(job, out_job, its, table, program)
 
         return moved.mapInArrow(matched, spark_schema(MATCHED))
+
+    def _match_rows(self, ctx, g, k, job: MatchJob, out_job: OutputJob, why: str):
+        """A grouping's events as Spark rows, through Sedona's joins: the leaf pre-filter as a
+        broadcast index join of the events against the places (``why="places"``), and a keyless
+        phrase of two nearby events cut by a distance join into small groups of nearby events
+        (``why="proximity"``: :func:`~spatec.runners.spark.sedona.proximity_groups`). The groups
+        are matched apart; a composite two groups find is written once (:func:`part_table`).
+        None when the events do not fit (a place that is not a point: one group, as without)."""
+        from pyspark.sql import functions as F
+
+        from spatec.runners.spark.sedona import proximity_groups, sedona_prefilter
+
+        program = ctx.program
+        types = [t for t in g.types if t in dict(k.columns)]
+        rows = None
+        for t in types:
+            schema = blob_schema(program, t, dict(k.columns)[t], t in self.tracked)
+            blobs = self.typed.where((F.col("kind") == BLOB) & (F.col("keying") == k.index) & (F.col("type") == t))
+
+            def explode(batches):
+                for b in batches:
+                    for g0, v in zip(b.column("g").to_pylist(), b.column("value").to_pylist()):
+                        for rb in unipc(v).to_batches():
+                            yield rb.append_column("_b", pa.array(np.full(rb.num_rows, g0, np.int32)))
+
+            with_b = schema.append(pa.field("_b", pa.int32()))
+            r = blobs.select("g", "value").mapInArrow(explode, spark_schema(with_b)).withColumn("_type", F.lit(t))
+            if why == "places":
+                regions = job.regions.get(job.plans[0].name, {}).get(t)
+                if regions:
+                    r = sedona_prefilter(r, regions, job.crs)
+            rows = r if rows is None else rows.unionByName(r, allowMissingColumns=True)
+        if rows is None:
+            return None
+        buckets = max(g.buckets, self.cores * 6)
+        if why == "proximity":
+            grouped = proximity_groups(job.plans[0], rows.drop("_b"), job.crs, buckets,
+                                       job.plans[0].physical.proximity)
+            if grouped is None:
+                return None
+        else:
+            grouped = rows
+        grouped = grouped.repartition(buckets, "_b")
+        if why == "places":        # (pre-filtered by the join already)
+            job = MatchJob(job.program, job.plans, job.crs, job.watermarks, job.produce)
+        from spatec.runners.spark.sedona import executed_plan
+
+        self.joins += [j for j in SPATIAL_JOINS if j in executed_plan(grouped)]
+        plain = job
+
+        def matched(batches):
+            from spatec.runners.spark.errors import in_task
+
+            table = _table(batches)
+            if table is None:
+                return
+            bs = table.column("_b").to_numpy(zero_copy_only=False)
+            items = tuple(Item(g.index, int(b)) for b in np.unique(bs))
+            blobs = []
+            for i, it in enumerate(items):
+                sub = table.filter(pa.array(bs == it.group))
+                for t in types:
+                    mine = sub.filter(pc.equal(sub.column("_type"), t))
+                    if mine.num_rows:
+                        blobs.append((0, i, t, False, ipc(mine.drop_columns([c for c in ("_type", "_b")
+                                                                             if c in mine.column_names]))))
+            if not blobs:
+                return
+            cols = list(zip(*blobs))
+            t = pa.Table.from_arrays([pa.array(list(c), f.type) for c, f in zip(cols, ITEMS)], schema=ITEMS)
+            with in_task(f"matching {', '.join(g.phrases)}"):
+                yield from match_rows(plain, out_job, items, t, program)
+
+        return grouped.mapInArrow(matched, spark_schema(MATCHED))
 
     def _history(self, g, k, rc: Recut):
         """For ``successive`` under a key that is not the source: for each group, the events of
@@ -628,6 +713,30 @@ class SparkExecutor(Executor):
             except Exception:  # noqa: BLE001 (a session already stopped has nothing to free)
                 pass
         self.cached = []
+
+
+#: Sedona's spatial join operators, as Spark's physical plans name them.
+SPATIAL_JOINS = ("BroadcastIndexJoin", "DistanceJoin", "RangeJoin", "SpatialIndex")
+
+#: Places a phrase's leaves need at least for the leaf pre-filter to be a Sedona join of the
+#: events' rows (fewer: the lon/lat boxes in the match tasks, which cost less than the rows).
+SEDONA_PLACES = 64
+
+
+def sedona_pays(g, job: MatchJob, engine: str | None) -> str | None:
+    """Why a grouping's events go through Sedona's joins as rows (None: they do not): a
+    keyless phrase of two nearby events (``"proximity"``: a distance join instead of one
+    group), or a leaf pre-filter against a place set (``"places"``: a broadcast index join
+    over at least :data:`SEDONA_PLACES` places). Only with the ``sedona-spark`` engine."""
+    if engine != "sedona-spark" or len(job.plans) != 1 or (g.key and g.broadcast):
+        return None
+    plan = job.plans[0]
+    if plan.physical.proximity is not None and not plan.physical.key:
+        return "proximity"
+    regions = job.regions.get(plan.name) or {}
+    if any(len(r) >= SEDONA_PLACES for r in regions.values()):
+        return "places"
+    return None
 
 
 def quantiles(hist: dict, types) -> list:
