@@ -262,6 +262,8 @@ _QUERIES = {"silent": DUCKDB_SILENT, "stuck": DUCKDB_STUCK, "hospital_to_station
 CANONICAL = ("_id", "vehicle", "_t", "_lo", "_hi", "_lon", "_lat", "_r")
 #: The phrases' variables, in the order of the baselines' tuples (spatec's ``events`` keys, sorted).
 VARIABLES = {"hospital_to_station": ("A", "B"), "stuck": ("A", "B", "C", "D"), "silent": ("A",)}
+#: The columns of a DuckDB baseline's result table ``res`` that hold the :data:`VARIABLES`, in their order.
+RESULT_COLUMNS = {"hospital_to_station": ("id", "b_id"), "stuck": ("a_id", "b_id", "c_id", "d_id"), "silent": ("id",)}
 #: DuckDB's memory for one baseline (it spills beyond, to ``temp_directory``): bounded on a shared machine.
 DUCK_MEMORY = "6GB"
 
