@@ -7,13 +7,17 @@ to be fast, and they must give exactly spatec's composites: one row per
 composite, its event ids in variable order (``(A,)``, ``(A, B, C, D)``, ``(A,
 B)``), to be compared with the ``events`` column of spatec's output.
 
-Two forms, one set of queries:
+Three forms, one set of queries:
 
 * DuckDB in memory (``duckdb_silent`` …: a pandas frame in, a set of tuples
-  out), for the tests on small inputs; and DuckDB from a file
-  (:func:`duckdb_file`), what the bench times: it reads the canonical events'
-  Parquet file (:func:`write_canonical`), projects the positions (pyproj, as
-  spatec does) batch by batch and materialises the rows in a DuckDB table.
+  out), for the tests on small inputs; and DuckDB from a file, what the bench
+  times, two ways: :func:`duckdb_file` reads the canonical events' Parquet
+  file (:func:`write_canonical`), projects the positions (pyproj, as spatec
+  does) batch by batch in Python and materialises the rows in a DuckDB table;
+  :func:`duckdb_sql_file` has DuckDB read the file and project the positions
+  itself, in SQL (:func:`projected_sql`: PROJ's transverse Mercator written
+  out as SQL, pyproj's positions to the bit on valid input), with no Python
+  per batch.
 * PySpark from a file (:func:`pyspark_file` / :func:`pyspark_write`): Spark
   reads the same Parquet file, projects the positions in its tasks
   (``mapInArrow``), runs the query and writes the rows to a Parquet folder;
@@ -574,7 +578,7 @@ def projected_sql(source: str, crs: str, columns: dict, lon: str = "_lon", lat: 
     return f"SELECT {', '.join(columns)} FROM ({sql})"
 
 
-def _project_places_sql(con, places: dict, crs: str, names=("hospital", "station")) -> dict:
+def project_places_in_sql(con, places: dict, crs: str, names=("hospital", "station")) -> dict:
     """name → (x, y, radius) in ``crs``: each centre projected by the same SQL as the events."""
     rows = ", ".join(f"({_lit(places[n][0])}, {_lit(places[n][1])}, {i})" for i, n in enumerate(names))
     sql = projected_sql(f"(VALUES {rows}) AS p(lon, lat, i)", crs, {"i": "i", "x": "x", "y": "y"}, "lon", "lat")
@@ -595,7 +599,7 @@ def duckdb_sql_file(name: str, path: str, crs: str, places: dict = BUS_PLACES, t
         con.execute("CREATE TEMP VIEW ev AS " + projected_sql(f"read_parquet({_quote(path)})", crs, cols))
         params = None
         if name == "hospital_to_station":
-            params = _place_params(_project_places_sql(con, places, crs))
+            params = _place_params(project_places_in_sql(con, places, crs))
         con.execute("CREATE TEMP TABLE res AS " + _QUERIES[name], params)
     except BaseException:
         con.close()
