@@ -306,8 +306,8 @@ def test_pyspark_file_baseline_matches_spatec_and_duckdb_on_the_hour(phrase, hou
 # --------------------------------------------------------------------------- projecting in SQL
 
 #: How far (metres) the SQL projection may be from pyproj's. The overlap decision nearest its
-#: boundary on the Cambridge positions is 16 µm from it (two consecutive fixes 30.000016 m
-#: apart, discs of 15 m), so 1 µm a position cannot flip one there. (PROJ's series itself
+#: boundary on the Cambridge positions is 16 µm from it (two consecutive fixes, discs of
+#: 15 m, whose centres are 30 m ± 16 µm apart), so 1 µm a position cannot flip one there. (PROJ's series itself
 #: is good to nanometres; with the same C library the SQL steps give pyproj's bits, which
 #: this does not assert: the bench's count-and-digest check guards the decisions.)
 SQL_PROJECTION_TOLERANCE = 1e-6
