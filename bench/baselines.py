@@ -422,10 +422,12 @@ def rows_digest(rows: set, variables) -> tuple[int, int]:
 # with PROJ's constants computed here as PROJ computes them (``setup_exact``, ``ell_set``,
 # ``utm``). ``hypot``, which DuckDB lacks, is glibc's (2.35+: Borges' corrected
 # ``sqrt(x*x + y*y)``, the kernel without FMA). Every operation is a plain IEEE double
-# operation or the C library's ``sin``/``cos``/``atan2``/``asinh``, so on the Cambridge hour
-# the SQL positions are pyproj's to the bit (tests/runners/test_baselines.py asserts them
-# within 1 µm, and the bench's count-and-digest check stays the guard that no overlap
-# decision differs).
+# operation or the C library's ``sin``/``cos``/``atan2``/``asinh``, so with the C library
+# pyproj's PROJ uses (here glibc 2.36) the SQL positions are pyproj's to the bit: every
+# position of the Cambridge hour and of the bench's bus-days, and a grid over the globe in
+# zones 1, 30, 31 and 60, north and south. tests/runners/test_baselines.py asserts them
+# within 1 µm (another C library may round differently); the bench's count-and-digest
+# check stays the guard that no overlap decision differs.
 
 #: PROJ's ``DEG_TO_RAD`` (``unitconvert``'s factor from degrees to radians).
 _DEG_TO_RAD = 0.017453292519943296
@@ -515,7 +517,7 @@ def tmerc_steps(crs: str, lon: str = "_lon", lat: str = "_lat") -> list:
     steps = [
         # unitconvert deg -> rad; fwd_prepare: lam - from_greenwich (0) - lam0
         [("lam_", f"{lon} * {L(_DEG_TO_RAD)} - {L(k['lam0'])}"), ("phi_", f"{lat} * {L(_DEG_TO_RAD)}")],
-        [("lam_", adjlon("lam_")), ("two_cos_2b", f"2 * cos(2 * phi_)"), ("sin_2b", "sin(2 * phi_)")],
+        [("lam_", adjlon("lam_")), ("two_cos_2b", "2 * cos(2 * phi_)"), ("sin_2b", "sin(2 * phi_)")],
     ]
     # gatg(cbg, phi): Clenshaw; the first turn's -h2 is -0.0, which adds nothing
     steps.append([("g4", f"two_cos_2b * {L(cbg[5])} + {L(cbg[4])}")])
