@@ -424,8 +424,9 @@ def rows_digest(rows: set, variables) -> tuple[int, int]:
 # ``sqrt(x*x + y*y)``, the kernel without FMA). Every operation is a plain IEEE double
 # operation or the C library's ``sin``/``cos``/``atan2``/``asinh``, so with the C library
 # pyproj's PROJ uses (here glibc 2.36) the SQL positions are pyproj's to the bit: every
-# position of the Cambridge hour and of the bench's bus-days, and a grid over the globe in
-# zones 1, 30, 31 and 60, north and south. tests/runners/test_baselines.py asserts them
+# position of the Cambridge hour and of the bench's bus-days, and 250,000 random positions
+# (a fifth over the whole globe, the rest within the zone) in each of zones 1, 30, 31 and
+# 60, north and south. tests/runners/test_baselines.py asserts them
 # within 1 µm (another C library may round differently); the bench's count-and-digest
 # check stays the guard that no overlap decision differs.
 
