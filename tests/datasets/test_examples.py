@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 FOLDERS = ["hospital_to_station", "centre_to_hospital", "tuesday_to_hospital", "wet_weather",
            "stuck", "silent", "bunching", "roadworks", "episodes", "dwell_at_stops", "headway", "stuck_together",
-           "off_route"]
+           "off_route", "fences"]
 #: programs that read the shared data set beside the repository
 NEEDS_SHARED = {"dwell_at_stops": ROOT.parent / "shared" / "datasets" / "cambridge" / "stops.csv",
                 # derived from the data set (`spatec datasets gtfs`): tests/datasets/test_off_route.py builds it
