@@ -156,14 +156,16 @@ def _replay(args, compiled, inputs, out: Path, ui, tz) -> int:
                                   master=args.master, ui=ui, conf=conf, tz=tz, log_dir=log_dir)
     elapsed = time.perf_counter() - t0
     ui.summary(result, elapsed)
+    positions = _positions(compiled, inputs) if (args.map or args.tides) else None
     if args.map:
         from spatec.sinks.maps import write_map
 
+        # (the input's own positions draw the roads under the composites)
         write_map(result.frames, args.map, program=program, plans={p.name: p for p in compiled.plans},
-                  tz=tz, colour=args.map_colour, tiles=args.map_tiles)
+                  tz=tz, colour=args.map_colour, tiles=args.map_tiles, background=positions)
         ui.note(f"map written to {args.map}")
     if args.tides:
-        _write_tides(args, compiled, inputs, result, tz, ui)
+        _write_tides(args, compiled, result, positions, ui)
     written = manifest.write_manifest(out, compiled=compiled, result=result, runner=args.runner, fmt=args.format,
                                       tz=tz or "UTC", phrases=args.phrase, started=started, finished=time.time(),
                                       map_path=args.map, logs=logs, previous=previous)
@@ -196,12 +198,15 @@ def _check_tides(args, compiled) -> None:
         visit_fields(plans[name])
 
 
-def _write_tides(args, compiled, inputs, result, tz, ui) -> None:
-    """The TIDES package of this run: the inputs' positions read again (every runner writes its
-    composites without keeping its events), the visits from the phrases' rows."""
+def _positions(compiled, inputs) -> dict:
+    """The inputs' events of the types with a source and a point place (type → canonical
+    events), read again: every runner writes its composites without keeping its events;
+    the map's background and TIDES' vehicle_locations are these positions."""
+    import pandas as pd
+
     from spatec.events.read import read_events
     from spatec.runners.replay import seen_across
-    from spatec.sinks.tides import location_types, write_tides
+    from spatec.sinks.tides import location_types
 
     program = compiled.program
     kinds = set(location_types(program))
@@ -211,11 +216,17 @@ def _write_tides(args, compiled, inputs, result, tz, ui) -> None:
         if t in kinds:
             res = read_events(path, program.events[t], tz=program.timezone, seen=seen.get(t))
             events.setdefault(t, []).append(res.events)
-    import pandas as pd
+    return {t: pd.concat(fs, ignore_index=True) for t, fs in events.items()}
 
-    events = {t: pd.concat(fs, ignore_index=True) for t, fs in events.items()}
+
+def _write_tides(args, compiled, result, positions, ui) -> None:
+    """The TIDES package of this run: the positions as vehicle_locations, the --tides-visits
+    phrases' rows as stop_visits."""
+    from spatec.sinks.tides import write_tides
+
+    program = compiled.program
     visits = {name: result.frames[name] for name in args.tides_visits or ()}
-    written = write_tides(args.tides, program, program.timezone, events, visits,
+    written = write_tides(args.tides, program, program.timezone, positions, visits,
                           {p.name: p for p in compiled.plans}, source=f"spatec replay {Path(args.program).name}")
     for table, (n, left) in written.items():
         ui.note(f"TIDES {table}: {n:,} rows -> {Path(args.tides) / (table + '.csv')}"
