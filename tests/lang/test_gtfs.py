@@ -116,7 +116,7 @@ phrase AtStop per vehicle =
   emit stop = S.stop_id, name = S.stop_name
 """
 
-    def test_on_off_and_at_a_stop(self, tmp_path):
+    def replay(self, tmp_path, spark=None):
         import spatec
 
         write_feed(tmp_path / "feed")
@@ -131,7 +131,19 @@ phrase AtStop per vehicle =
         csv_path = tmp_path / "fixes.csv"
         csv_path.write_text("vehicle,line,operator,lon,lat,ts\n" + "".join(",".join(map(str, r)) + "\n" for r in rows),
                             encoding="utf-8")
-        out = spatec.compile(tmp_path / "p.spatec").replay_local({"BusGPS": str(csv_path)})
+        prog = spatec.compile(tmp_path / "p.spatec")
+        if spark is not None:
+            return prog.replay_spark({"BusGPS": str(csv_path)}, spark=spark)
+        return prog.replay_local({"BusGPS": str(csv_path)})
+
+    @pytest.mark.slow
+    def test_spark_gives_the_same_composites(self, tmp_path, spark):
+        local, on_spark = self.replay(tmp_path), self.replay(tmp_path, spark)
+        for phrase in ("OnCorridor", "OffR1", "AtStop"):
+            assert sorted(local[phrase]["id"]) == sorted(on_spark[phrase]["id"]) and len(local[phrase])
+
+    def test_on_off_and_at_a_stop(self, tmp_path):
+        out = self.replay(tmp_path)
         on = out["OnCorridor"]
         assert list(on["shape"]) == ["SH1", "SH1"] and list(on["line"]) == ["U", "U"]
         assert sorted(out["OffR1"]["vehicle"]) == ["v1"]
