@@ -214,7 +214,7 @@
     if (META.places.features.length || (META.sets || []).length) h += `<div class="section"><span class="sw place"></span>places of the program</div>`;
     (META.sets || []).forEach(set => {
       h += `<div class="row entry">${esc(set.name)}: ${set.n.toLocaleString("en")} places` +
-           `${set.n >= CLUSTER_MIN ? " (clustered when zoomed out)" : ""}</div>`;
+           `${set.points.length >= CLUSTER_MIN ? " (clustered when zoomed out)" : ""}</div>`;
     });
     if (state.background) h += `<div class="row entry"><span class="sw" style="background:rgb(120,120,128)"></span>the input's positions (roads driven)</div>`;
     return h;
@@ -306,8 +306,14 @@
     const labels = [];              // candidates: {text, lon, lat, priority}
     state.clusters = [];
     (META.sets || []).forEach(set => {
-      const inView = setPlaces(set).filter(p => view.contains([p.lat, p.lon]));
-      if (set.n < CLUSTER_MIN || zoom >= SINGLE_ZOOM) {
+      // corridors and polygons are drawn whole wherever they meet the view (a cluster of lines
+      // kilometres long would say nothing); points are clustered when many
+      setPlaces(set).filter(p => p.feature && view.intersects(featureBounds(p))).forEach(p => {
+        drawPlace(p, state.setLayer);
+        labels.push({text: set.labels[p.i], lon: p.lon, lat: p.lat, priority: 1});
+      });
+      const inView = setPlaces(set).filter(p => !p.feature && view.contains([p.lat, p.lon]));
+      if (set.points.length < CLUSTER_MIN || zoom >= SINGLE_ZOOM) {
         inView.forEach(p => { drawPlace(p, state.setLayer); labels.push({text: set.labels[p.i], lon: p.lon, lat: p.lat, priority: 1}); });
         return;
       }
@@ -339,6 +345,11 @@
       labels.unshift({text: f.properties.name, lon: c[0], lat: c[1], priority: 0});
     });
     placeLabels(labels);
+  }
+
+  function featureBounds(p) {
+    if (!p._bounds) p._bounds = L.geoJSON(p.feature).getBounds();
+    return p._bounds;
   }
 
   function featureCentre(f) {
