@@ -220,3 +220,20 @@ class TestErrors:
         write_feed(tmp_path / "feed", stops="stop_id,stop_name,stop_lat,stop_lon\nS1,A,52.19,0.136\nS1,B,52.2,0.12\n")
         d = one('places gtfs "feed" stops\n', tmp_path)
         assert '1 name is used twice ("S1")' in d.message
+
+    def test_a_widening_must_be_a_distance(self, tmp_path):
+        write_feed(tmp_path / "feed")
+        d = one('places stops = gtfs "feed" stops ± 5 min\n', tmp_path)
+        assert "expected a distance, got a duration `5 min`" in d.message
+        d = one('places gtfs "feed" routes ± 5 min\n', tmp_path)
+        assert "a widening must be a distance" in d.message
+
+    def test_the_feed_is_never_fetched(self, tmp_path, monkeypatch):
+        """gtfs-kit reads a path that does not exist as a URL: spatec never lets it."""
+        import gtfs_kit
+
+        def no(*a, **k):
+            raise AssertionError("gtfs-kit was asked to read a feed that is not there")
+        monkeypatch.setattr(gtfs_kit.feed, "_read_feed_from_url", no)
+        d = one('places stops = gtfs "https://example.org/feed.zip" stops\n', tmp_path)
+        assert "no such file" in d.message
