@@ -175,52 +175,47 @@ def stop_visits(rows: pd.DataFrame, plan, tz: str) -> tuple[dict, int, int]:
     """Columns of the stop_visits table from a phrase's output rows, the visits written and
     those left out (no vehicle, stop or arrival)."""
     f = visit_fields(plan)
-    arrive = pd.to_numeric(rows[f["actual_arrival_time"]], errors="coerce")
-    depart = pd.to_numeric(rows[f["actual_departure_time"]], errors="coerce")
     v = pd.DataFrame({
         "id": rows["id"].astype(str),
         "vehicle_id": _text(rows[f["vehicle_id"]]),
         "stop_id": _text(rows[f["stop_id"]]),
-        "arrive": arrive, "depart": depart,
+        "arrive": pd.to_numeric(rows[f["actual_arrival_time"]], errors="coerce"),
+        "depart": pd.to_numeric(rows[f["actual_departure_time"]], errors="coerce"),
     })
     for opt in ("trip_id_performed", "pattern_id", "line", "direction"):
         v[opt] = _text(rows[f[opt]]) if opt in f else None
-    if "dwell" in f:
-        v["dwell"] = pd.to_numeric(rows[f["dwell"]], errors="coerce")
-    else:
-        v["dwell"] = (depart - arrive) / 1e6
+    v["dwell"] = (pd.to_numeric(rows[f["dwell"]], errors="coerce") if "dwell" in f
+                  else (v["depart"] - v["arrive"]) / 1e6)
     keep = v["vehicle_id"].notna() & v["stop_id"].notna() & v["arrive"].notna()
     left_out = int((~keep).sum())
     v = v[keep].copy()
     back = v["depart"].notna() & (v["depart"] < v["arrive"])
     if back.any():
-        bad = v[back].iloc[0]
-        raise TidesError(f"--tides-visits {plan.name}: composite {bad['id']} departs before it arrives "
+        raise TidesError(f"--tides-visits {plan.name}: composite {v[back].iloc[0]['id']} departs before it arrives "
                          f"({f['actual_departure_time']} < {f['actual_arrival_time']}): are the two fields "
                          "the other way round?")
     if (v["dwell"] < 0).any():
         raise TidesError(f"--tides-visits {plan.name}: a dwell is negative (composite "
                          f"{v[v['dwell'] < 0].iloc[0]['id']})")
-    v["service_date"] = _service_date(v["arrive"].astype("int64").to_numpy(), tz).to_numpy() if len(v) else []
+    if not len(v):
+        return {}, 0, left_out
+    arrive = v["arrive"].astype("int64").to_numpy()
+    v["service_date"] = _service_date(arrive, tz).to_numpy()
+    v["arrival"] = _iso(arrive).to_numpy()
+    depart = v["depart"].notna().to_numpy()
+    v["departure"] = np.where(depart, _iso(v["depart"].fillna(0).astype("int64").to_numpy()).to_numpy(), None)
     v = v.sort_values(["vehicle_id", "arrive", "depart", "stop_id", "id"], kind="stable").reset_index(drop=True)
     if "trip_id_performed" not in f:
         v["trip_id_performed"] = _derived_trips(v)
     v["trip_stop_sequence"] = v.groupby(["service_date", "trip_id_performed"], sort=False).cumcount() + 1
     v = v.sort_values(["service_date", "trip_id_performed", "trip_stop_sequence"], kind="stable")
-    n = len(v)
-    data = {
-        "service_date": v["service_date"], "trip_id_performed": v["trip_id_performed"],
-        "trip_stop_sequence": v["trip_stop_sequence"], "vehicle_id": v["vehicle_id"], "stop_id": v["stop_id"],
-        "dwell": v["dwell"].round().astype("Int64"),
-        "actual_arrival_time": _iso(v["arrive"].astype("int64").to_numpy()).to_numpy() if n else [],
-        "actual_departure_time": (pd.Series(_iso(v["depart"].fillna(0).astype("int64").to_numpy()).to_numpy())
-                                  .where(v["depart"].notna().to_numpy(), None).to_numpy() if n else []),
-    }
+    data = {"service_date": v["service_date"], "trip_id_performed": v["trip_id_performed"],
+            "trip_stop_sequence": v["trip_stop_sequence"], "vehicle_id": v["vehicle_id"], "stop_id": v["stop_id"],
+            "dwell": v["dwell"].round().astype("Int64"), "actual_arrival_time": v["arrival"],
+            "actual_departure_time": v["departure"]}
     if "pattern_id" in f:
         data["pattern_id"] = v["pattern_id"]
-    data = {k: (pd.Series(np.asarray(x, dtype=object) if not isinstance(x, pd.Series) else x.to_numpy())
-                if n else pd.Series([], dtype=object)) for k, x in data.items()}
-    return data, n, left_out
+    return {k: c.reset_index(drop=True) for k, c in data.items()}, len(v), left_out
 
 
 def _derived_trips(v: pd.DataFrame) -> pd.Series:
@@ -270,7 +265,7 @@ def write_tides(folder, program, tz: str, events: dict | None, visits: dict, pla
         for name, rows in visits.items():
             data, n, left = stop_visits(rows, plans[name], tz)
             if n:
-                datas.append(pd.DataFrame({k: np.asarray(x, dtype=object) for k, x in data.items()}))
+                datas.append(pd.DataFrame(data))
             total += n
             out += left
         both = pd.concat(datas, ignore_index=True) if datas else pd.DataFrame(columns=["service_date"])

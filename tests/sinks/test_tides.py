@@ -34,6 +34,11 @@ phrase Swapped per vehicle =
   where R.last.t - R.first.t > 1 min
   emit vehicle = R.vehicle, stop = S.stop_id, arrived = R.last.t, left = R.first.t
 
+phrase Never per vehicle =
+    (run BusGPS -> R while overlap(R.first, R.this)) and certainly at stops -> S
+  where R.last.t - R.first.t > 10 h
+  emit vehicle = R.vehicle, stop = S.stop_id, arrived = R.first.t, left = R.last.t
+
 phrase NoStop per vehicle =
     run BusGPS -> R while overlap(R.first, R.this)
   emit vehicle = R.vehicle, arrived = R.first.t, left = R.last.t
@@ -166,6 +171,13 @@ class TestBadOptions:
     def replay(self, run, tmp_path, *extra):
         return main(["replay", str(run / "p.spatec"), "--runner", "local", "--quiet",
                      "--events", f"BusGPS={run / 'fixes.csv'}", "--out", str(tmp_path / "out"), *extra])
+
+    def test_no_visit_is_an_empty_table_that_passes(self, run, tmp_path):
+        assert self.replay(run, tmp_path, "--phrase", "Never", "--tides", str(tmp_path / "t"),
+                           "--tides-visits", "Never") == 0
+        text = (tmp_path / "t" / "stop_visits.csv").read_text(encoding="utf-8")
+        assert text.count("\n") == 1 and text.startswith("service_date,trip_id_performed,")
+        assert validate(tmp_path / "t" / "stop_visits.csv", tides_spec.STOP_VISITS).valid
 
     def test_visits_need_a_folder(self, run, tmp_path, capsys):
         assert self.replay(run, tmp_path, "--tides-visits", "Dwell") == 1
