@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("check", "explain", "replay", "live", "serve", "feed", "datasets")
+COMMANDS = ("check", "explain", "replay", "sql", "live", "serve", "feed", "datasets")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -602,17 +602,23 @@ class PlaceDecl(Node):
 
 @node
 class PlacesFile(Node):
-    """``places "file.geojson"``: every named feature becomes a place."""
+    """``places "file.geojson"``: every named feature becomes a place; ``places gtfs "feed.zip"
+    routes ± 30 m``: every route of a GTFS feed (``gtfs``: the table) becomes a place."""
 
     path: str
     span: Span = _span()
     path_span: Span = _span()
+    gtfs: Optional[str] = None            # the GTFS table whose rows become places
+    widen: Optional[Quantity] = None      # ``± D`` after a GTFS table
+    table_span: Span = _span()
 
 
 @node
 class PlaceSetDecl(Node):
     """``places NAME = "FILE" [place EXPR]``: a set of places, one per CSV row or GeoJSON
-    feature, matched as a whole by ``at NAME`` (SPEC §9)."""
+    feature, matched as a whole by ``at NAME`` (SPEC §9); ``places NAME = gtfs "feed.zip"
+    stops ± 40 m``: one place per row of a GTFS feed's table (``gtfs``), whose region the
+    table gives (``place`` then holds only the widening)."""
 
     name: str
     path: str
@@ -620,6 +626,8 @@ class PlaceSetDecl(Node):
     span: Span = _span()
     name_span: Span = _span()
     path_span: Span = _span()
+    gtfs: Optional[str] = None
+    table_span: Span = _span()
 
 
 @node

@@ -235,6 +235,17 @@ class _Builder:
         return A.PlaceSetDecl(str(name), self._str(path), span=self._s(meta), name_span=self._t(name),
                               path_span=self._t(path))
 
+    def places_gtfs(self, meta, c):
+        path, table, _pm, widen = c
+        return A.PlacesFile(self._str(path), span=self._s(meta), path_span=self._t(path), gtfs=str(table),
+                            widen=widen, table_span=self._t(table))
+
+    def place_set_gtfs(self, meta, c):
+        name, path, table, _pm, widen = c
+        clause = A.PlaceClause(widen=widen, span=widen.span) if widen is not None else None
+        return A.PlaceSetDecl(str(name), self._str(path), clause, span=self._s(meta), name_span=self._t(name),
+                              path_span=self._t(path), gtfs=str(table), table_span=self._t(table))
+
     def include(self, meta, c):
         return A.Include(self._str(c[0]), span=self._s(meta), path_span=self._t(c[0]))
 
@@ -513,6 +524,12 @@ def _attach_clauses(items, file: str, problems: list) -> A.Module:
             kw = {A.SourceClause: "source", A.TimeClause: "time", A.PlaceClause: "place"}[type(item)]
             prev = decls[-1] if decls else None
             if kw == "place" and isinstance(prev, A.PlaceSetDecl):
+                if prev.gtfs is not None:
+                    problems.append(_Positioned(item.span, f"places {prev.name}: a GTFS table brings its own "
+                                                           "regions", "widen them on the `places` line: "
+                                                           f"`places {prev.name} = gtfs \"{prev.path}\" "
+                                                           f"{prev.gtfs} ± 40 m`"))
+                    continue
                 if prev.place is not None:
                     problems.append(_Positioned(item.span, f"places {prev.name} has two `place` clauses"))
                     continue

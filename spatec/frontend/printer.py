@@ -331,7 +331,14 @@ def print_decl(d: A.Decl) -> str:
     if isinstance(d, A.CrsDecl):
         return f"crs {print_string(d.name)}"
     if isinstance(d, A.PlacesFile):
+        if d.gtfs is not None:
+            return (f"places gtfs {print_string(d.path)} {d.gtfs}"
+                    + (f" ± {print_quantity(d.widen)}" if d.widen is not None else ""))
         return f"places {print_string(d.path)}"
+    if isinstance(d, A.PlaceSetDecl) and d.gtfs is not None:
+        widen = d.place.widen if d.place is not None else None
+        return (f"places {d.name} = gtfs {print_string(d.path)} {d.gtfs}"
+                + (f" ± {print_quantity(widen)}" if widen is not None else ""))
     if isinstance(d, A.PlaceSetDecl):
         text = f"places {d.name} = {print_string(d.path)}"
         return text if d.place is None else f"{text}\n    place {_place_clause(d.place)}"

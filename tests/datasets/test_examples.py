@@ -11,9 +11,12 @@ from shapely.geometry import Point
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 FOLDERS = ["hospital_to_station", "centre_to_hospital", "tuesday_to_hospital", "wet_weather",
-           "stuck", "silent", "bunching", "roadworks", "episodes", "dwell_at_stops", "headway", "stuck_together"]
+           "stuck", "silent", "bunching", "roadworks", "episodes", "dwell_at_stops", "headway", "stuck_together",
+           "off_route", "fences"]
 #: programs that read the shared data set beside the repository
-NEEDS_SHARED = {"dwell_at_stops": ROOT.parent / "shared" / "datasets" / "cambridge" / "stops.csv"}
+NEEDS_SHARED = {"dwell_at_stops": ROOT.parent / "shared" / "datasets" / "cambridge" / "stops.csv",
+                # derived from the data set (`spatec datasets gtfs`): tests/datasets/test_off_route.py builds it
+                "off_route": EXAMPLES / "off_route" / "cambridge_gtfs.zip"}
 
 
 def module(path: Path):
