@@ -199,21 +199,12 @@ def _positions(compiled, inputs) -> dict:
     """The inputs' events of the types with a source and a point place (type → canonical
     events), read again: every runner writes its composites without keeping its events;
     the map's background and TIDES' vehicle_locations are these positions."""
-    import pandas as pd
-
-    from spatec.events.read import read_events
-    from spatec.runners.replay import seen_across
+    from spatec.runners.replay import ingest
     from spatec.sinks.tides import location_types
 
-    program = compiled.program
-    kinds = set(location_types(program))
-    events: dict = {}
-    seen = seen_across(inputs)
-    for t, path in inputs:
-        if t in kinds:
-            res = read_events(path, program.events[t], tz=program.timezone, seen=seen.get(t))
-            events.setdefault(t, []).append(res.events)
-    return {t: pd.concat(fs, ignore_index=True) for t, fs in events.items()}
+    kinds = set(location_types(compiled.program))
+    frames, _ = ingest(compiled, [(t, path) for t, path in inputs if t in kinds])
+    return frames
 
 
 def _write_tides(args, compiled, result, positions, ui) -> None:
