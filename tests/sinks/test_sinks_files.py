@@ -113,21 +113,6 @@ def test_unknown_writer():
         writer("csv")
 
 
-def _rows_frame(rows):
-    cols = ["phrase", "id", "lo", "hi", "hull", "events", "vehicle", "count", "started"]
-    return pd.DataFrame(rows, columns=cols)
-
-
-def _row(i, count, lo=None):
-    lo = T + (lo if lo is not None else (i * 7919) % 13) * 1_000_000
-    return {"phrase": "P", "id": f"{i:04d}", "lo": lo, "hi": lo + 30_000_000, "hull": TRI,
-            "events": {"B": f"BusGPS:X:{i}", "A": f"BusGPS:Y:{i}"}, "vehicle": "é" if i % 5 else None,
-            "count": count, "started": lo if i % 3 else None}
-
-
-@pytest.mark.parametrize("mixed, segment, direct", [
-    (False, 4 << 20, True), (True, 4 << 20, True), (False, 4096, True), (False, 4096, False),
-    (False, 300, False), (False, 37, False), (False, 1, False)])
 # --- JSON lines written column by column: what json.dumps writes for each row dict ----------------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -319,6 +304,3 @@ def test_jsonl_events_of_a_struct_column_are_those_of_its_dicts(tmp_path_factory
         == b"".join(_dumped(base, ()))
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.sampled_from(["a", "b", "é", "ab", "Z", "b\u00e9"])),
-                min_size=0, max_size=40))
