@@ -298,6 +298,13 @@ class Automaton:
                     self.neg_leaves_by_type.setdefault(l.type, []).append((neg.id, l))
         self.deferred = compile_condition(plan.deferred, tz, runs)
         self.succ_chains = list(spec.succ_chains)
+        #: per chain: the slack its decision waits for past the last event's local time (SPEC
+        #: §8: a derived type's later events have ``t >= lo >=`` its producer's frontier, which
+        #: bounds the watermark: none; an input type's: the largest ``hi - t``) and whether its
+        #: events are another phrase's composites (decided by the watermark at the end too)
+        chain_types = [{plan.vars.get(v.split(".")[0]) for v in chain} for chain in self.succ_chains]
+        self.chain_derived = [bool(ts & set(plan.physical.derived)) for ts in chain_types]
+        self.chain_slack = [0 if d else plan.max_gap for d in self.chain_derived]
         self.needs_history = spec.needs_history
         self.has_or = spec.has_or
         self.var_slots: dict = {}

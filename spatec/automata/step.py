@@ -516,17 +516,24 @@ def _ready(am: Automaton, pm: PM, w: int, final: bool) -> bool:
                 return False
     if am.succ_chains and not final:
         env = _env(am, pm)
-        for chain in am.succ_chains:
-            if w < max(_chain_t(env, v) for v in chain) + am.G:
+        for chain, slack in zip(am.succ_chains, am.chain_slack):
+            if w < max(_chain_t(env, v) for v in chain) + slack:
                 return False
     return True
 
 
 def _ready_by(am: Automaton, pm: PM, w: int, final: bool) -> bool:
     """:func:`_ready` for a phrase over derived events: as before the end of the input, except
-    that ``successive`` (over input events, all seen at the end) is decided at the end."""
+    that ``successive`` over input events (all seen at the end) is decided at the end; over
+    derived events (SPEC §8, ``as event source ...``) by the watermark, as an absence."""
     if final and am.succ_chains:
-        return w >= _absence_time(am, pm)
+        t = _absence_time(am, pm)
+        if any(am.chain_derived):
+            env = _env(am, pm)
+            for chain, derived in zip(am.succ_chains, am.chain_derived):
+                if derived:
+                    t = max(t, max(_chain_t(env, v) for v in chain))
+        return w >= t
     return w >= decision_time(am, pm)
 
 
@@ -558,8 +565,8 @@ def decision_time(am: Automaton, pm: PM) -> int:
     t = _absence_time(am, pm)     # an absence after is ready when w > its end
     if am.succ_chains:
         env = _env(am, pm)
-        for chain in am.succ_chains:
-            t = max(t, max(_chain_t(env, v) for v in chain) + am.G)
+        for chain, slack in zip(am.succ_chains, am.chain_slack):
+            t = max(t, max(_chain_t(env, v) for v in chain) + slack)
     return t
 
 

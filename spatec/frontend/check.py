@@ -147,8 +147,7 @@ class _Checker:
             info = PhraseChecker(self, unique[name]).run()
             if info is not None:
                 infos.append(info)
-                self.types[name] = EventType(name, dict(info.schema), phrase=name,
-                                             stamp_length=info.span_bound, span=unique[name].span)
+                self.types[name] = _derived_type(info, unique[name].span)
         graph = FlowGraph(tuple(order), {n: inputs[n] for n in order})
         return Program(self.L.root, self.timezone, self.crs, self.events, self.places, infos, self.L.texts,
                        place_sets=self.place_sets, event_types=dict(self.types), flow=graph)
@@ -291,6 +290,18 @@ class _Checker:
 # Window and offset lengths must fit the runners' 64-bit microsecond clocks;
 # radii and distances beyond the Earth's are typing slips.
 _LIMITS = {"duration": (1e18, "about 30,000 years"), "distance": (4e7, "40,000 km")}
+
+
+def _derived_type(info: PhraseInfo, span: Span) -> EventType:
+    """Phrase ``info``'s composites as an event type (SPEC §8): its emit fields as attributes;
+    with ``as event``, the source fields and a stamp within the composite's (an instant for
+    ``time F``)."""
+    ae = info.as_event
+    length = info.span_bound
+    if ae is not None and ae.high is None:
+        length = 0
+    return EventType(info.name, dict(info.schema), phrase=info.name, stamp_length=length, span=span,
+                     source_fields=ae.source if ae is not None else ())
 
 
 def _at(span: Span, fallback: Span) -> Span:

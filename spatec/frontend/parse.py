@@ -34,7 +34,7 @@ TERMINAL_TEXT = {
     "MONTH": "a month (`January` … `December`)",
     "DATETIME": "a date-time", "DATE": "a date (`2026-12-24`)", "CLOCK": "a clock time (`07:30`)",
     "NUMBER": "a number", "SIGNED_NUMBER": "a number", "STRING": "a string in quotes",
-    "NAME": "a name", "LPAR": "`(`", "RPAR": "`)`", "COMMA": "`,`", "COLON": "`:`",
+    "NAME": "a name", "PLACE_ID": "a stop id (`0500CCITY423`)", "LPAR": "`(`", "RPAR": "`)`", "COMMA": "`,`", "COLON": "`:`",
     "EQUAL": "`=`", "DOT": "`.`", "__ANON_0": "`->`", "$END": "the end of the file",
 }
 
@@ -247,7 +247,10 @@ class _Builder:
         return A.AttrDecl(str(c[0]), str(c[1]), span=self._s(meta))
 
     def source_clause(self, meta, c):
-        return A.SourceClause(str(c[0]), span=self._s(meta))
+        return A.SourceClause(str(c[0]), span=self._s(meta), more=tuple(str(x) for x in c[1:]))
+
+    def as_event(self, meta, c):
+        return A.AsEvent(span=self._s(meta))
 
     def time_point(self, meta, c):
         bound, _pm, widen = c
@@ -436,6 +439,16 @@ class _Builder:
         return A.AtPlace(self._place(c[0]), str(c[1]), span=self._s(meta), place_span=self._t(c[0]),
                          var_span=self._t(c[1]))
 
+    def p_at_nearest(self, meta, c):
+        return A.AtPlace(self._place(c[0]), str(c[1]), span=self._s(meta), place_span=self._t(c[0]),
+                         var_span=self._t(c[1]), nearest=True, nearest_span=self._s(meta))
+
+    def p_at_nearest_unbound(self, meta, c):
+        self.problem(self._s(meta), "`at nearest` chooses the place to bind: name a variable for it",
+                     f"write `at nearest {self._place(c[0])} -> S`; to match any of the places, `at "
+                     f"{self._place(c[0])}`")
+        return A.AtPlace(self._place(c[0]), span=self._s(meta), place_span=self._t(c[0]))
+
     def p_in(self, meta, c):
         return A.InShape(c[0], span=self._s(meta))
 
@@ -509,9 +522,29 @@ def _attach_clauses(items, file: str, problems: list) -> A.Module:
     """Fold `source`/`time`/`place` clause items into the event declaration before them."""
     decls: list = []
     for item in items:
+        if isinstance(item, A.AsEvent):
+            prev = decls[-1] if decls else None
+            if not isinstance(prev, A.Phrase):
+                problems.append(_Positioned(item.span, "`as event` stands after a phrase",
+                                            "it gives the phrase's composites, as events, a source and a "
+                                            "time of their own: `phrase P = ... emit ... as event source F "
+                                            "time G`"))
+            elif prev.as_event is not None:
+                problems.append(_Positioned(item.span, f"phrase {prev.name} has two `as event` clauses"))
+            else:
+                decls[-1] = _with_as_event(prev, item, file)
+            continue
         if isinstance(item, (A.SourceClause, A.TimeClause, A.PlaceClause)):
             kw = {A.SourceClause: "source", A.TimeClause: "time", A.PlaceClause: "place"}[type(item)]
             prev = decls[-1] if decls else None
+            if isinstance(prev, A.Phrase) and prev.as_event is not None:
+                problems.extend(_as_event_clause(prev, item, kw, decls, file))
+                continue
+            if isinstance(item, A.SourceClause) and item.more and isinstance(prev, A.EventDecl):
+                problems.append(_Positioned(item.span, f"the source of event {prev.name} is one attribute",
+                                            f"write `source {item.attr}`; several fields may be the source "
+                                            "of a phrase's composites (`as event source line, direction`)"))
+                item = A.SourceClause(item.attr, span=item.span)
             if kw == "place" and isinstance(prev, A.PlaceSetDecl):
                 if prev.place is not None:
                     problems.append(_Positioned(item.span, f"places {prev.name} has two `place` clauses"))
@@ -522,7 +555,8 @@ def _attach_clauses(items, file: str, problems: list) -> A.Module:
                 continue
             if not isinstance(prev, A.EventDecl):
                 hint = ("a place declaration needs `=`: `place NAME = circle(lon, lat, 100 m)`"
-                        if kw == "place" else f"put `{kw}` right after an `event` declaration")
+                        if kw == "place" else f"put `{kw}` right after an `event` declaration, or after a "
+                        "phrase's `as event`")
                 problems.append(_Positioned(item.span, f"`{kw}` clause outside an event declaration", hint))
                 continue
             if getattr(prev, kw) is not None:
@@ -535,6 +569,30 @@ def _attach_clauses(items, file: str, problems: list) -> A.Module:
         else:
             decls.append(item)
     return A.Module(file, tuple(decls), span=Span(file, 1, 1, 1, 1))
+
+
+def _with_as_event(p: A.Phrase, ae: A.AsEvent, file: str, end: Span | None = None) -> A.Phrase:
+    """Phrase ``p`` with its ``as event`` clause (the phrase's span then reaches to the end of
+    the clause, or of ``end``, a clause of it)."""
+    end = end or ae.span
+    span = Span(file, p.span.line, p.span.col, end.end_line, end.end_col) if p.span.line else p.span
+    return A.Phrase(p.name, p.match, per=p.per, where=p.where, within=p.within, emit=p.emit, span=span,
+                    per_span=p.per_span, name_span=p.name_span, as_event=ae)
+
+
+def _as_event_clause(p: A.Phrase, item, kw: str, decls: list, file: str) -> list:
+    """Attach a `source` or `time` clause to phrase ``p``'s `as event` (``decls[-1]``); the
+    problems of doing so."""
+    ae = p.as_event
+    if kw == "place":
+        return [_Positioned(item.span, "the place of a phrase's composites is their convex hull: `as event` "
+                                       "has no `place` clause",
+                            "give its events a `source` and a `time`; their location stamp stays the hull")]
+    if getattr(ae, kw) is not None:
+        return [_Positioned(item.span, f"phrase {p.name}'s `as event` has two `{kw}` clauses")]
+    ae = A.AsEvent(**{"source": ae.source, "time": ae.time, kw: item}, span=ae.span)
+    decls[-1] = _with_as_event(p, ae, file, item.span)
+    return []
 
 
 def _line(text: str, n: int) -> str | None:
