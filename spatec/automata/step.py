@@ -514,9 +514,9 @@ def _ready(am: Automaton, pm: PM, w: int, final: bool) -> bool:
             end = max(e.hi for e in a) + node.absence.window
             if not (w > end or (final and end <= w)):
                 return False
-    if am.succ_chains and not final:
+    if am.succ_waits and not final:
         env = _env(am, pm)
-        for chain, slack in zip(am.succ_chains, am.chain_slack):
+        for chain, slack in zip(am.succ_waits, am.chain_slack):
             if w < max(_chain_t(env, v) for v in chain) + slack:
                 return False
     return True
@@ -526,11 +526,11 @@ def _ready_by(am: Automaton, pm: PM, w: int, final: bool) -> bool:
     """:func:`_ready` for a phrase over derived events: as before the end of the input, except
     that ``successive`` over input events (all seen at the end) is decided at the end; over
     derived events (SPEC §8, ``as event source ...``) by the watermark, as an absence."""
-    if final and am.succ_chains:
+    if final and am.succ_waits:
         t = _absence_time(am, pm)
         if any(am.chain_derived):
             env = _env(am, pm)
-            for chain, derived in zip(am.succ_chains, am.chain_derived):
+            for chain, derived in zip(am.succ_waits, am.chain_derived):
                 if derived:
                     t = max(t, max(_chain_t(env, v) for v in chain))
         return w >= t
@@ -563,9 +563,9 @@ def decision_time(am: Automaton, pm: PM) -> int:
     NEG_INF when nothing holds it back. Lets a live runner step a waiting key only once the
     watermark reaches its first decision, rather than at every move of the watermark."""
     t = _absence_time(am, pm)     # an absence after is ready when w > its end
-    if am.succ_chains:
+    if am.succ_waits:
         env = _env(am, pm)
-        for chain, slack in zip(am.succ_chains, am.chain_slack):
+        for chain, slack in zip(am.succ_waits, am.chain_slack):
             t = max(t, max(_chain_t(env, v) for v in chain) + slack)
     return t
 

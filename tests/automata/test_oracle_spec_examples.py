@@ -169,7 +169,7 @@ def test_a_set_as_a_pattern(spec):
     edge = oracle.S.Loc.disc(float(x), float(y), 15.0)
     assert pat.test(at_stops, 0, 0, edge) == (True, False)
     assert pat.test(certainly, 0, 0, edge)[0] is False
-    places = [binds[0][1].id for binds, _ in pat.bindings(A.AtPlace("stops", "S"))]
+    places = [binds[0][1].id for binds, _, _ in pat.bindings(A.AtPlace("stops", "S"))]
     assert places == ["stops:1", "stops:2", "stops:3", "stops:4"]
 
 
