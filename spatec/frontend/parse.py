@@ -98,7 +98,7 @@ def _terminal_text(name: str, p: Lark) -> str:
     return name.lower()
 
 
-_DECL_KEYWORDS = {"PHRASE", "EVENT", "PLACE", "PLACES", "INCLUDE", "TIMEZONE", "CRS", "SOURCE", "TIME"}
+_DECL_KEYWORDS = {"PHRASE", "EVENT", "PLACE", "PLACES", "INCLUDE", "TIMEZONE", "CRS", "SOURCE", "TIME", "AS"}
 _PATTERN_STARTS = {"DAY", "MONTH", "BETWEEN", "ON", "FROM", "AT", "IN", "WITHIN", "CERTAINLY"}
 
 
@@ -521,9 +521,11 @@ def _token_problem(tok: Token, message: str, hint: str | None = None) -> _Positi
 def _attach_clauses(items, file: str, problems: list) -> A.Module:
     """Fold `source`/`time`/`place` clause items into the event declaration before them."""
     decls: list = []
+    orphan = False      # clauses after a misplaced `as event` are its own: not reported again
     for item in items:
         if isinstance(item, A.AsEvent):
             prev = decls[-1] if decls else None
+            orphan = True
             if not isinstance(prev, A.Phrase):
                 problems.append(_Positioned(item.span, "`as event` stands after a phrase",
                                             "it gives the phrase's composites, as events, a source and a "
@@ -533,7 +535,11 @@ def _attach_clauses(items, file: str, problems: list) -> A.Module:
                 problems.append(_Positioned(item.span, f"phrase {prev.name} has two `as event` clauses"))
             else:
                 decls[-1] = _with_as_event(prev, item, file)
+                orphan = False
             continue
+        if orphan and isinstance(item, (A.SourceClause, A.TimeClause, A.PlaceClause)):
+            continue
+        orphan = False
         if isinstance(item, (A.SourceClause, A.TimeClause, A.PlaceClause)):
             kw = {A.SourceClause: "source", A.TimeClause: "time", A.PlaceClause: "place"}[type(item)]
             prev = decls[-1] if decls else None
