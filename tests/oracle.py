@@ -799,7 +799,10 @@ class Oracle:
             loc = hull_loc(x.evs)
             near: dict = {}
             for places, q, nearest in self.pat.bindings(p):
-                if any(near.setdefault(id(b), self.pat.nearest(p, b, x.lo, x.hi, loc)) != n for b, n in nearest):
+                for b, _n in nearest:
+                    if id(b) not in near:
+                        near[id(b)] = self.pat.nearest(p, b, x.lo, x.hi, loc)
+                if any(near[id(b)] != n for b, n in nearest):
                     continue
                 if self.pat.test(q, x.lo, x.hi, loc)[0]:
                     out.append(M(x.binds + places, x.evs, x.checks))

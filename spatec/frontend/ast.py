@@ -535,11 +535,18 @@ ARITH_OPS = ("+", "-", "*", "/")
 
 @node
 class AttrDecl(Node):
-    """``name: type`` in an event declaration."""
+    """``name: type [from "COLUMN"]`` in an event declaration: ``column`` is the input column
+    it is read from (None: the column of its own name)."""
 
     name: str
     type: str
     span: Span = _span()
+    column: Optional[str] = None
+
+    @property
+    def source_column(self) -> str:
+        """The name of the input column the attribute is read from."""
+        return self.column if self.column is not None else self.name
 
 
 @node

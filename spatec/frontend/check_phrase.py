@@ -297,12 +297,16 @@ class PhraseChecker:
         self.var_spans = {**self.var_spans, **{k: v for k, v in saved_spans.items() if k in left_pos}}
 
     def _place_name(self, name: str, span: Span):
-        """The place set or single place named ``name`` (None, reported, if neither)."""
+        """The place set or single place named ``name`` (None, reported, if neither; None,
+        not reported again, for a place set whose file has errors)."""
         if name in self.c.place_sets:
             self.constructs.add(PLACE_SETS)
             return self.c.place_sets[name]
         if name in self.c.places:
             return self.c.places[name]
+        if name in self.c.bad_place_sets:
+            self.ok = False          # its file's errors are reported at its rows
+            return None
         self.err(span, f"unknown place {name}",
                  did_you_mean(name, list(self.c.places) + list(self.c.place_sets))
                  or "declare it with `place NAME = ...` or `places NAME = \"FILE\"`")
@@ -316,7 +320,12 @@ class PhraseChecker:
             if negated or not bindable:
                 self.err(_at(m.var_span, m.span), _NO_PLACE_BINDING)
                 return
-            if not self._bind(m.var, m.var_span, m.span) or found is None:
+            if not self._bind(m.var, m.var_span, m.span):
+                return
+            if found is None:
+                # (reported: unknown, or its file has errors) bound all the same, its attributes
+                # unknown: no second error at each use of the variable
+                self.places[m.var] = PlaceBinding(m.var, m.place, certain, None, node=m, nearest=m.nearest)
                 return
             if m.nearest and m.place not in self.c.place_sets:
                 self.err(_at(m.place_span, m.span), f"`nearest` chooses among the places of a set: {m.place} is "
@@ -406,6 +415,13 @@ class PhraseChecker:
                          "a negated variable may appear in `where`, as part of the absence condition")
                 return None
             return "negated"
+        if name in self.c.places or name in self.c.place_sets or name in self.c.bad_place_sets:
+            many = name not in self.c.places
+            self.err(span, f"{name} is a place{' set' if many else ''}, not a variable",
+                     f"bind {'one of its places' if many else 'it'} beside an event and use that: `BusGPS -> A and "
+                     f"at {'nearest ' if many else ''}{name} -> P`, then `distance(A, P)`; or keep the events "
+                     f"near it with a pattern: `BusGPS -> A and within 100 m of {name}`")
+            return None
         hint = did_you_mean(name, list(self.vars) + list(self.negated) + list(self.places))
         if name in _PATTERN_NAMES:
             hint = ("patterns (`Tuesday`, `at P`, ...) belong in the match: "
@@ -463,6 +479,8 @@ class PhraseChecker:
             return self._attr_type(self._etype_of(e.var), e.name, name_span, f"{e.var}.{e.member}")
         if kind == "place":
             b = self.places[e.var]
+            if b.attrs is None:
+                return None          # a set whose file has errors: reported there
             if e.name in b.attrs:
                 return value_type(b.attrs[e.name])
             if e.name in STAMP_ATTRS:

@@ -165,6 +165,14 @@ def _num(tok: Token) -> float:
 
 _ST_CANON = {"≠": "<>", "‖": "||"}
 
+#: units as an analyst may write them (the grammar reads them as units) → the unit to write
+UNIT_SLIPS = {**{u: "min" for u in ("minutes", "minute", "mins")},
+              **{u: "s" for u in ("seconds", "second", "secs", "sec")},
+              **{u: "h" for u in ("hours", "hour", "hrs", "hr")}, **{u: "d" for u in ("days", "day")},
+              **{u: "m" for u in ("metres", "meters", "metre", "meter")},
+              **{u: "km" for u in ("kilometres", "kilometers", "kilometre", "kilometer", "kms")},
+              **{u: "km/h" for u in ("km/hr", "kmh", "kph", "mph")}}
+
 
 def canonical_op(op: str) -> str:
     """Map the Unicode spellings to ASCII: `‖=` → `||=`, `;≠` → `;<>`."""
@@ -186,8 +194,9 @@ class _Builder:
         self.file = file
         self.problems: list[_Positioned] = []  # reported together after the whole tree is built
 
-    def problem(self, span: Span, message: str, hint: str | None = None) -> None:
-        self.problems.append(_Positioned(span, message, hint))
+    def problem(self, span: Span, message: str, hint: str | None = None, soft: bool = False) -> None:
+        """``soft``: a slip whose meaning is plain (the tree is built as if written right)."""
+        self.problems.append(_Positioned(span, message, hint, soft))
 
     def _str(self, tok: Token) -> str:
         try:
@@ -244,7 +253,8 @@ class _Builder:
         return A.EventDecl(str(name), attrs, span=self._s(meta), name_span=self._t(name))
 
     def attr_decl(self, meta, c):
-        return A.AttrDecl(str(c[0]), str(c[1]), span=self._s(meta))
+        column = self._str(c[2]) if c[2] is not None else None
+        return A.AttrDecl(str(c[0]), str(c[1]), span=self._s(meta), column=column)
 
     def source_clause(self, meta, c):
         return A.SourceClause(str(c[0]), span=self._s(meta), more=tuple(str(x) for x in c[1:]))
@@ -313,8 +323,19 @@ class _Builder:
     def number(self, meta, c):
         return self._num(c[0])
 
+    def _unit(self, tok: Token) -> str:
+        """A unit as written, or (a slip such as `mins`, reported) the unit it stands for."""
+        unit = str(tok)
+        if unit in A.UNIT_DIMENSION:
+            return unit
+        right = UNIT_SLIPS[unit]
+        hint = (f"write `{right}`: the units are `s`, `min`, `h`, `d`, `m`, `km`, `m/s`, `km/h`"
+                if unit != "mph" else "miles are not a unit of SpaTeC: 1 mph is 1.609 km/h")
+        self.problem(self._t(tok), f"unknown unit `{unit}`; did you mean `{right}`?", hint, soft=True)
+        return right
+
     def quantity(self, meta, c):
-        return A.Quantity(self._num(c[0]), str(c[1]), span=self._s(meta))
+        return A.Quantity(self._num(c[0]), self._unit(c[1]), span=self._s(meta))
 
     # ------------------------------------------------------------ phrases
     def phrase(self, meta, c):
@@ -478,7 +499,7 @@ class _Builder:
         return A.Num(self._num(c[0]), span=self._s(meta))
 
     def e_quantity(self, meta, c):
-        return A.Quantity(self._num(c[0]), str(c[1]), span=self._s(meta))
+        return A.Quantity(self._num(c[0]), self._unit(c[1]), span=self._s(meta))
 
     def e_str(self, meta, c):
         return A.Str(self._str(c[0]), span=self._s(meta))
@@ -509,8 +530,8 @@ class _Builder:
 
 
 class _Positioned(Exception):
-    def __init__(self, span: Span, message: str, hint: str | None = None):
-        self.span, self.message, self.hint = span, message, hint
+    def __init__(self, span: Span, message: str, hint: str | None = None, soft: bool = False):
+        self.span, self.message, self.hint, self.soft = span, message, hint, soft
 
 
 def _token_problem(tok: Token, message: str, hint: str | None = None) -> _Positioned:
@@ -627,7 +648,8 @@ def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str, p: Lark) -> Dia
         after = text[tok.start_pos - 1] if tok.type != "$END" and tok.start_pos else ""
         hint = _hint_for(tok, set(e.accepts or e.expected), after, p)
         span = Span(file, line, col, line, col + width)
-        in_condition = _pattern_in_condition(tok, set(e.accepts or e.expected), text, file)
+        in_condition = _pattern_in_condition(tok, set(e.accepts or e.expected), text, file) \
+            or _clock_in_condition(tok, text, file)
         if in_condition is not None:
             span, msg, hint = in_condition
         elif hint is None:
@@ -718,6 +740,29 @@ def _pattern_in_condition(tok: Token, expected: set[str], text: str, file: str):
     return span, f"`{shown}` is a pattern: patterns cannot stand in a condition", hint
 
 
+_CLOCK_BEFORE = re.compile(r"(\d{1,2})$")
+_CLOCK_AFTER = re.compile(r":\d{2}(:\d{2})?")
+
+
+def _clock_in_condition(tok: Token, text: str, file: str):
+    """(span, message, hint) when a clock time was written in a condition (`where A.t > 09:00`):
+    a condition compares instants; a time of day is a pattern of the match."""
+    if tok.type == "$END" or str(tok) != ":" or not tok.start_pos:
+        return None
+    before = _CLOCK_BEFORE.search(text, 0, tok.start_pos)
+    after = _CLOCK_AFTER.match(text, tok.start_pos)
+    if before is None or after is None:
+        return None
+    start, end = before.start(1), after.end()
+    line = text.count("\n", 0, start) + 1
+    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    clock = text[start:end]
+    return (Span(file, line, col, line, col + len(clock)),
+            f"`{clock}` is a time of day: a condition compares instants (`A.t`, a date-time) and durations",
+            f"for the events of a time of day, put the pattern in the match: `BusGPS -> A and between "
+            f"{clock} and 17:00`; to compare with an instant, write a date-time: `A.t > 2019-10-01T{clock}`")
+
+
 def _glued_keyword(tok: Token, text: str, file: str, e: UnexpectedToken):
     """(span, message, hint) when the word before the token was read as a keyword and a name
     (`andd` as `and` `d`, `emitt` as `emit` `t`): a slip of the keyword."""
@@ -787,7 +832,7 @@ def parse_text(text: str, file: str = "<string>") -> A.Module:
     if builder.problems:
         problems = sorted(builder.problems, key=lambda p_: (p_.span.line, p_.span.col))
         raise ParseError([Diagnostic(p_.span, p_.message, p_.hint, _line(text, p_.span.line))
-                          for p_ in problems])
+                          for p_ in problems], module=module if all(p_.soft for p_ in problems) else None)
     return module
 
 

@@ -280,7 +280,8 @@ def _time_bound(b: A.TimeBound) -> str:
 
 
 def print_event(d: A.EventDecl) -> str:
-    attrs = ", ".join(f"{a.name}: {a.type}" for a in d.attrs)
+    attrs = ", ".join(f"{a.name}: {a.type}" + (f" from {print_string(a.column)}" if a.column is not None else "")
+                      for a in d.attrs)
     lines = [f"event {d.name}({attrs})"]
     lines += _source_time(d.source, d.time)
     if d.place is not None:

@@ -141,7 +141,7 @@ place_clauses = st.one_of(
 )
 events = st.builds(
     A.EventDecl, names,
-    st.lists(st.builds(A.AttrDecl, names, names), max_size=4).map(tuple),
+    st.lists(st.builds(A.AttrDecl, names, names, column=st.none() | st.text(max_size=8)), max_size=4).map(tuple),
     source=st.none() | source_clauses,
     time=st.none() | time_clauses,
     place=st.none() | place_clauses,
