@@ -254,7 +254,8 @@ class Patterns:
         return p
 
     def bindings(self, p) -> list:
-        """[(((var, OPlace), ...), pattern with those places substituted)] for a pattern that may bind places."""
+        """[(((var, OPlace), ...), pattern with those places substituted, ((atom, member, certainly), ...)
+        of its ``at nearest`` atoms)] for a pattern that may bind places."""
         got = self._bindings.get(p)
         if got is None:
             got = self._bindings[p] = self._list_bindings(p)
@@ -267,6 +268,8 @@ class Patterns:
         import itertools
 
         choices = [[(b, n) for n in self.members(b.place)] for b in bound]
+        certain = {id(x.pattern): True for x in A.walk(p) if isinstance(x, A.Certainly)}
+        certain = {id(b): certain.get(id(b), False) for b in bound}
         out = []
         for combo in itertools.product(*choices):
             chosen = {id(b): n for b, n in combo}
@@ -283,15 +286,14 @@ class Patterns:
                 return x
 
             out.append((tuple((b.var, self.oplace(n, b.place)) for b, n in combo), sub(p),
-                        tuple((b, n) for b, n in combo if b.nearest)))
+                        tuple((b, n, certain[id(b)]) for b, n in combo if b.nearest)))
         return out
 
-    def nearest(self, p, b, lo: int, hi: int, loc):
-        """The member of ``at nearest SET -> S`` (``b``, an atom of pattern ``p``) for the stamp:
-        of the places its atom alone (``at`` or, under ``certainly``, ``certainly at``) holds
-        for, the one whose centre is nearest the stamp's centre, the first of equals (SPEC §9);
-        None if it holds for none."""
-        certain = any(isinstance(x, A.Certainly) and x.pattern is b for x in A.walk(p))
+    def nearest(self, b, certain: bool, lo: int, hi: int, loc):
+        """The member of ``at nearest SET -> S`` (``b``; ``certain``: under ``certainly``) for
+        the stamp: of the places its atom alone (``at`` or ``certainly at``) holds for, the one
+        whose centre is nearest the stamp's centre, the first of equals (SPEC §9); None if it
+        holds for none."""
         best = None
         centre = S.centroid(loc)
         for n in self.members(b.place):
@@ -799,10 +801,10 @@ class Oracle:
             loc = hull_loc(x.evs)
             near: dict = {}
             for places, q, nearest in self.pat.bindings(p):
-                for b, _n in nearest:
+                for b, _n, certain in nearest:
                     if id(b) not in near:
-                        near[id(b)] = self.pat.nearest(p, b, x.lo, x.hi, loc)
-                if any(near[id(b)] != n for b, n in nearest):
+                        near[id(b)] = self.pat.nearest(b, certain, x.lo, x.hi, loc)
+                if any(near[id(b)] != n for b, n, _c in nearest):
                     continue
                 if self.pat.test(q, x.lo, x.hi, loc)[0]:
                     out.append(M(x.binds + places, x.evs, x.checks))
