@@ -285,7 +285,7 @@ def test_files_are_cut_in_slices_the_cores_share_evenly(n, rows, cores, want, tm
 
     c = compile_program(REPO / "examples" / "bus.spatec")
     df = pd.DataFrame({"vehicle": [f"v{i % 5}" for i in range(n)], "line": "1", "operator": "OP",
-                       "lon": 0.1, "lat": 52.2, "ts": 1_569_916_800 + np.arange(n)})
+                       "direction": "INBOUND", "lon": 0.1, "lat": 52.2, "ts": 1_569_916_800 + np.arange(n)})
     df.to_parquet(tmp_path / "in.parquet", index=False)
     df.to_csv(tmp_path / "in.csv", index=False)
     for name in ("in.parquet", "in.csv"):
