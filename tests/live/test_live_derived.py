@@ -86,13 +86,13 @@ def test_spec_as_event_and_nearest_live_equal_batch(tmp_path, recording, name, p
     path = SPEC_EXAMPLES / f"{name}.spatec"
     if not path.exists():
         pytest.skip(f"{path} is not there")
-    polls = minutes(recording, 25)
+    polls = minutes(recording, 15)
     compiled = compile_program(path)
     runner, sink, early = live(compiled, _reshuffle(polls, 8, seed=7), tmp_path)
     late = late_ids(tmp_path / "ck")
     assert runner.state.counts["late"] == len(late)
     want = batch_alerts(compiled, feed_events(compiled, polls), exclude=late)
-    assert len(want[phrase]) > 5
+    assert len(want[phrase]) >= 3
     assert_same_alerts(sink_alerts(sink, compiled), want)
     assert early.get(phrase, 0) > 0
 
