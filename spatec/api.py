@@ -13,7 +13,7 @@ and ``read == used + rejected``.
 >>> prog = spatec.compile("examples/stuck/stuck.spatec")
 >>> prog.phrases
 ['Stuck', 'StuckOnRoad']
->>> fixes = pd.DataFrame({"vehicle": "V1", "line": "4", "operator": "SCCM",
+>>> fixes = pd.DataFrame({"vehicle": "V1", "line": "4", "operator": "SCCM", "direction": "INBOUND",
 ...                       "lon": 0.1300, "lat": 52.2000,
 ...                       "ts": ["2019-10-01T09:00:00+01:00", "2019-10-01T09:00:20+01:00",
 ...                              "2019-10-01T09:00:40+01:00", "2019-10-01T09:01:00+01:00",

@@ -77,7 +77,8 @@ def reject_line(file, row, reason, record) -> str:
 
 
 def wanted_columns(decl: EventDecl) -> list[str]:
-    return [a.name for a in decl.attrs]
+    """The input columns the declaration reads: each attribute's (``from "COLUMN"``, or its name)."""
+    return list(dict.fromkeys(a.source_column for a in decl.attrs))
 
 
 def write_rejects(rejects: pd.DataFrame | IngestResult, out_dir: PathLike, append: bool = False) -> list[Path]:

@@ -261,6 +261,25 @@ def _field_starts(line: str) -> list[int]:
     return starts
 
 
+def _unclosed_quote(line: str) -> int | None:
+    """The 0-based offset of a quote that opens a field of ``line`` and is not closed on it
+    (inside a quoted field, `""` is a quote)."""
+    i, n, field_start = 0, len(line), True
+    while i < n:
+        if field_start and line[i] == '"':
+            at, i = i, i + 1
+            while i < n and not (line[i] == '"' and line[i + 1:i + 2] != '"'):
+                i += 2 if line[i] == '"' else 1
+            if i >= n:
+                return at
+            field_start = False
+            i += 1
+            continue
+        field_start = line[i] == ","
+        i += 1
+    return None
+
+
 def _number(text: str) -> float | None:
     try:
         v = float(text)
@@ -398,14 +417,14 @@ def _read_csv(r: _SetReader, text: str):
             line_no = reader.line_num
             if not fields or all(not f.strip() for f in fields):
                 continue
-            rows.append((start, fields))
+            rows.append((start, fields, line_no))
     except csv.Error as e:
         r.row_error(line_no + 1, 1, 1, lines[line_no] if line_no < len(lines) else None,
                     f"not CSV: {e}")
         return None
     index = {c: i for i, c in enumerate(columns)}
     places, cells = [], []
-    for start, fields in rows:
+    for start, fields, end in rows:
         raw = lines[start - 1] if start - 1 < len(lines) else None
 
         def bad(col_name: str | None, message: str, hint: str | None = None, _s=start, _raw=raw,
@@ -417,6 +436,14 @@ def _read_csv(r: _SetReader, text: str):
             r.row_error(_s, col, width, _raw, message, hint)
 
         if len(fields) != len(columns):
+            quote = _unclosed_quote(raw or "")
+            if quote is not None:
+                runs = f" (it runs on to line {end}, the rows after it read into it)" if end > start else ""
+                r.row_error(start, quote + 1, 1, raw, f"an unclosed quote: the field at column {quote + 1} has no "
+                            f"closing `\"`{runs}",
+                            'close the quote (`"Drummer Street, Bay 4"`), or write a quote inside a quoted field '
+                            'twice (`""`)')
+                continue
             bad(None, f"the row has {len(fields)} fields, the header {len(columns)}")
             continue
         if pc.geom is not None:

@@ -25,7 +25,7 @@ specification at :data:`TIDES_COMMIT`.
 actual arrival and departure (times), optionally the dwell (a duration; else
 departure less arrival) and the trip. A phrase that emits no trip has its visits
 cut into trips per vehicle and service date where its emitted ``line`` or
-``direction`` changes (``lang/REFERENCE.md``, decision 41).
+``direction`` changes (``lang/REFERENCE.md``, decision 48).
 """
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def _iso(micros: np.ndarray) -> pd.Series:
 
 
 def _service_date(micros: np.ndarray, tz: str) -> pd.Series:
-    """The local calendar date of each time (a service day is the date it starts on: decision 41)."""
+    """The local calendar date of each time (a service day is the date it starts on: decision 48)."""
     t = pd.to_datetime(pd.Series(micros, dtype="int64"), unit="us", utc=True).dt.tz_convert(tz)
     return t.dt.strftime("%Y-%m-%d")
 

@@ -177,7 +177,7 @@ class TestRejects:
             (4, "lon: missing coordinate"),
             (5, 'lat: cannot parse "north" as a float'),
             (6, 'lon: "-200" out of range [-180, 180]'),
-            (7, 'lat: "95.5" out of range [-90, 90]'),
+            (7, 'lat: "95.5" out of range [-90, 90] (a longitude? `place point(lon, lat)` takes the longitude first)'),
             (8, "vehicle: empty source"),
             (9, "vehicle: empty source"),
             (10, "duplicate of BusGPS:WP-101:2019-10-01T07:59:38Z"),
