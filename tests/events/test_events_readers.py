@@ -440,3 +440,23 @@ def test_repeats_hashed_or_sorted_agree():
             want.append(k in seen)
             seen.add(k)
         assert _repeats(codes, t.astype(np.int64)).tolist() == want
+
+
+def test_a_parquet_binary_text_column_is_read_as_utf8_and_its_bad_bytes_are_rejects(tmp_path):
+    """A Parquet ``binary`` column (bytes, not text) is read as the UTF-8 text it holds, as a
+    CSV file's is: ids are its text, never hex; a value whose bytes are not UTF-8 makes its
+    record a reject naming the byte (``BUS-\\xe9`` and ``BUS-\\xe8`` are never one vehicle)."""
+    import pyarrow.parquet as pq
+
+    t = pa.table({"vehicle": pa.array([b"BUS-1", b"BUS-\xe9", b"BUS-\xe8", "BÜS-2".encode()], pa.binary()),
+                  "line": ["1"] * 4, "operator": ["X"] * 4, "lon": [0.12] * 4, "lat": [52.2] * 4,
+                  "ts": [1569916778 + i for i in range(4)]})
+    path = tmp_path / "b.parquet"
+    pq.write_table(t, path)
+    r = counted(read_events(path, BUS))
+    assert r.events["vehicle"].tolist() == ["BUS-1", "BÜS-2"]
+    assert r.events["_id"].tolist() == ["BusGPS:BUS-1:2019-10-01T07:59:38Z", "BusGPS:BÜS-2:2019-10-01T07:59:41Z"]
+    assert r.rejects["row"].tolist() == [2, 3]
+    assert r.rejects["reason"].tolist() == [
+        "vehicle: not UTF-8 (byte 0xE9 at character 5); convert the column to UTF-8 text",
+        "vehicle: not UTF-8 (byte 0xE8 at character 5); convert the column to UTF-8 text"]
