@@ -93,10 +93,6 @@ class OutputError(SpatecError):
     should be, no permission, another run writing there): found before any input is read."""
 
 
-class ExecuteError(SpatecError):
-    """A runner failed while evaluating a program."""
-
-
 class UnsupportedError(SpatecError):
     """A runner or engine does not support an operation in a mode."""
 

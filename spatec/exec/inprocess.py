@@ -62,8 +62,6 @@ class InProcess(Executor):
             return cache
 
         if ui:
-            from spatec.runners.replay import phrase_events
-
             ui.matching(phrase_events(compiled, frames, ctx.phrases))
         progress = self.progress or (ui.partition if ui else None)
         flows = BatchFlows(plans, decisions.final_watermark)
@@ -190,3 +188,10 @@ def records_at(split, decl, ev: pd.DataFrame) -> list:
         for j, rec in zip(at, b.records(idx)):
             out[j] = rec
     return out
+
+
+def phrase_events(compiled, frames: dict, phrases=None) -> dict:
+    """Phrase → how many events it reads (of ``frames``: type → events), in the order the
+    phrases run: the measure of matching's progress."""
+    return {p.name: sum(len(frames[t]) for t in p.physical.types if t in frames)
+            for p in compiled.plans if not phrases or p.name in phrases}

@@ -325,7 +325,7 @@ def matched_rows(job: MatchJob, out: "OutputJob | None", got: list) -> list:
         if m.produced is not None:
             row(LOW, 0, -1, 0, 0, m.produced.low, None)
             if m.produced.events:
-                row(EVENTS, 0, -1, 0, len(m.produced.events), None, _pickled_events(m.phrase, m.produced.events))
+                row(EVENTS, 0, -1, 0, len(m.produced.events), None, pickled_events(m.phrase, m.produced.events))
         if out is None or m.phrase not in out.bounds or not len(m.rows):
             continue
         df, payload = render(plans[m.phrase], m.rows, out.fmt, out.tz)
@@ -384,6 +384,6 @@ def derived_events(values: list) -> dict:
     return out
 
 
-def _pickled_events(phrase: str, evs: list) -> bytes:
+def pickled_events(phrase: str, evs: list) -> bytes:
     """A producer's composites as events, as a blob (:func:`derived_events` reads it)."""
     return pickle.dumps((phrase, evs), protocol=pickle.HIGHEST_PROTOCOL)

@@ -879,8 +879,3 @@ def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
     return out
 
 
-def parse_file(path: str | Path) -> A.Module:
-    from spatec.frontend.source import read_program
-
-    path = Path(path)
-    return parse_text(read_program(path), str(path))

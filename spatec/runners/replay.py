@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from spatec.exec.decide import IngestSummary  # noqa: F401  (re-exported: the counts per input)
+from spatec.exec.inprocess import phrase_events  # noqa: F401  (re-exported)
 from spatec.plan.program import Compiled
 
 
@@ -34,13 +35,6 @@ def ingest(compiled: Compiled, inputs, out: Path | None = None, ui=None):
     if out is not None and rejects is not None and len(rejects):
         write_rejects(rejects, out)
     return got.events, got.summary
-
-
-def phrase_events(compiled: Compiled, frames: dict, phrases=None) -> dict:
-    """Phrase → how many events it reads (of ``frames``: type → events), in the order the
-    phrases run: the measure of matching's progress."""
-    return {p.name: sum(len(frames[t]) for t in p.physical.types if t in frames)
-            for p in compiled.plans if not phrases or p.name in phrases}
 
 
 def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=None, phrases=None, ui=None,

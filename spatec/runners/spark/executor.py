@@ -559,7 +559,7 @@ class SparkExecutor(Executor):
         wanted = set(g.derived)
 
         def keyed(batches):
-            from spatec.exec.tasks import _pickled_events
+            from spatec.exec.tasks import pickled_events
             from spatec.runtime.routing import bucket_of, key_of
 
             for b in batches:
@@ -578,7 +578,7 @@ class SparkExecutor(Executor):
                         groups = {0: evs}
                     for bk, es in groups.items():
                         yield pa.RecordBatch.from_arrays([pa.array([int(bk)], pa.int32()),
-                                                          pa.array([_pickled_events(phrase, es)], pa.binary())],
+                                                          pa.array([pickled_events(phrase, es)], pa.binary())],
                                                          names=["_g", "value"])
 
         by_group = self._keep(blobs.mapInArrow(keyed, "_g int, value binary"))
