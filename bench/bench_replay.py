@@ -216,7 +216,7 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
     from spatec.plan.program import compile_program
     from spatec.runners.local import replay_frames
     from spatec.runners.replay import ingest
-    from spatec.runners.serial import local_replay
+    from spatec.runners.local import local_replay
     from spatec.runners.spark.batch import replay_spark, warm_workers
     from spatec.runners.spark.session import get_or_create
 
@@ -345,11 +345,11 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
 # ------------------------------------------------------------------------------- parent
 
 #: The table's columns, in this order (others a row has follow): what the scaling table reports.
-COLUMNS = ("scale", "program", "format", "runner", "fixes", "composites", "fixes_per_s", "total_s", "ingest_s",
+COLUMNS = ("scale", "program", "format", "runner", "tree", "fixes", "composites", "fixes_per_s", "total_s", "ingest_s",
            "match_s", "write_s", "driver_mb", "workers_mb", "peak_rss_mb", "duckdb_pyproj_s", "duckdb_sql_s",
            "pyspark_s", "spatec_vs_duckdb_pyproj", "spatec_vs_duckdb_sql", "spatec_vs_pyspark", "spatec_vs_fastest",
            "fastest", "match_vs_pyspark", "duckdb_pyproj_mb", "duckdb_sql_mb", "pyspark_driver_mb",
-           "pyspark_workers_mb", "again_s", "load", "load_end", "error")
+           "pyspark_workers_mb", "again_s", "tree_vs_this", "load", "load_end", "error")
 #: The baselines' names (their times are ``NAME_s``): a row's ``spatec_vs_NAME`` for each it has, and
 #: ``spatec_vs_fastest`` against the fastest. The baselines run once per scale and program, with the first
 #: format; the scale's other rows get the ratios against those times (:func:`with_ratios`).
@@ -374,12 +374,16 @@ def with_ratios(rows: list) -> list:
     and program's."""
     ran = lambda r: any(f"{k}_s" in r for k in BASELINES)       # noqa: E731
     base = {(r["scale"], r["program"]): r for r in rows if ran(r)}
+    mine = {(r["scale"], r["program"], r.get("format"), r.get("runner")): r for r in rows if not r.get("tree")}
     out = []
     for r in rows:
         r = dict(r)
         b = r if ran(r) else base.get((r["scale"], r["program"]))
         if b is not None:
             r.update(ratios(r.get("total_s"), b))
+        m = mine.get((r["scale"], r["program"], r.get("format"), r.get("runner"))) if r.get("tree") else None
+        if m is not None and m.get("total_s") and r.get("total_s"):
+            r["tree_vs_this"] = r["total_s"] / m["total_s"]      # (< 1: the other tree is faster)
         out.append(r)
     return out
 
@@ -426,6 +430,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, metavar="FILE",
                     help="JSON lines file the rows are appended to as each finishes, beside it FILE.md with "
                          "the table so far (default: ~/.cache/spatec/bench/results/replay-<UTC time>.jsonl)")
+    ap.add_argument("--tree", default="", metavar="DIR[,DIR]",
+                    help="also replay with spatec as another checkout has it (a git worktree of an earlier "
+                         "commit, e.g. the staged exchange's): its own bench_replay.py's child, its code first "
+                         "on the path, interleaved with this tree's runs; rows say which (tree)")
     ap.add_argument("--no-pyspark", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=4, metavar=("SCALE", "PROGRAM", "FORMAT", "RUNNER"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -454,22 +462,28 @@ def main(argv=None) -> int:
         runs = [(p, f, "spark") for p in args.programs.split(",") for f in formats]
         if scale in local_scales:
             runs += [(p, f, "local") for p in args.programs.split(",") for f in formats]
-        for program, fmt, runner in runs:
-            cmd = [sys.executable, __file__, "--child", str(scale), program, fmt, runner]
+        trees = [("", Path(__file__))] + [(t, Path(t).resolve() / "bench" / "bench_replay.py")
+                                           for t in args.tree.split(",") if t]
+        runs = [(p, f, r, tree) for p, f, r in runs for tree in trees]
+        for program, fmt, runner, (tree, script) in runs:
+            cmd = [sys.executable, str(script), "--child", str(scale), program, fmt, runner]
             cmd += ["--local"] if args.local else []
             cmd += ["--automaton"] if args.automaton else []
-            cmd += ["--no-baselines"] if args.no_baselines or fmt != formats[0] else []
+            cmd += ["--no-baselines"] if args.no_baselines or fmt != formats[0] or tree else []
             cmd += ["--again", str(args.again)]
             cmd += ["--no-pyspark"] if pyspark_scales and scale not in pyspark_scales else []
             print(f"{time.strftime('%H:%M:%S')} {scale}x {program} {fmt} {runner} "
                   f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
-            r = subprocess.run(cmd, capture_output=True, text=True)
+            env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve())) if tree else None
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env)
             got = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
             if r.returncode or not got:
                 print(f"{scale}x {program} {fmt} {runner} failed:\n{r.stderr[-3000:]}", file=sys.stderr)
                 if not got:
                     continue
             row = json.loads(got[-1][7:])
+            if tree:
+                row["tree"] = tree
             if r.returncode:        # spatec's part finished, the baselines did not: keep it, say why
                 tail = [l for l in r.stderr.splitlines() if l.strip()]
                 row["error"] = tail[-1][:200] if tail else f"exit {r.returncode}"
