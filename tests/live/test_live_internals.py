@@ -45,7 +45,7 @@ def test_fast_events_are_to_evs(tmp_path, polls5):
 
 
 def test_bulk_hulls_are_to_lonlat_wkt(tmp_path, polls5):
-    from spatec.runtime.rows import hulls_wkt
+    from spatec.sinks.encoding import hulls_wkt
 
     compiled = compile_program(program_of(tmp_path, "silent"))
     proj = Projector(CRS)
