@@ -11,7 +11,7 @@ import pyarrow as pa
 from spatec.automata.machine import Automaton, Context, RunState
 from spatec.frontend.program import PLACES_FIELD
 from spatec.plan.nodes import PhrasePlan
-from spatec.spatial import stamps as S
+from spatec.sinks.encoding import to_lonlat_wkt
 from spatec.spatial.crs import Projector
 
 STD_COLUMNS = ("phrase", "id", "lo", "hi", "hull", "events")
@@ -85,7 +85,7 @@ def output_row(am: Automaton, c, projector: Projector, state: RunState | None = 
     """One composite as an output record (times as int µs; durations in seconds).
     ``hull=False``: the hull is left None, for a caller that writes many at once."""
     row = {"phrase": c.phrase, "id": c.id, "lo": int(c.lo), "hi": int(c.hi),
-           "hull": S.to_lonlat_wkt(c.loc, projector) if hull else None,
+           "hull": to_lonlat_wkt(c.loc, projector) if hull else None,
            "events": {v: e.id for v, e in sorted(c.bindings.items())}}
     if am.plan.places:
         row[PLACES_FIELD] = {v: p.id for v, p in sorted(c.places.items())}

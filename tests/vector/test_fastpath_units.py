@@ -181,7 +181,7 @@ class TestHullsWkt:
         fp = F.FastPath("chain", "Ph", "T", tuple(vs), None)
         m = F.Matches(fp, cols, {v: np.arange(n) * k + i for i, v in enumerate(vs)}, np.zeros(n), np.zeros(n))
         proj = Projector(CRS)
-        want = [S.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
+        want = [E.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
         assert E.matches_hulls_wkt(m, proj) == want
         assert E.matches_hulls_wkt(m, proj, chunk=7) == want         # in chunks (the last one short)
 
@@ -190,7 +190,7 @@ class TestHullsWkt:
         fp = F.FastPath("chain", "Ph", "T", ("A", "B"), None)
         m = F.Matches(fp, cols, {"A": np.array([0, 1]), "B": np.array([1, 2])}, np.zeros(2), np.zeros(2))
         proj = Projector(CRS)
-        assert E.matches_hulls_wkt(m, proj) == [S.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
+        assert E.matches_hulls_wkt(m, proj) == [E.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
 
 
 class TestTextColumn:
