@@ -5,13 +5,17 @@ This module owns how a stamp becomes its output text: WKT in WGS84 lon/lat
 :func:`lonlat_wkts`), the hulls of composites (:func:`hulls_wkt`) and of the fast
 path's matches computed for all at once (:func:`matches_hulls_wkt`: texts, an Arrow
 string array, or a hull column of their WKB for GeoParquet). Every way gives a
-stamp the same text, byte for byte, whatever it is written with.
+stamp the same text, byte for byte, whatever it is written with. And values as JSON
+text: which columns of text the writers put between quotes as they are
+(:func:`json_verbatim`).
 
-The writers (:mod:`spatec.sinks.files`, maps, alerts), the output rows
-(:mod:`spatec.runtime.rows`) and the runners call it; evaluation never does
-(:mod:`spatec.spatial`, :mod:`spatec.vector` and :mod:`spatec.events` do not import
-the sinks). The geometry it writes (hulls, grown polygons) is
-:mod:`spatec.spatial.stamps`'; GEOS's WKT from arrays is :mod:`spatec.spatial.wkt`'s.
+The output rows (:mod:`spatec.runtime.rows`, :mod:`spatec.runtime.batch`), the live
+runners and the JSON lines writer (:mod:`spatec.sinks.files`) call it; evaluation
+never does (:mod:`spatec.spatial`, :mod:`spatec.vector` and :mod:`spatec.events` do
+not import the sinks). What it builds on stays below: the geometry it writes (hulls,
+grown polygons) is :mod:`spatec.spatial.stamps`', GEOS's WKT from arrays
+:mod:`spatec.spatial.wkt`'s, and the test of text JSON writes as it is
+(:func:`~spatec.events.columns.json_plain_text`) is shared with the composite ids.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import pyarrow as pa
 import shapely
 
 from spatec.automata.machine import Composite
+from spatec.events.columns import json_plain_text
 from spatec.spatial import stamps as S
 from spatec.spatial.approx import disc_offsets, ngon_sides
 from spatec.spatial.crs import Projector
@@ -400,3 +405,16 @@ def _hulls(coords: np.ndarray, counts: np.ndarray) -> np.ndarray:
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     lines = shapely.from_ragged_array(shapely.GeometryType.LINESTRING, np.ascontiguousarray(coords), (offsets,))
     return shapely.convex_hull(lines)
+
+
+# --------------------------------------------------------------------------- values as JSON text
+
+def json_verbatim(values: list) -> pa.Array | None:
+    """``values`` as an Arrow string array when every one is a str that JSON writes as it
+    is, in quotes (:func:`~spatec.events.columns.json_plain_text`: no quote, backslash or
+    control character); else None. The JSON lines writer puts such a column between
+    quotes as it is (:mod:`spatec.sinks.files`)."""
+    if not values or set(map(type, values)) != {str}:
+        return pa.array([], pa.string()) if not values else None
+    arr = pa.array(values, pa.string())
+    return arr if json_plain_text(arr) else None

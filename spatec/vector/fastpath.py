@@ -339,14 +339,14 @@ class Matches:
 
     def _ids_of_lists(self, vs: list) -> list:
         """:meth:`ids` from each variable's ids as Python strings: ids that JSON writes as
-        they are, in quotes (the usual case; :func:`spatec.events.columns.json_verbatim`'s
-        test), go into a ``%`` template of the whole payload (``json.dumps`` encodes strings
+        they are, in quotes (the usual case; :func:`spatec.vector.ids.plain_ids`), go into a
+        ``%`` template of the whole payload (``json.dumps`` encodes strings
         with ``encode_basestring`` when ``ensure_ascii=False``): one format per match
         rather than an encoder call and a string per match and variable."""
         import hashlib
         from json.encoder import encode_basestring as enc
 
-        from spatec.events.columns import json_verbatim
+        from spatec.vector.ids import plain_ids
 
         # ["phrase",[["A","id of A"],["B","id of B"]]]
         ids = [self._bound_ids(v) for v in vs]
@@ -354,7 +354,7 @@ class Matches:
         sha = hashlib.sha256
         # the whole column's text checked once (a staged Arrow column), else each variable's ids
         plain = isinstance(self.cols.ids, TextColumn) and self.cols.ids.json_plain()
-        if plain or all(json_verbatim(c) is not None for c in ids):     # (an Arrow array, or None)
+        if plain or all(plain_ids(c) for c in ids):
             line = (head + ",".join(f"[{enc(v)},\"\0\"]" for v in vs) + "]]").replace("%", "%%").replace("\0", "%s")
             return [sha((line % pairs).encode("utf-8")).hexdigest()[:32] for pairs in zip(*ids)]
         cols = [[f"[{enc(v)},{enc(x)}]" for x in c] for v, c in zip(vs, ids)]
