@@ -569,7 +569,7 @@ def _processor(program_file: str, crs: str, lateness: int):
 
         def _run(self, key, evs, arrival, timer_values, fired: bool = False):
             from spatec.runtime.keyed import KeyedState, advance, late_record
-            from spatec.runtime.rows import hulls_wkt
+            from spatec.sinks.encoding import hulls_wkt
 
             phrase, bucket = key[0], int(key[1])
             rows = {c: [] for c in ("kind", "phrase", "id", "hi", "arrived", "payload")}
@@ -904,7 +904,7 @@ class SparkLive:
 
     def _derived(self, found, alerts: dict, his: dict, trig: dict) -> None:
         """Composites the driver's phrases over phrases decided, as alerts."""
-        from spatec.runtime.rows import hulls_wkt
+        from spatec.sinks.encoding import hulls_wkt
 
         for (ph, c, row, t), h in zip(found, hulls_wkt([f[1] for f in found], self.proj)):
             if c.id in his:
