@@ -16,6 +16,15 @@ threads for it:
   ``Nats-Msg-Id`` = the composite id and waits for the server's acknowledgement before the
   batch is committed. Its checkpoint is in ``<state>/runners/<source>``.
 
+The metric CRS the detectors measure in (and the hub's areas) is replay's rule (the UTM
+zone of the median position, REFERENCE decision 6) over the first :data:`CRS_SPAN` of the
+input log, unless the program or ``--crs`` names one; the first process to decide it
+writes it to the ``spatec_meta`` bucket, and every process and every later start uses
+that one (REFERENCE decision 40). Detection waits for it; the input is logged meanwhile.
+
+A detector that fails is started again from its checkpoint, with backoff (1 s to 60 s),
+and ``/status`` reports it while it fails.
+
 When an owner dies its keys lapse (:data:`OWNER_TTL`) and another process takes the source:
 its detector reads the source's input from the log (from its own checkpoint, or from the
 log's start) and publishes what it decides; composites the dead owner had already published
@@ -38,6 +47,25 @@ log = logging.getLogger("spatec.service")
 
 OWNER_TTL = 6          # s: an owner's key lapses this long after its last renewal (renewed every second)
 POLLS_PER_BATCH = 50   # polls a detector takes from the log per micro-batch at most
+CRS_SPAN = 120_000_000  # µs of event time of input the service's CRS is chosen from ...
+CRS_POLLS = 200         # ... or this many polls ...
+CRS_WAIT = 120.0        # ... or what came in this many seconds after the first poll
+RESTART_BACKOFF = (1.0, 60.0)
+
+
+class Throttled:
+    """A warning logged at its first occurrence, then at most once a minute with a count."""
+
+    def __init__(self, every: float = 60.0):
+        self.every, self.last, self.count = every, -float("inf"), 0
+
+    def __call__(self, msg: str, *args) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            more = f" ({self.count - 1} more since)" if self.count > 1 and self.last > -float("inf") else ""
+            log.warning(msg + more, *args)
+            self.last, self.count = now, 0
 
 
 def input_subject(source_id: str) -> str:
@@ -90,13 +118,17 @@ class Poller:
             log.warning("%s: cannot read the input log (%s)", self.spec.url, e)
             return
         last_body = None
+        failed = Throttled()
         while not self.stop.is_set():
             t0 = time.monotonic()
             got = feed.fetch()
+            again = False
             if got is not None and got[0]:
                 body, server = got
                 if server is None and body == last_body:
-                    got = None       # an unnumbered feed that has not changed
+                    pass             # an unnumbered feed that has not changed
+                elif server is not None and feed.server_seq is not None and server <= feed.server_seq:
+                    pass             # a poll it had already (a feed that loops, or starts again): no hurry
                 else:
                     last_body = body
                     feed.note_seq(server)
@@ -108,15 +140,17 @@ class Poller:
                         headers["X-Poll-Seq"] = str(server)
                     try:
                         ack = call(self.loop, self.broker.js.publish(self.subject, body, headers=headers))
-                        self.logged = ack.seq
-                        feed.server_seq = server
-                        self.stats["polls"] = self.stats.get("polls", 0) + 1
-                    except Exception as e:  # noqa: BLE001 - logged; the poll is asked for again
-                        log.warning("%s: logging a poll failed (%s)", self.spec.url, e)
+                    except Exception as e:  # noqa: BLE001 - the poll is asked for again
+                        failed("%s: logging a poll failed (%s)", self.spec.url, type(e).__name__)
                         self.stop.wait(0.5)
                         continue
-                    if server is not None:
-                        continue     # a numbered feed may have more waiting: ask again at once
+                    self.logged = ack.seq
+                    feed.server_seq = server
+                    self.stats["polls"] = self.stats.get("polls", 0) + 1
+                    # a numbered feed may have more waiting: ask again at once (not after a repeat)
+                    again = server is not None and not getattr(ack, "duplicate", False)
+            if again:
+                continue
             wait = self.interval - (time.monotonic() - t0)
             self.stop.wait(max(wait, 0.02))
 
@@ -139,6 +173,7 @@ class LogSource:
         self.fmt = spec.kind
         self.committed = 0
         self.next = 1
+        self._failed = Throttled()
 
     def restore(self, offset) -> None:
         self.committed = int((offset or {}).get("seq", 0))
@@ -186,7 +221,8 @@ class LogSource:
             except NotFoundError:
                 break
             except Exception as e:  # noqa: BLE001 - the broker is away: try again next batch
-                log.warning("%s: reading the input log failed (%s)", self.spec.url, e)
+                self._failed("%s: reading the input log failed (%s)", self.spec.url, type(e).__name__)
+                time.sleep(0.2)
                 break
             if upto is not None and m.seq > upto:
                 break
@@ -246,7 +282,8 @@ class Detector:
     """The live runner of one source, on a thread."""
 
     def __init__(self, compiled, spec: SourceSpec, broker, loop, state: Path, lateness: int, trigger: float,
-                 checkpoint_every: float | None, gate=None, stats: dict | None = None, crs: str | None = None):
+                 checkpoint_every: float | None, gate=None, stats: dict | None = None, crs: str | None = None,
+                 live: dict | None = None):
         from spatec.runners.live_local import LocalLive
         from spatec.sinks.alerts import DeliveredLog, SinkSet
 
@@ -258,15 +295,18 @@ class Detector:
         self.source = src = LogSource(spec, broker, loop, cols, self.gate)
         sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(self.dir / "delivered.jsonl"), gate=self.gate)
         self.runner = LocalLive(compiled, [src], sinks, self.dir, self.dir, lateness=lateness, crs=crs,
-                                checkpoint_every=checkpoint_every)
+                                checkpoint_every=checkpoint_every, **(live or {}))
         if self.gate is not None:
             self.gate.bind(self.runner, self.dir)
         self.trigger = trigger
         self.stop = threading.Event()
         self.error: BaseException | None = None
+        self.reported = False
+        self.ok_since: float | None = None
         self.thread = threading.Thread(target=self._run, name=f"detect {spec.url}", daemon=True)
 
     def start(self) -> "Detector":
+        self.ok_since = time.monotonic()
         self.thread.start()
         return self
 
@@ -284,9 +324,10 @@ class Engine:
     """Which sources this process runs, kept in step with the ``spatec_owners`` bucket."""
 
     def __init__(self, compiled, sources: list[str], broker, state: Path, lateness: int, trigger: float,
-                 checkpoint_every: float | None, member: str, gate=None, crs: str | None = None):
+                 checkpoint_every: float | None, member: str, gate=None, crs: str | None = None,
+                 live: dict | None = None):
         self.compiled, self.broker, self.state = compiled, broker, Path(state)
-        self.crs = crs      # the service's metric CRS: hulls and areas measured alike
+        self.crs = crs or compiled.program.crs   # None: chosen from the input (decide_crs)
         self.specs = [parse_source(s) for s in sources]
         for sp in self.specs:
             if sp.kind == "dir":
@@ -296,14 +337,82 @@ class Engine:
                                   "gtfsrt+http://); a directory source is for spatec live")
         self.lateness, self.trigger, self.checkpoint_every = lateness, trigger, checkpoint_every
         self.member, self.gate = member, gate
+        self.live = dict(live or {})
         self.owned: dict[str, tuple] = {}      # source id → (revision, poller, detector)
+        self.failures: dict[str, dict] = {}    # source id → {"error", "restarts", "next"}
         self.stats: dict = {}
 
     def fair_share(self, members: int) -> int:
         return -(-len(self.specs) // max(1, members))
 
+    # -- the CRS
+    async def decide_crs(self) -> str | None:
+        """The service's metric CRS: given, or already decided (by any process), or chosen now
+        from the input log's first polls when there are enough (None: not yet)."""
+        if self.crs is not None:
+            return self.crs
+        meta = self.broker.meta
+        try:
+            self.crs = (await meta.get("crs")).value.decode()
+            return self.crs
+        except Exception:  # noqa: BLE001 - not decided yet
+            pass
+        got = await asyncio.to_thread(self._sample_crs)
+        if got is None:
+            return None
+        try:
+            await meta.create("crs", got.encode())
+        except Exception:  # noqa: BLE001 - another process decided first: its choice holds
+            got = (await meta.get("crs")).value.decode()
+        log.info("the service measures in %s (from its first input)", got)
+        self.crs = got
+        return got
+
+    def _sample_crs(self) -> str | None:
+        from nats.js.errors import NotFoundError
+
+        from spatec.events.canonical import to_events
+        from spatec.spatial.crs import choose_crs
+
+        program = self.compiled.program
+        frames: dict = {}
+        seen: set = set()
+        first_at, lo, hi, n, seq = None, None, None, 0, 1
+        loop = self.loop
+        while n < CRS_POLLS:
+            try:
+                m = call(loop, self.broker.js.get_msg(INPUT, seq=seq, subject="spatec.input.>", next=True))
+            except NotFoundError:
+                break
+            seq = m.seq + 1
+            n += 1
+            h = m.headers or {}
+            received = float(h.get("Spatec-Received", time.time()))
+            first_at = received if first_at is None else first_at
+            sp = next((sp for sp in self.specs if input_subject(source_id(sp)) == m.subject), None)
+            if sp is None:
+                continue
+            decl = program.events[sp.type]
+            ev = to_events([feed_batch(sp.kind, m.subject, m.data, received)], decl, program.timezone, seen).events
+            if len(ev):
+                frames.setdefault(sp.type, []).append(ev)
+                lo = int(ev["_hi"].min()) if lo is None else min(lo, int(ev["_hi"].min()))
+                hi = int(ev["_hi"].max()) if hi is None else max(hi, int(ev["_hi"].max()))
+        if not frames:
+            return None
+        enough = (hi - lo >= CRS_SPAN or n >= CRS_POLLS
+                  or (first_at is not None and time.time() - first_at >= CRS_WAIT))
+        if not enough:
+            return None
+        import pandas as pd
+
+        return choose_crs(program, {t: pd.concat(fs, ignore_index=True) for t, fs in frames.items()})
+
+    # -- ownership
     async def step(self, loop) -> None:
-        """Renew what this process owns; take or give up sources toward its fair share."""
+        """Renew what this process owns; take or give up sources toward its fair share; start
+        again a detector that failed."""
+        self.loop = loop
         kv = self.broker.owners
         members = await self._members()
         for sid in list(self.owned):
@@ -314,11 +423,15 @@ class Engine:
             except Exception as e:  # noqa: BLE001 - lost it (lapsed, or taken by another process)
                 log.warning("lost the source %s (%s); stopping its detector", sid, type(e).__name__)
                 await self._release(sid, delete=False)
+        await self._supervise(loop)
         fair = self.fair_share(members)
         while len(self.owned) > fair:
             sid = sorted(self.owned)[-1]
             log.info("giving source %s to another process (fair share %d)", sid, fair)
             await self._release(sid, delete=True)
+        if len(self.owned) >= fair:
+            return
+        crs = await self.decide_crs()
         for sp in self.specs:
             if len(self.owned) >= fair:
                 break
@@ -332,8 +445,12 @@ class Engine:
             log.info("running source %s", sid)
             spool = self.state / "spool"
             poller = Poller(sp, self.broker, loop, spool, max(self.trigger, 0.05), self.stats).start()
-            det = await asyncio.to_thread(Detector, self.compiled, sp, self.broker, loop, self.state, self.lateness,
-                                          self.trigger, self.checkpoint_every, self.gate, self.stats, self.crs)
+            det = None
+            if crs is not None:
+                det = await self._detector(sp, loop, crs)
+                if det is None:
+                    self.owned[sid] = (rev, poller, None)
+                    continue
             self.owned[sid] = (rev, poller, det)
             try:     # making the runner took a while: renew before it starts
                 rev = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(), rev, OWNER_TTL)
@@ -341,8 +458,52 @@ class Engine:
                 log.warning("lost the source %s while starting its runner", sid)
                 await self._release(sid, delete=False)
                 continue
-            det.start()
+            if det is not None:
+                det.start()
             self.owned[sid] = (rev, poller, det)
+
+    async def _detector(self, sp: SourceSpec, loop, crs: str):
+        sid = source_id(sp)
+        try:
+            return await asyncio.to_thread(Detector, self.compiled, sp, self.broker, loop, self.state,
+                                           self.lateness, self.trigger, self.checkpoint_every, self.gate,
+                                           self.stats, crs, self.live)
+        except Exception as e:  # noqa: BLE001 - reported, tried again with backoff
+            self._failed(sid, e)
+            return None
+
+    def _failed(self, sid: str, e: BaseException) -> None:
+        f = self.failures.setdefault(sid, {"restarts": 0})
+        f["restarts"] += 1
+        f["error"] = f"{type(e).__name__}: {e}"
+        f["next"] = time.monotonic() + min(RESTART_BACKOFF[0] * 2 ** (f["restarts"] - 1), RESTART_BACKOFF[1])
+        log.error("the detector of %s failed (%s); starting it again in %.0f s", sid, f["error"],
+                  f["next"] - time.monotonic())
+
+    async def _supervise(self, loop) -> None:
+        """A detector that is not running (it failed, or the CRS was not known when its source
+        was taken) is made again from its checkpoint, after its backoff."""
+        now = time.monotonic()
+        crs = None
+        for sid, (rev, poller, det) in list(self.owned.items()):
+            if det is not None and det.thread.is_alive():
+                if det.ok_since is not None and now - det.ok_since > 30 and sid in self.failures:
+                    del self.failures[sid]             # running well again
+                continue
+            if det is not None and det.error is not None and det.reported is False:
+                det.reported = True
+                self._failed(sid, det.error)
+            f = self.failures.get(sid)
+            if f is not None and f["next"] > now:
+                continue
+            crs = crs or await self.decide_crs()
+            if crs is None:
+                continue
+            sp = next(sp for sp in self.specs if source_id(sp) == sid)
+            new = await self._detector(sp, loop, crs)
+            if new is not None:
+                new.start()
+                self.owned[sid] = (rev, poller, new)
 
     async def _members(self) -> int:
         """How many processes are alive (each renews its ``member.`` key)."""
@@ -365,8 +526,11 @@ class Engine:
     async def _release(self, sid: str, delete: bool) -> None:
         rev, poller, det = self.owned.pop(sid)
         poller.stop.set()
-        det.stop.set()
-        for t, limit in ((poller.thread, 15), (det.thread, 30)):
+        threads = [(poller.thread, 15)]
+        if det is not None:
+            det.stop.set()
+            threads.append((det.thread, 30))
+        for t, limit in threads:
             if t.ident is not None:
                 await asyncio.to_thread(t.join, limit)
         if delete:
@@ -383,12 +547,26 @@ class Engine:
         except Exception:  # noqa: BLE001 - already gone
             pass
 
+    def healthy(self) -> bool:
+        """No detector failing (one still waiting for the CRS is not a failure)."""
+        return not self.failures and all(det is None or det.thread.is_alive() for _, _, det in self.owned.values())
+
     def status(self) -> dict:
-        out = {"owned": sorted(self.owned), **self.stats}
+        out = {"owned": sorted(self.owned), "crs": self.crs, **self.stats}
+        now = time.monotonic()
+        if self.failures:
+            out["failures"] = {sid: {"error": f["error"], "restarts": f["restarts"],
+                                     "retry_in_s": round(max(0.0, f["next"] - now), 1)}
+                               for sid, f in self.failures.items()}
         for sid, (_, poller, det) in self.owned.items():
+            if det is None:
+                out.setdefault("runners", {})[sid] = {"logged": poller.logged, "offset": 0, "running": False,
+                                                      "error": None, "watermark": None}
+                continue
             st = det.runner.state
             out.setdefault("runners", {})[sid] = {**dict(st.counts), "batches": st.batches,
                                                   "logged": poller.logged, "offset": det.source.committed,
-                                                  "watermark": st.watermark,
+                                                  "watermark": st.watermark, "lateness_s": det.runner.lateness / 1e6,
+                                                  "running": det.thread.is_alive(),
                                                   "error": repr(det.error) if det.error else None}
         return out

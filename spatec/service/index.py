@@ -1,7 +1,8 @@
 """Which subscriptions an alert goes to: a covering and merging index.
 
-Subscriptions are kept per phrase (plus the ones for every phrase). Three ideas from
-content-based routing (Gryphon's information flow graphs, Antipov's covering):
+Subscriptions are kept per phrase (plus the ones for every phrase). Ideas from
+content-based routing (Gryphon's information flow graphs, Antipov's covering, the
+counting algorithm's "index each subscription by one predicate, then test it whole"):
 
 - **Merging**: subscriptions with the same filter and area (the same text, area and
   mode) form one *group*, evaluated once for all its members.
@@ -10,16 +11,24 @@ content-based routing (Gryphon's information flow graphs, Antipov's covering):
   (``line == "1"`` covers ``line == "1" and metres < 50``; ``metres < 80`` covers
   ``metres < 50``), and C has no area or G's area lies inside C's. A covered group is
   evaluated only on its coverer's matches, through an index of the coverer's own (the
-  same kind as below). Covering is found when a group is added, against the groups of
-  its equality bucket, the ranges and the unindexed ones; of those that cover it, the one
-  with most conditions (a group without any covers everything and would save nothing). A
-  group whose coverer goes away is indexed on its own again.
+  same kind as below). A coverer is looked for when a group is added, among at most
+  :data:`COVER_CHECKS` candidates the index itself finds (its equality bucket, looser
+  bounds on the same field, areas whose box holds its box); of those that cover it, the
+  one with most conditions (a group without any covers everything and would save
+  nothing). A group whose coverer goes away is indexed on its own again.
 - **Indexing** the uncovered groups: a group with an equality comparison is hashed by
   (field, value); else one with a range comparison (``<``, ``<=``, ``>``, ``>=`` on a
   number or time field) is kept in a list sorted by its bound (an alert's value finds all
-  the groups it satisfies by bisection); else one with an area is in a spatial index
-  (shapely's STRtree over lon/lat boxes); the rest are scanned. A candidate the index
-  yields is then tested in full (its filter, its area).
+  the groups it satisfies by bisection); else one with an area is in a grid of lon/lat
+  cells of several sizes (each area in the level whose cells are about its size, so it
+  is in at most four cells: adding and removing cost a few dictionary operations,
+  nothing is rebuilt); the rest are scanned. A candidate the index yields is then tested
+  in full (its filter, its area).
+
+An alert is matched in the language's units (:func:`spatec.service.filters.values`):
+the index compares the same values the filters evaluate. A group whose test raises is
+reported (``match`` returns it with the error) and never tested again: one bad
+subscription cannot stop the others.
 
 :func:`naive_match` evaluates every subscription: the baseline of ``bench/bench_covering.py``.
 """
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,8 +44,11 @@ import shapely
 
 from spatec.service.filters import Atom
 
-#: most groups a new group is compared with to find a coverer
-COVER_CHECKS = 256
+#: most candidate coverers a new group is compared with
+COVER_CHECKS = 64
+#: the finest cell of the area grid, degrees (about 200 m of latitude); each level doubles it
+GRID_BASE = 1 / 512
+GRID_LEVELS = 18
 
 
 @dataclass(eq=False)
@@ -49,17 +62,20 @@ class Group:
     members: set = field(default_factory=set)
     covered: "_PhraseIndex | None" = None          # groups evaluated only where this one matches, indexed
     parent: "Group | None" = None
-    slot: tuple | None = None                      # where it is indexed (roots only)
+    slot: tuple | None = None                      # where it is indexed
+    error: str | None = None                       # why its test failed (then it is never tested again)
 
     def atoms(self) -> tuple:
         return self.filter.atoms if self.filter is not None else ()
 
-    def test(self, alert: dict, hull) -> bool:
-        if self.filter is not None and not self.filter.test(alert):
+    def conditions(self) -> int:
+        return len(self.atoms()) + (self.area is not None)
+
+    def test(self, env: dict, hull) -> bool:
+        if self.filter is not None and not self.filter.test(env):
             return False
         if self.area is not None:
-            h = hull()
-            return self.area.test(h)
+            return self.area.test(hull())
         return True
 
 
@@ -69,8 +85,9 @@ def group_key(phrase, flt, area) -> tuple:
 
 
 class CoveringIndex:
-    """Subscriptions by group; ``match(alert, hull)`` → the ids of the subscriptions it goes to
-    (``hull``: a function giving the alert's hull stamp, called at most once)."""
+    """Subscriptions by group; ``match(alert, env, hull)`` → the ids of the subscriptions it
+    goes to and the groups whose test failed (``env``: the alert's values; ``hull``: a
+    function giving its hull stamp, called at most once)."""
 
     def __init__(self):
         self.groups: dict[tuple, Group] = {}
@@ -81,23 +98,29 @@ class CoveringIndex:
     def __len__(self) -> int:
         return len(self.of_sub)
 
-    def add(self, sub_id: str, phrase: str | None, flt, area) -> None:
-        self.remove(sub_id)
+    def add(self, sub_id: str, phrase: str | None, flt, area) -> Group:
         key = group_key(phrase, flt, area)
+        cur = self.of_sub.get(sub_id)
+        if cur is not None and cur.key == key:
+            return cur
+        self.remove(sub_id)
         g = self.groups.get(key)
         if g is None:
             g = self.groups[key] = Group(key, phrase, flt, area)
-            px = self.phrases.setdefault(phrase, _PhraseIndex())
-            cover = px.coverer(g)
-            if cover is not None:
-                g.parent = cover
-                if cover.covered is None:
-                    cover.covered = _PhraseIndex()
-                cover.covered.put(g)
-            else:
-                px.put(g)
+            self._place(g, self.phrases.setdefault(phrase, _PhraseIndex()))
         g.members.add(sub_id)
         self.of_sub[sub_id] = g
+        return g
+
+    def _place(self, g: Group, px: "_PhraseIndex") -> None:
+        cover = px.coverer(g)
+        if cover is not None:
+            g.parent = cover
+            if cover.covered is None:
+                cover.covered = _PhraseIndex()
+            cover.covered.put(g)
+        else:
+            px.put(g)
 
     def remove(self, sub_id: str) -> None:
         g = self.of_sub.pop(sub_id, None)
@@ -113,13 +136,19 @@ class CoveringIndex:
         else:
             px.drop(g)
         if g.covered is not None:
-            for child in g.covered.all():    # on their own again
-                child.parent = None
-                px.put(child)
+            for child in g.covered.all():
+                g.covered.drop(child)
+                if g.parent is not None:     # covered by g's coverer too: under it
+                    child.parent = g.parent
+                    g.parent.covered.put(child)
+                else:                        # on its own again, or under another coverer
+                    child.parent = None
+                    self._place(child, px)
             g.covered = None
 
-    def match(self, alert: dict, hull) -> set:
+    def match(self, alert: dict, env: dict, hull) -> tuple[set, list]:
         out: set = set()
+        failed: list = []
         memo = []
 
         def hull_once():
@@ -131,25 +160,33 @@ class CoveringIndex:
             px = self.phrases.get(ph)
             if px is None:
                 continue
-            stack = list(px.candidates(alert, hull_once))
+            stack = list(px.candidates(env, alert, hull_once))
             while stack:
                 g = stack.pop()
+                if g.error is not None:
+                    continue
                 self.tests += 1
-                if g.test(alert, hull_once):
-                    out |= g.members
+                try:
+                    ok = g.test(env, hull_once)
+                except Exception as e:  # noqa: BLE001 - a subscription's own failure, isolated
+                    g.error = f"{type(e).__name__}: {e}"
+                    failed.append(g)
+                    continue
+                if ok:
+                    out.update(g.members)
                     if g.covered is not None:
-                        stack.extend(g.covered.candidates(alert, hull_once))
-        return out
+                        stack.extend(g.covered.candidates(env, alert, hull_once))
+        return out, failed
 
 
 class _PhraseIndex:
-    """The uncovered groups of one phrase, indexed."""
+    """The uncovered groups of one phrase (or of one coverer), indexed."""
 
     def __init__(self):
         self.eq: dict = {}        # (field, value) → {groups}
+        self.eq_fields: dict = {}  # field → how many buckets use it
         self.ranges: dict = {}    # (field, "<" | ">") → _Sorted
-        self.areas: list = []     # groups indexed by area
-        self.area_tree = None     # STRtree over self.areas' boxes (None: to rebuild)
+        self.grid = _Grid()       # groups indexed by area
         self.rest: set = set()
 
     # -- where a group goes
@@ -158,16 +195,20 @@ class _PhraseIndex:
         eq = next((a for a in atoms if a.op == "==" and a.kind in ("str", "num", "bool")), None)
         rng = next((a for a in atoms if a.op in ("<", "<=", ">", ">=") and a.kind in ("num", "time")), None)
         if eq is not None:
-            g.slot = ("eq", (eq.field, eq.value))
-            self.eq.setdefault(g.slot[1], set()).add(g)
+            k = (eq.field, eq.value)
+            g.slot = ("eq", k)
+            bucket = self.eq.get(k)
+            if bucket is None:
+                bucket = self.eq[k] = set()
+                self.eq_fields[eq.field] = self.eq_fields.get(eq.field, 0) + 1
+            bucket.add(g)
         elif rng is not None:
             side = "<" if rng.op in ("<", "<=") else ">"
             g.slot = ("range", (rng.field, side))
             self.ranges.setdefault(g.slot[1], _Sorted(side)).add(rng, g)
         elif g.area is not None:
             g.slot = ("area", None)
-            self.areas.append(g)
-            self.area_tree = None
+            self.grid.put(g)
         else:
             g.slot = ("rest", None)
             self.rest.add(g)
@@ -175,14 +216,20 @@ class _PhraseIndex:
     def drop(self, g: Group) -> None:
         kind, k = g.slot
         if kind == "eq":
-            self.eq[k].discard(g)
-            if not self.eq[k]:
+            bucket = self.eq[k]
+            bucket.discard(g)
+            if not bucket:
                 del self.eq[k]
+                self.eq_fields[k[0]] -= 1
+                if not self.eq_fields[k[0]]:
+                    del self.eq_fields[k[0]]
         elif kind == "range":
-            self.ranges[k].remove(g)
+            s = self.ranges[k]
+            s.remove(g)
+            if not s.groups:
+                del self.ranges[k]
         elif kind == "area":
-            self.areas.remove(g)
-            self.area_tree = None
+            self.grid.drop(g)
         else:
             self.rest.discard(g)
         g.slot = None
@@ -192,55 +239,54 @@ class _PhraseIndex:
         out = [g for gs in self.eq.values() for g in gs]
         for srt in self.ranges.values():
             out.extend(srt.groups)
-        return out + list(self.areas) + list(self.rest)
+        return out + self.grid.all() + list(self.rest)
 
     def coverer(self, g: Group) -> Group | None:
         """An indexed group that covers ``g`` (see the module docstring), or None."""
-        pool = []
+        pool: list = []
         for a in g.atoms():
             if a.op == "==":
                 pool.extend(self.eq.get((a.field, a.value), ()))
-        pool.extend(self.rest)
-        if g.area is None or len(pool) < COVER_CHECKS:
-            for s in self.ranges.values():
-                pool.extend(s.groups[:COVER_CHECKS])
+            elif a.op in ("<", "<=", ">", ">=") and a.kind in ("num", "time"):
+                s = self.ranges.get((a.field, "<" if a.op in ("<", "<=") else ">"))
+                if s is not None:
+                    pool.extend(s.looser(a.value, COVER_CHECKS))
+            if len(pool) >= COVER_CHECKS:
+                break
+        if g.area is not None and len(pool) < COVER_CHECKS:
+            pool.extend(self.grid.holding(g.area.box, COVER_CHECKS - len(pool)))
+        if len(pool) < COVER_CHECKS:
+            pool.extend(list(self.rest)[:COVER_CHECKS - len(pool)])
         best, best_n = None, 0
         for c in pool[:COVER_CHECKS]:
-            n = len(c.atoms()) + (c.area is not None)
-            if n > best_n and covers(c, g):     # a group without conditions covers all and saves nothing
+            n = c.conditions()
+            if n > best_n and c.error is None and covers(c, g):   # one without conditions saves nothing
                 best, best_n = c, n
         return best
 
     # -- what an alert may match
-    def candidates(self, alert: dict, hull):
-        for _, gs in self._eq_hits(alert):
-            yield from gs
+    def candidates(self, env: dict, alert: dict, hull):
+        eq = self.eq
+        if eq:
+            for f in self.eq_fields:
+                v = env.get(f)
+                if v is not None:
+                    gs = eq.get((f, v))
+                    if gs:
+                        yield from gs
         for (f, side), s in self.ranges.items():
-            v = _value(alert.get(f), s.kind)
+            v = env.get(f)
             if v is not None:
                 yield from s.satisfied(v)
-        if self.areas:
-            if self.area_tree is None:
-                boxes = [shapely.box(*g.area.box) for g in self.areas]
-                self.area_tree = shapely.STRtree(boxes)
+        if self.grid:
             h = hull()
             if h.is_universe:
-                yield from self.areas
+                yield from self.grid.all()
             else:
                 box = _lonlat_box(alert)
                 if box is not None:
-                    for i in self.area_tree.query(shapely.box(*box)).tolist():
-                        yield self.areas[i]
+                    yield from self.grid.query(box)
         yield from self.rest
-
-    def _eq_hits(self, alert: dict):
-        if not self.eq:
-            return
-        for f, v in alert.items():
-            if isinstance(v, (str, int, float, bool)):
-                gs = self.eq.get((f, v))
-                if gs:
-                    yield f, gs
 
 
 class _Sorted:
@@ -251,17 +297,18 @@ class _Sorted:
         self.keys: list = []      # the bounds, sorted
         self.strict: list = []
         self.groups: list = []
-        self.kind = "num"
 
     def add(self, a: Atom, g: Group) -> None:
-        self.kind = a.kind
         i = bisect.bisect_right(self.keys, a.value)
         self.keys.insert(i, a.value)
         self.strict.insert(i, a.op in ("<", ">"))
         self.groups.insert(i, g)
+        g.bound = a.value
 
     def remove(self, g: Group) -> None:
-        i = self.groups.index(g)
+        v = g.bound
+        i, k = bisect.bisect_left(self.keys, v), bisect.bisect_right(self.keys, v)
+        i += self.groups[i:k].index(g)
         del self.keys[i], self.strict[i], self.groups[i]
 
     def satisfied(self, v) -> list:
@@ -270,20 +317,86 @@ class _Sorted:
         equal = [g for g, s in zip(self.groups[i:k], self.strict[i:k]) if not s]
         return equal + self.groups[k:] if self.side == "<" else self.groups[:i] + equal
 
+    def looser(self, v, most: int) -> list:
+        """Up to ``most`` groups whose bound is at least as loose as ``v`` (candidate coverers)."""
+        if self.side == "<":
+            i = bisect.bisect_left(self.keys, v)
+            return self.groups[i:i + most]
+        k = bisect.bisect_right(self.keys, v)
+        return self.groups[max(0, k - most):k]
 
-def _value(v, kind: str):
-    if v is None or isinstance(v, bool):
-        return None
-    if kind == "time":
-        if not isinstance(v, str):
-            return None
-        from spatec.service.filters import time_micros
 
-        try:
-            return time_micros(v)
-        except (ValueError, TypeError):
-            return None
-    return v if isinstance(v, (int, float)) else None
+class _Grid:
+    """Groups by the lon/lat cells their area's box meets, at the level where it meets at
+    most 2 x 2 cells (cells ``GRID_BASE * 2**level`` degrees wide)."""
+
+    def __init__(self):
+        self.levels: dict[int, dict] = {}      # level → {(i, j): {groups}}
+        self.where: dict = {}                  # group → (level, cells)
+
+    def __bool__(self) -> bool:
+        return bool(self.where)
+
+    @staticmethod
+    def _level(box) -> int:
+        size = max(box[2] - box[0], box[3] - box[1], 1e-9)
+        return min(GRID_LEVELS, max(0, math.ceil(math.log2(size / GRID_BASE))))
+
+    @staticmethod
+    def _cells(level: int, box) -> list:
+        s = GRID_BASE * 2 ** level
+        i0, i1 = math.floor(box[0] / s), math.floor(box[2] / s)
+        j0, j1 = math.floor(box[1] / s), math.floor(box[3] / s)
+        return [(i, j) for i in range(i0, i1 + 1) for j in range(j0, j1 + 1)]
+
+    def put(self, g: Group) -> None:
+        lv = self._level(g.area.box)
+        cells = self._cells(lv, g.area.box)
+        level = self.levels.setdefault(lv, {})
+        for c in cells:
+            level.setdefault(c, set()).add(g)
+        self.where[g] = (lv, cells)
+
+    def drop(self, g: Group) -> None:
+        lv, cells = self.where.pop(g)
+        level = self.levels[lv]
+        for c in cells:
+            s = level[c]
+            s.discard(g)
+            if not s:
+                del level[c]
+        if not level:
+            del self.levels[lv]
+
+    def all(self) -> list:
+        return list(self.where)
+
+    def query(self, box) -> list:
+        """Groups whose area's box meets ``box``."""
+        out: dict = {}
+        for lv, level in self.levels.items():
+            cells = self._cells(lv, box)
+            if len(cells) > len(level):
+                found = (gs for gs in level.values())
+            else:
+                found = (level[c] for c in cells if c in level)
+            for gs in found:
+                for g in gs:
+                    b = g.area.box
+                    if b[0] <= box[2] and box[0] <= b[2] and b[1] <= box[3] and box[1] <= b[3]:
+                        out[g] = None
+        return list(out)
+
+    def holding(self, box, most: int) -> list:
+        """Up to ``most`` groups whose area's box holds ``box`` (candidate coverers)."""
+        out = []
+        for g in self.query(box):
+            b = g.area.box
+            if b[0] <= box[0] and b[1] <= box[1] and b[2] >= box[2] and b[3] >= box[3]:
+                out.append(g)
+                if len(out) >= most:
+                    break
+        return out
 
 
 def _lonlat_box(alert: dict):
@@ -291,8 +404,7 @@ def _lonlat_box(alert: dict):
     w = alert.get("hull")
     if not w:
         return None
-    g = shapely.from_wkt(w)
-    b = shapely.bounds(g)
+    b = shapely.bounds(shapely.from_wkt(w))
     return None if np.isnan(b).any() else tuple(b.tolist())
 
 
@@ -356,14 +468,14 @@ def _inside(inner, outer) -> bool:
     return S.certainly_in(inner.loc, outer.loc)
 
 
-def naive_match(subs, alert: dict, hull) -> set:
+def naive_match(subs, alert: dict, env: dict, hull) -> set:
     """Every subscription tested on its own (``subs``: id → (phrase, filter, area))."""
     out = set()
     memo = []
     for sid, (ph, flt, area) in subs.items():
         if ph is not None and ph != alert.get("phrase"):
             continue
-        if flt is not None and not flt.test(alert):
+        if flt is not None and not flt.test(env):
             continue
         if area is not None:
             if not memo:

@@ -38,6 +38,11 @@ class Serve:
     def base(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def token(self) -> str:
+        """The API token ``spatec serve`` made in its state (``local``)."""
+        return token_of(self.state)
+
     def start(self, timeout: float = 60) -> "Serve":
         cmd = SPATEC + ["serve", str(self.program), "--port", str(self.port), "--state", str(self.state),
                         "--trigger", "0.2s", "--checkpoint-every", "1s", "--log-level", "warning", *self.extra]
@@ -55,7 +60,7 @@ class Serve:
                 raise AssertionError(f"spatec serve exited {self.proc.returncode}: "
                                      + (self.state.parent / f"serve-{self.port}.log").read_text()[-3000:])
             try:
-                if call(self, "GET", "/status")[0] == 200:
+                if call(self, "GET", "/status", token=None)[0] == 200:
                     return self
             except OSError:
                 pass
@@ -79,10 +84,24 @@ class Serve:
         self.kill(signal.SIGTERM)
 
 
-def call(serve, method: str, path: str, body=None, timeout: float = 30):
+def token_of(state: Path, name: str = "local") -> str:
+    for line in (Path(state) / "tokens").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == name:
+            return parts[1]
+    raise KeyError(name)
+
+
+def call(serve, method: str, path: str, body=None, timeout: float = 30, token: str | None = "", headers=None):
+    """One request (``token``: the serve's own by default, None for none); (status, JSON body)."""
     c = http.client.HTTPConnection(*serve.base.split(":"), timeout=timeout)
     data = json.dumps(body).encode() if body is not None else None
-    c.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+    h = {"Content-Type": "application/json"} if data else {}
+    tok = serve.token if token == "" else token
+    if tok is not None:
+        h["Authorization"] = f"Bearer {tok}"
+    h.update(headers or {})
+    c.request(method, path, body=data, headers=h)
     r = c.getresponse()
     raw = r.read()
     c.close()
@@ -93,12 +112,15 @@ def call(serve, method: str, path: str, body=None, timeout: float = 30):
 
 
 def sse(serve, path: str, last_id: str | None = None, until=None, max_events: int | None = None,
-        timeout: float = 60.0, idle: float = 4.0):
+        timeout: float = 60.0, idle: float = 4.0, token: str | None = ""):
     """Read an SSE stream: a list of (event, id, data) until ``until(events)`` or ``max_events``
     or an ``end`` event, ``idle`` seconds without a frame (keep-alive pings are every 15 s)
     or ``timeout`` seconds in all."""
     c = http.client.HTTPConnection(*serve.base.split(":"), timeout=idle)
     headers = {"Accept": "text/event-stream"}
+    tok = serve.token if token == "" else token
+    if tok is not None:
+        headers["Authorization"] = f"Bearer {tok}"
     if last_id:
         headers["Last-Event-ID"] = last_id
     c.request("GET", path, headers=headers)
