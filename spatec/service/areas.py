@@ -58,6 +58,14 @@ class Area:
     _crs: str | None = field(default=None, repr=False)
 
     @property
+    def key(self) -> str:
+        """The area's text, the same for the same area (subscriptions with it are merged)."""
+        k = self.__dict__.get("_key")
+        if k is None:
+            k = self.__dict__["_key"] = json.dumps(self.spec, sort_keys=True, separators=(",", ":"))
+        return k
+
+    @property
     def loc(self) -> S.Loc:
         """The area's stamp in the service's CRS (made once per CRS)."""
         crs = self.owner.proj.crs
@@ -95,8 +103,10 @@ class Areas:
                 known = ", ".join(sorted(self.program.places)[:20]) or "none"
                 raise AreaError(f"area {spec!r}: the program has no place of that name (places: {known})")
             if pd.kind == "circle":
-                return Area(spec, certainly, _disc_box(pd.lon, pd.lat, pd.r), self, (pd.lon, pd.lat, pd.r))
+                return Area(spec, certainly, _disc_box(pd.lon, pd.lat, pd.radius), self, (pd.lon, pd.lat, pd.radius))
             g = shapely.from_wkt(pd.wkt)
+            if pd.widen:
+                return Area(spec, certainly, _grown(_box(g), pd.widen), self, g)
             return Area(spec, certainly, _box(g), self, g)
         if isinstance(spec, dict) and set(spec) == {"circle"}:
             c = spec["circle"]
@@ -155,6 +165,11 @@ def _disc_box(lon: float, lat: float, r: float) -> tuple:
     return (lon - dlon - s, lat - dlat - s, lon + dlon + s, lat + dlat + s)
 
 
+def _grown(box: tuple, metres: float) -> tuple:
+    d = metres / (_M_PER_DEG * max(math.cos(math.radians(min(abs(box[1]) + 1, 89.9))), 1e-3)) * 1.02
+    return (box[0] - d, box[1] - d, box[2] + d, box[3] + d)
+
+
 def _box(g) -> tuple:
     x0, y0, x1, y1 = shapely.bounds(g).tolist()
     return (x0 - BOX_SLACK, y0 - BOX_SLACK, x1 + BOX_SLACK, y1 + BOX_SLACK)
@@ -174,6 +189,8 @@ def _geojson(spec: dict):
     if kind not in ("Polygon", "MultiPolygon"):
         raise AreaError(f"area: a GeoJSON Polygon or MultiPolygon, not {kind!r}")
     coords = spec.get("coordinates")
+    if not isinstance(coords, list) or not coords:
+        raise AreaError(f"area: a {kind}'s coordinates are a non-empty list")
     polys = [coords] if kind == "Polygon" else coords
     if not isinstance(polys, list) or not polys:
         raise AreaError(f"area: a {kind}'s coordinates are a non-empty list")

@@ -107,6 +107,7 @@ class Poller:
             m = call(self.loop, self.broker.js.get_last_msg(INPUT, self.subject))
         except NotFoundError:
             return None
+        self.logged = m.seq
         h = m.headers or {}
         return int(h["X-Poll-Seq"]) if h.get("X-Poll-Seq", "").lstrip("-").isdigit() else None
 
@@ -338,7 +339,9 @@ class Engine:
         self.lateness, self.trigger, self.checkpoint_every = lateness, trigger, checkpoint_every
         self.member, self.gate = member, gate
         self.live = dict(live or {})
-        self.owned: dict[str, tuple] = {}      # source id → (revision, poller, detector)
+        self.owned: dict[str, tuple] = {}      # source id → (poller, detector or None)
+        self.revs: dict[str, int] = {}         # source id → the revision of its owner key
+        self.lost: set = set()                 # sources whose key this process could not renew
         self.failures: dict[str, dict] = {}    # source id → {"error", "restarts", "next"}
         self.stats: dict = {}
 
@@ -409,20 +412,33 @@ class Engine:
         return choose_crs(program, {t: pd.concat(fs, ignore_index=True) for t, fs in frames.items()})
 
     # -- ownership
+    async def renew(self) -> None:
+        """Renew this process's membership and the sources it owns (every second, in a task of
+        its own: starting a runner, however slow, never lets an owner's key lapse)."""
+        await self._heartbeat()
+        for sid in list(self.owned):
+            rev = self.revs.get(sid)
+            if rev is None:
+                continue
+            try:
+                self.revs[sid] = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(),
+                                                 rev, OWNER_TTL)
+            except Exception as e:  # noqa: BLE001 - lost it (lapsed, or taken by another process)
+                if sid in self.owned:
+                    log.warning("lost the source %s (%s); stopping its detector", sid, type(e).__name__)
+                    self.revs.pop(sid, None)
+                    self.lost.add(sid)
+
     async def step(self, loop) -> None:
-        """Renew what this process owns; take or give up sources toward its fair share; start
-        again a detector that failed."""
+        """Take or give up sources toward this process's fair share; start again a detector that
+        failed; stop what was lost."""
         self.loop = loop
         kv = self.broker.owners
-        members = await self._members()
-        for sid in list(self.owned):
-            rev, poller, det = self.owned[sid]
-            try:
-                new = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(), rev, OWNER_TTL)
-                self.owned[sid] = (new, poller, det)
-            except Exception as e:  # noqa: BLE001 - lost it (lapsed, or taken by another process)
-                log.warning("lost the source %s (%s); stopping its detector", sid, type(e).__name__)
+        for sid in list(self.lost):
+            self.lost.discard(sid)
+            if sid in self.owned:
                 await self._release(sid, delete=False)
+        members = await self._members()
         await self._supervise(loop)
         fair = self.fair_share(members)
         while len(self.owned) > fair:
@@ -431,7 +447,6 @@ class Engine:
             await self._release(sid, delete=True)
         if len(self.owned) >= fair:
             return
-        crs = await self.decide_crs()
         for sp in self.specs:
             if len(self.owned) >= fair:
                 break
@@ -439,28 +454,13 @@ class Engine:
             if sid in self.owned:
                 continue
             try:
-                rev = await kv.create(f"src.{token(sid)}", self.member.encode(), msg_ttl=OWNER_TTL)
+                self.revs[sid] = await kv.create(f"src.{token(sid)}", self.member.encode(), msg_ttl=OWNER_TTL)
             except Exception:  # noqa: BLE001 - another process owns it
                 continue
             log.info("running source %s", sid)
-            spool = self.state / "spool"
-            poller = Poller(sp, self.broker, loop, spool, max(self.trigger, 0.05), self.stats).start()
-            det = None
-            if crs is not None:
-                det = await self._detector(sp, loop, crs)
-                if det is None:
-                    self.owned[sid] = (rev, poller, None)
-                    continue
-            self.owned[sid] = (rev, poller, det)
-            try:     # making the runner took a while: renew before it starts
-                rev = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(), rev, OWNER_TTL)
-            except Exception:  # noqa: BLE001 - lapsed meanwhile: another process may have it now
-                log.warning("lost the source %s while starting its runner", sid)
-                await self._release(sid, delete=False)
-                continue
-            if det is not None:
-                det.start()
-            self.owned[sid] = (rev, poller, det)
+            poller = Poller(sp, self.broker, loop, self.state / "spool", max(self.trigger, 0.05), self.stats).start()
+            self.owned[sid] = (poller, None)
+        await self._supervise(loop)
 
     async def _detector(self, sp: SourceSpec, loop, crs: str):
         sid = source_id(sp)
@@ -484,8 +484,7 @@ class Engine:
         """A detector that is not running (it failed, or the CRS was not known when its source
         was taken) is made again from its checkpoint, after its backoff."""
         now = time.monotonic()
-        crs = None
-        for sid, (rev, poller, det) in list(self.owned.items()):
+        for sid, (poller, det) in list(self.owned.items()):
             if det is not None and det.thread.is_alive():
                 if det.ok_since is not None and now - det.ok_since > 30 and sid in self.failures:
                     del self.failures[sid]             # running well again
@@ -496,14 +495,14 @@ class Engine:
             f = self.failures.get(sid)
             if f is not None and f["next"] > now:
                 continue
-            crs = crs or await self.decide_crs()
-            if crs is None:
+            crs = await self.decide_crs()
+            if crs is None or sid not in self.owned:
                 continue
             sp = next(sp for sp in self.specs if source_id(sp) == sid)
             new = await self._detector(sp, loop, crs)
-            if new is not None:
+            if new is not None and sid in self.owned and sid not in self.lost:
                 new.start()
-                self.owned[sid] = (rev, poller, new)
+                self.owned[sid] = (poller, new)
 
     async def _members(self) -> int:
         """How many processes are alive (each renews its ``member.`` key)."""
@@ -524,7 +523,8 @@ class Engine:
             await kv_update(self.broker.js, OWNERS, key, b"1", e.revision, OWNER_TTL)
 
     async def _release(self, sid: str, delete: bool) -> None:
-        rev, poller, det = self.owned.pop(sid)
+        poller, det = self.owned.pop(sid)
+        self.revs.pop(sid, None)
         poller.stop.set()
         threads = [(poller.thread, 15)]
         if det is not None:
@@ -549,7 +549,7 @@ class Engine:
 
     def healthy(self) -> bool:
         """No detector failing (one still waiting for the CRS is not a failure)."""
-        return not self.failures and all(det is None or det.thread.is_alive() for _, _, det in self.owned.values())
+        return not self.failures and all(det is None or det.thread.is_alive() for _, det in self.owned.values())
 
     def status(self) -> dict:
         out = {"owned": sorted(self.owned), "crs": self.crs, **self.stats}
@@ -558,7 +558,7 @@ class Engine:
             out["failures"] = {sid: {"error": f["error"], "restarts": f["restarts"],
                                      "retry_in_s": round(max(0.0, f["next"] - now), 1)}
                                for sid, f in self.failures.items()}
-        for sid, (_, poller, det) in self.owned.items():
+        for sid, (poller, det) in self.owned.items():
             if det is None:
                 out.setdefault("runners", {})[sid] = {"logged": poller.logged, "offset": 0, "running": False,
                                                       "error": None, "watermark": None}

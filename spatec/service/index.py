@@ -13,7 +13,8 @@ counting algorithm's "index each subscription by one predicate, then test it who
   evaluated only on its coverer's matches, through an index of the coverer's own (the
   same kind as below). A coverer is looked for when a group is added, among at most
   :data:`COVER_CHECKS` candidates the index itself finds (its equality bucket, looser
-  bounds on the same field, areas whose box holds its box); of those that cover it, the
+  bounds on the same field, the unindexed groups: areas alone are left to the grid,
+  which finds them as cheaply); of those that cover it, the
   one with most conditions (a group without any covers everything and would save
   nothing). A group whose coverer goes away is indexed on its own again.
 - **Indexing** the uncovered groups: a group with an equality comparison is hashed by
@@ -45,7 +46,7 @@ import shapely
 from spatec.service.filters import Atom
 
 #: most candidate coverers a new group is compared with
-COVER_CHECKS = 64
+COVER_CHECKS = 32
 #: the finest cell of the area grid, degrees (about 200 m of latitude); each level doubles it
 GRID_BASE = 1 / 512
 GRID_LEVELS = 18
@@ -80,7 +81,7 @@ class Group:
 
 
 def group_key(phrase, flt, area) -> tuple:
-    a = None if area is None else (json.dumps(area.spec, sort_keys=True), area.certainly)
+    a = None if area is None else (area.key, area.certainly)
     return (phrase, None if flt is None else " ".join(flt.text.split()), a)
 
 
@@ -253,12 +254,14 @@ class _PhraseIndex:
                     pool.extend(s.looser(a.value, COVER_CHECKS))
             if len(pool) >= COVER_CHECKS:
                 break
-        if g.area is not None and len(pool) < COVER_CHECKS:
-            pool.extend(self.grid.holding(g.area.box, COVER_CHECKS - len(pool)))
         if len(pool) < COVER_CHECKS:
             pool.extend(list(self.rest)[:COVER_CHECKS - len(pool)])
         best, best_n = None, 0
+        seen = set()
         for c in pool[:COVER_CHECKS]:
+            if c in seen:
+                continue
+            seen.add(c)
             n = c.conditions()
             if n > best_n and c.error is None and covers(c, g):   # one without conditions saves nothing
                 best, best_n = c, n
@@ -371,10 +374,12 @@ class _Grid:
     def all(self) -> list:
         return list(self.where)
 
-    def query(self, box) -> list:
-        """Groups whose area's box meets ``box``."""
+    def query(self, box, from_level: int = 0) -> list:
+        """Groups whose area's box meets ``box`` (of the levels from ``from_level`` on)."""
         out: dict = {}
         for lv, level in self.levels.items():
+            if lv < from_level:
+                continue
             cells = self._cells(lv, box)
             if len(cells) > len(level):
                 found = (gs for gs in level.values())
@@ -386,18 +391,6 @@ class _Grid:
                     if b[0] <= box[2] and box[0] <= b[2] and b[1] <= box[3] and box[1] <= b[3]:
                         out[g] = None
         return list(out)
-
-    def holding(self, box, most: int) -> list:
-        """Up to ``most`` groups whose area's box holds ``box`` (candidate coverers)."""
-        out = []
-        for g in self.query(box):
-            b = g.area.box
-            if b[0] <= box[0] and b[1] <= box[1] and b[2] >= box[2] and b[3] >= box[3]:
-                out.append(g)
-                if len(out) >= most:
-                    break
-        return out
-
 
 def _lonlat_box(alert: dict):
     """The lon/lat box of an alert's hull WKT (no projection needed for the index)."""

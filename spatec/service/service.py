@@ -20,6 +20,7 @@ thread, ``GET /program`` is made once.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import heapq
 import json
@@ -114,6 +115,7 @@ class Service:
         self._supervise("hub", lambda: self.hub.follow(self.broker, self.stop_event))
         self._supervise("leases", self._sweep)
         self._supervise("owners", self._own)
+        self._supervise("renewals", self._renew)
         self._supervise("broker-watch", self._watch_broker)
         self._supervise("positions", self._follow_positions)
 
@@ -178,6 +180,15 @@ class Service:
                 if self.engine.crs is not None and self.engine.crs != self.areas.proj.crs:
                     self._set_crs(self.engine.crs)
                 await self.delivery.step()
+            try:
+                await asyncio.wait_for(self.stop_event.wait(), OWN_EVERY)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _renew(self) -> None:
+        while not self.stop_event.is_set():
+            if self.watch.ok:
+                await self.engine.renew()
             try:
                 await asyncio.wait_for(self.stop_event.wait(), OWN_EVERY)
             except asyncio.TimeoutError:
@@ -290,6 +301,8 @@ class Service:
                 t0 = time.monotonic()
         if subs:
             log.info("%d subscription(s) loaded", len(subs))
+            gc.collect()
+            gc.freeze()          # what stays for the service's life is no work for every collection
 
     async def _apply(self, ent) -> None:
         if ent.operation is not None or not ent.value:

@@ -120,17 +120,27 @@ class AckIn(_Strict):
     note: Optional[StrictStr] = Field(None, max_length=500)
 
 
+_TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+
+
 def parse_body(model, raw):
     """``raw`` (parsed JSON) as ``model``, or a :class:`RequestError` naming the field."""
     try:
         return model.model_validate(raw if raw is not None else {})
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err.get("loc", ()))
-        msg = err.get("msg", "invalid")
-        if err.get("type") == "extra_forbidden":
-            msg = "unknown field"
-        raise RequestError(f"{where}: {msg}" if where else msg, field_name=where or None) from None
+        errs = e.errors()
+
+        def where(err) -> str:
+            loc = [str(x) for x in err.get("loc", ())]
+            while loc and (loc[-1] in _TYPE_TAGS or "[" in loc[-1]):    # a union's member, not a field
+                loc.pop()
+            return ".".join(loc)
+
+        at = where(errs[0])
+        msgs = list(dict.fromkeys("unknown field" if x.get("type") == "extra_forbidden" else x.get("msg", "invalid")
+                                  for x in errs if where(x) == at))
+        msg = msgs[0] if len(msgs) == 1 else "; or ".join(m[0].lower() + m[1:] for m in msgs)
+        raise RequestError(f"{at}: {msg}" if at else msg, field_name=at or None) from None
 
 
 # ------------------------------------------------------------------------------ the record
