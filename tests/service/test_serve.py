@@ -306,7 +306,8 @@ def test_push_deliveries_webhook_nats_mqtt(tmp_path, recording):
     polls = minutes(recording, 4)
     prog = program_of(tmp_path, "stuck")
     port = free_port()
-    srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], tmp_path / "state").start()
+    srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], tmp_path / "state",
+                extra=["--push-host", "127.0.0.1"]).start()
     feed = None
     got_nats = []
     stop = threading.Event()
@@ -316,7 +317,7 @@ def test_push_deliveries_webhook_nats_mqtt(tmp_path, recording):
 
         async def run():
             nc = await nats.connect(url)
-            sub = await nc.subscribe("ops.stuck")
+            sub = await nc.subscribe("spatec.deliver.ops.stuck")
             while not stop.is_set():
                 try:
                     m = await sub.next_msg(timeout=0.5)
@@ -330,12 +331,12 @@ def test_push_deliveries_webhook_nats_mqtt(tmp_path, recording):
         where = 'line == "1" or line == "4"'
         subs = {}
         for name, deliver in {"sse": {"sse": True}, "webhook": {"webhook": hook.url},
-                              "nats": {"nats": "ops.stuck"},
+                              "nats": {"nats": "spatec.deliver.ops.stuck"},
                               "mqtt": {"mqtt": {"url": f"mqtt://127.0.0.1:{mport}", "topic": "alerts/stuck"}}}.items():
             code, body = call(srv, "POST", "/subscriptions", {"phrase": "Stuck", "where": where, "deliver": deliver})
             assert code == 201, body
             subs[name] = body["id"]
-        t = threading.Thread(target=nats_listener, args=(call(srv, "GET", "/status")[1]["broker"],), daemon=True)
+        t = threading.Thread(target=nats_listener, args=(call(srv, "GET", "/status")[1]["broker"]["url"],), daemon=True)
         t.start()
         time.sleep(1.0)
         feed = FeedServer(polls, speed=0, port=port).start()
