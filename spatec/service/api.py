@@ -196,7 +196,13 @@ def build_app(service, lifespan=None, hosts=("127.0.0.1", "localhost"), origins=
     async def bulk(request: Request):
         ident = who(request)
         req = parse_body(BulkIn, await body_of(request))
-        got = await svc.subscribe_many(ident, req.subscriptions)
+        items = []
+        for i, raw in enumerate(req.subscriptions):
+            try:
+                items.append(parse_body(SubscriptionIn, raw))
+            except RequestError as e:
+                items.append(e)
+        got = await svc.subscribe_many(ident, items)
         out = [{"id": s.id, "expires": _iso(s.expires), "start_seq": s.start_seq} if not isinstance(s, RequestError)
                else {**s.body(), "status": s.status} for s in got]
         return JSONResponse({"results": out, "made": sum(1 for s in got if not isinstance(s, RequestError))})
@@ -333,17 +339,21 @@ def build_app(service, lifespan=None, hosts=("127.0.0.1", "localhost"), origins=
                 pass
         return JSONResponse(out)
 
+    @endpoint
     async def status(request: Request):
         return JSONResponse(svc.status())
 
+    @endpoint
     async def health(request: Request):
         st = svc.status()
         return JSONResponse({"healthy": st["healthy"], "problems": st["problems"]},
                             status_code=200 if st["healthy"] else 503)
 
+    @endpoint
     async def openapi(request: Request):
         return JSONResponse(openapi_doc())
 
+    @endpoint
     async def page(request: Request):
         key = request.query_params.get("key")
         if key is not None:
@@ -477,7 +487,9 @@ def openapi_doc() -> dict:
     sub_in["properties"]["recent"] = {
         "type": "integer", "minimum": 0, "maximum": RECENT,
         "description": "also the last N alerts of the log that match (default 0: only alerts decided after it is made)"}
-    comps.update(SubscriptionIn=sub_in, RenewalIn=schema(RenewalIn), BulkIn=schema(BulkIn),
+    bulk_in = schema(BulkIn)
+    bulk_in["properties"]["subscriptions"]["items"] = {"$ref": "#/components/schemas/SubscriptionIn"}
+    comps.update(SubscriptionIn=sub_in, RenewalIn=schema(RenewalIn), BulkIn=bulk_in,
                  BulkDeleteIn=schema(BulkDeleteIn), AckIn=schema(AckIn))
     comps["Error"] = {"type": "object", "properties": {
         "error": {"type": "string"}, "field": {"type": "string", "description": "the field of the body at fault"},

@@ -51,7 +51,8 @@ SUBS, OWNERS, CURSORS, ACKS, META = "spatec_subs", "spatec_owners", "spatec_curs
 DUPLICATE_WINDOW = 6 * 3600.0
 #: s: how long the logs keep input and alerts
 RETENTION = 24 * 3600.0
-#: bytes: a store with less free space than this is full; with this much again, it recovers
+#: bytes: a store with less free space than this (or a 20th of its disk) is full; with this much
+#: again (or a fifth of its disk), it recovers
 LOW_SPACE = 16 << 20
 RECOVER_SPACE = 64 << 20
 _DISK_ERRORS = (b"no space left on device", b"critical write error", b"insufficient storage",
@@ -111,6 +112,7 @@ class EmbeddedNats:
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,   # not sent the terminal's signals
             preexec_fn=_die_with_parent if os.name == "posix" else None)
         out.close()
+        (self.dir / "pid").write_text(f"{self.proc.pid}\n")
 
     def _ready(self) -> bool:
         if self.proc.poll() is not None:
@@ -257,16 +259,19 @@ class BrokerWatch:
 
     async def check(self) -> None:
         now = time.monotonic()
+        low, recover = LOW_SPACE, RECOVER_SPACE
         if self.store is not None:
             try:
-                self.free = shutil.disk_usage(self.store).free
+                du = shutil.disk_usage(self.store)
+                self.free = du.free
+                low, recover = min(LOW_SPACE, du.total // 20), min(RECOVER_SPACE, du.total // 5)
             except OSError:
                 self.free = None
         if self._disk_errors_logged():
             self._disk_error = True
-        full = self._disk_error or (self.free is not None and self.free < LOW_SPACE)
+        full = self._disk_error or (self.free is not None and self.free < low)
         if full:
-            if self.free is not None and self.free >= RECOVER_SPACE and self.nats is not None:
+            if self.free is not None and self.free >= recover and self.nats is not None:
                 if now >= self._next_restart:
                     log.warning("broker: the disk has room again (%d MiB free): starting nats-server again",
                                 self.free >> 20)

@@ -342,6 +342,7 @@ class Engine:
         self.owned: dict[str, tuple] = {}      # source id → (poller, detector or None)
         self.revs: dict[str, int] = {}         # source id → the revision of its owner key
         self.lost: set = set()                 # sources whose key this process could not renew
+        self._member_rev = 0
         self.failures: dict[str, dict] = {}    # source id → {"error", "restarts", "next"}
         self.stats: dict = {}
 
@@ -505,8 +506,9 @@ class Engine:
                 self.owned[sid] = (poller, new)
 
     async def _members(self) -> int:
-        """How many processes are alive (each renews its ``member.`` key)."""
-        await self._heartbeat()
+        """How many processes are alive (each renews its ``member.`` key, in :meth:`renew`)."""
+        if not self._member_rev:
+            await self._heartbeat()
         try:
             keys = [k for k in await self.broker.owners.keys() if k.startswith("member.")]
         except Exception:  # noqa: BLE001 - no keys (cannot happen after the heartbeat, but harmless)
@@ -514,13 +516,21 @@ class Engine:
         return max(1, len(keys))
 
     async def _heartbeat(self) -> None:
+        """This process's ``member.`` key, made or renewed (one writer: :meth:`renew`, and
+        :meth:`_members` once before the first renewal)."""
         kv = self.broker.owners
         key = f"member.{token(self.member)}"
+        if self._member_rev:
+            try:
+                self._member_rev = await kv_update(self.broker.js, OWNERS, key, b"1", self._member_rev, OWNER_TTL)
+                return
+            except Exception:  # noqa: BLE001 - lapsed or rewritten: make it again below
+                self._member_rev = 0
         try:
-            await kv.create(key, b"1", msg_ttl=OWNER_TTL)
-        except Exception:  # noqa: BLE001 - exists: renew it
+            self._member_rev = await kv.create(key, b"1", msg_ttl=OWNER_TTL)
+        except Exception:  # noqa: BLE001 - exists (written before this process knew its revision)
             e = await kv.get(key)
-            await kv_update(self.broker.js, OWNERS, key, b"1", e.revision, OWNER_TTL)
+            self._member_rev = await kv_update(self.broker.js, OWNERS, key, b"1", e.revision, OWNER_TTL)
 
     async def _release(self, sid: str, delete: bool) -> None:
         poller, det = self.owned.pop(sid)

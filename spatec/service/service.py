@@ -387,6 +387,9 @@ class Service:
         def check():
             out = []
             for r in reqs:
+                if isinstance(r, RequestError):
+                    out.append(r)
+                    continue
                 try:
                     out.append(self.checker.new(r, start, ident.name, ident.page))
                 except RequestError as e:
