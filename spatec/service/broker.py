@@ -183,9 +183,22 @@ class Broker:
         import nats
         from nats.js.api import KeyValueConfig, StreamConfig
 
+        last = {"error": None}
+
+        async def on_error(e):           # one line per kind of error, not a traceback a reconnect
+            text = f"{type(e).__name__}: {e}"
+            if text != last["error"]:
+                last["error"] = text
+                log.warning("broker %s: %s", self.url, text)
+
+        async def on_reconnected():
+            last["error"] = None
+            log.info("broker %s: connected again", self.url)
+
         try:
             self.nc = await nats.connect(self.url, connect_timeout=5, max_reconnect_attempts=-1,
-                                         reconnect_time_wait=0.5)
+                                         reconnect_time_wait=0.5, error_cb=on_error,
+                                         reconnected_cb=on_reconnected)
         except Exception as e:  # noqa: BLE001 - nats raises several kinds for an unreachable server
             raise SpatecError(f"cannot reach the NATS server at {self.url}: {e}") from None
         self.js = self.nc.jetstream()

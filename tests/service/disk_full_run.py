@@ -32,13 +32,16 @@ def main(tmp: Path) -> None:
         wait_for(lambda: srv.status()["log"] > 0, 90, what="alerts")
         import shutil
 
-        free = shutil.disk_usage(mnt).free
-        with open(filler, "wb") as f:
+        with open(filler, "wb") as f:            # every byte, so the broker's next writes fail
             try:
-                f.write(b"\0" * max(0, free - (1 << 20)))
+                while True:
+                    f.write(b"\0" * (1 << 20))
+                    f.flush()
             except OSError:
                 pass
+        out["free_when_full"] = shutil.disk_usage(mnt).free
         wait_for(lambda: srv.status()["broker"]["state"] == "disk full", 90, what="disk full reported")
+        time.sleep(8)                               # polls keep coming: the server's writes fail meanwhile
         st = srv.status()
         out.update(full_state=st["broker"]["state"], full_healthy=st["healthy"], alerts_full=st["log"])
         out["full_post"] = call(srv, "POST", "/subscriptions", {"phrase": "Stuck"})[0]
