@@ -503,6 +503,7 @@ class Service:
             doc = {"timezone": self.program.timezone, "crs": self.crs,
                    "phrases": {p.name: json_schema(self.program, p) for p in self.program.phrases},
                    "per": {p.name: p.phrase.per for p in self.program.phrases},
+                   "units": {p.name: emit_units(self.program, p) for p in self.program.phrases},
                    "places": {"type": "FeatureCollection", "features": places}}
             body = json.dumps(doc).encode()
             self._doc = (body, '"' + hashlib.sha1(body).hexdigest()[:20] + '"')
@@ -611,6 +612,28 @@ class Service:
         df = df.dropna(subset=["_lon", "_lat"])
         return {str(s): [float(x), float(y), int(t)] for s, x, y, t in
                 zip(df["_source"], df["_lon"], df["_lat"], df["_t"])}
+
+
+def emit_units(program, info) -> dict:
+    """The unit of each plain-number emit field, where the program says it: ``X / 1 m``
+    (or ``/ 1 min``, ``/ 1 km``...) is in that unit, an event's ``lon``/``lat`` (its place's
+    point) in degrees. For the page: numbers shown rounded to their unit."""
+    from spatec.frontend import ast as A
+
+    out = {}
+    types = dict(info.schema)
+    for f in info.phrase.emit:
+        e = f.expr
+        if types.get(f.name) != "number":
+            continue
+        if isinstance(e, A.BinOp) and e.op == "/" and isinstance(e.right, A.Quantity) and e.right.value == 1:
+            out[f.name] = e.right.unit
+        elif isinstance(e, A.Attr):
+            decl = program.events.get(info.vars.get(e.var, ""))
+            place = getattr(decl, "place", None) if decl is not None else None
+            if place is not None and e.name in (getattr(place, "lon", None), getattr(place, "lat", None)):
+                out[f.name] = "deg"
+    return out
 
 
 def _provisional_crs(program) -> str:
