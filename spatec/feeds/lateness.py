@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 START = 120_000_000        # µs
 FLOOR = 30_000_000
 CAP = 900_000_000
@@ -34,12 +32,12 @@ class AutoLateness:
         self.value = min(self.cap, max(FLOOR, int(current)))
         self.worst = 0             # the largest delay seen (µs)
 
-    def observe(self, his, latest_before: int | None) -> int:
-        """The events' ``hi`` (µs) of one batch, the input's latest event time before it:
-        the lateness from now on."""
-        if latest_before is None or not len(his):
+    def observe(self, earliest: int, latest_before: int | None) -> int:
+        """The earliest ``hi`` (µs) of one batch's events and the input's latest event time
+        before it: the lateness from now on."""
+        if latest_before is None:
             return self.value
-        d = int(latest_before) - int(np.min(his))
+        d = int(latest_before) - int(earliest)
         if d > self.worst:
             self.worst = d
             want = math.ceil(d * 1.1 / STEP) * STEP
