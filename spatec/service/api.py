@@ -451,14 +451,16 @@ async def _frames(svc, sid: str, cursor: int, key: str | None, annotate: bool, r
             first = False
         else:
             todo = st.after(cursor)
-        for i, e in enumerate(todo):
+        for i in range(0, len(todo), 256):
+            part = todo[i:i + 256]
             if annotate:
-                yield ServerSentEvent(data=json.dumps({"alert": e.alert, "places": svc.places_of(e)}), id=e.id,
-                                      event="alert")
+                for e in part:
+                    yield ServerSentEvent(data=json.dumps({"alert": e.alert, "places": svc.places_of(e)}), id=e.id,
+                                          event="alert")
             else:
-                yield e.frame          # encoded once, for every subscriber
-            cursor = e.seq
-            if i % 8 == 7 and await request.is_disconnected():
+                yield b"".join(e.frame for e in part)    # frames encoded once for every subscriber; one write
+            cursor = part[-1].seq
+            if await request.is_disconnected():
                 return
         if todo:
             if await request.is_disconnected():

@@ -16,13 +16,10 @@ def make_app(compiled, sources, state: Path, broker=None, lateness: int = 120_00
              policy: PushPolicy | None = None, bind: str = "127.0.0.1", hosts=(), origins=(),
              live: dict | None = None, crs: str | None = None, url: str | None = None):
     """``(app, service)``: the ASGI app (behind its Host/Origin guard) whose lifespan runs the service."""
-    from spatec.service.quality import OutageGate
-
-    gate = (lambda: OutageGate(compiled, outage)) if outage is not None else None
     if tokens is None:
         tokens = Tokens.load(state, create=True)
     service = Service(compiled, sources, state, broker, lateness=lateness, trigger=trigger,
-                      checkpoint_every=checkpoint_every, quality=gate, tokens=tokens, policy=policy, live=live,
+                      checkpoint_every=checkpoint_every, outage=outage, tokens=tokens, policy=policy, live=live,
                       crs=crs)
 
     @contextlib.asynccontextmanager

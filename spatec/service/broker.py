@@ -179,7 +179,9 @@ class Broker:
         self.nc = self.js = None
         self.subs = self.owners = self.cursors = self.acks = self.meta = None
 
-    async def connect(self) -> "Broker":
+    async def connect(self, setup: bool = True) -> "Broker":
+        """Connect; with ``setup``, make the streams and buckets (or bring their settings up to
+        date); without, the detectors' processes find what the service made."""
         import nats
         from nats.js.api import KeyValueConfig, StreamConfig
 
@@ -202,7 +204,7 @@ class Broker:
         except Exception as e:  # noqa: BLE001 - nats raises several kinds for an unreachable server
             raise SpatecError(f"cannot reach the NATS server at {self.url}: {e}") from None
         self.js = self.nc.jetstream()
-        for name, subjects in ((ALERTS, ["spatec.alerts.>"]), (INPUT, ["spatec.input.>"])):
+        for name, subjects in (((ALERTS, ["spatec.alerts.>"]), (INPUT, ["spatec.input.>"])) if setup else ()):
             cfg = StreamConfig(name=name, subjects=subjects, duplicate_window=DUPLICATE_WINDOW,
                                max_age=RETENTION)
             try:

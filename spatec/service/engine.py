@@ -36,6 +36,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -47,6 +48,7 @@ log = logging.getLogger("spatec.service")
 
 OWNER_TTL = 6          # s: an owner's key lapses this long after its last renewal (renewed every second)
 POLLS_PER_BATCH = 50   # polls a detector takes from the log per micro-batch at most
+PUBLISH_TIMEOUT = 30.0  # s for the broker to acknowledge a batch's alerts
 CRS_SPAN = 120_000_000  # µs of event time of input the service's CRS is chosen from ...
 CRS_POLLS = 200         # ... or this many polls ...
 CRS_WAIT = 120.0        # ... or what came in this many seconds after the first poll
@@ -268,11 +270,16 @@ class LogSink:
         return call(self.loop, self._publish(alerts), timeout=120.0)
 
     async def _publish(self, alerts):
+        """Every alert sent at once (JetStream's asynchronous publish: one reply subscription,
+        no round trip between two), then every acknowledgement awaited."""
         js = self.broker.js
         now = repr(time.time())
-        futs = [js.publish(alert_subject(a["phrase"]), json.dumps(a, ensure_ascii=False, allow_nan=False).encode(),
-                           headers={"Nats-Msg-Id": a["id"], "Spatec-Decided": now}) for a in alerts]
-        await asyncio.gather(*futs)
+        acks = []
+        for a in alerts:
+            acks.append(await js.publish_async(alert_subject(a["phrase"]),
+                                               json.dumps(a, ensure_ascii=False, allow_nan=False).encode(),
+                                               headers={"Nats-Msg-Id": a["id"], "Spatec-Decided": now}))
+        await asyncio.wait_for(asyncio.gather(*acks), PUBLISH_TIMEOUT)
         return list(alerts)
 
     def close(self) -> None:
@@ -280,43 +287,108 @@ class LogSink:
 
 
 class Detector:
-    """The live runner of one source, on a thread."""
+    """The live runner of one source, in a process of its own: it has a core of its own (the
+    service's event loop never waits for it), and whatever happens to it cannot happen to the
+    service; it reads its input from the log and publishes to the log, so it needs nothing but
+    the broker. It writes what it has done to ``<runner>/status.json`` (every quarter second)
+    and, if it fails, why to ``<runner>/error.txt``; it dies with the service."""
 
-    def __init__(self, compiled, spec: SourceSpec, broker, loop, state: Path, lateness: int, trigger: float,
-                 checkpoint_every: float | None, gate=None, stats: dict | None = None, crs: str | None = None,
-                 live: dict | None = None):
-        from spatec.runners.live_local import LocalLive
-        from spatec.sinks.alerts import DeliveredLog, SinkSet
+    def __init__(self, compiled, spec: SourceSpec, broker_url: str, state: Path, lateness: int, trigger: float,
+                 checkpoint_every: float | None, outage=None, crs: str | None = None, live: dict | None = None):
+        import multiprocessing
 
         self.spec = spec
         self.dir = Path(state) / "runners" / token(source_id(spec))
         self.dir.mkdir(parents=True, exist_ok=True)
-        cols = [a.name for a in compiled.program.events[spec.type].attrs]
-        self.gate = gate() if gate is not None else None      # a fresh outage gate per runner
-        self.source = src = LogSource(spec, broker, loop, cols, self.gate)
-        sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(self.dir / "delivered.jsonl"), gate=self.gate)
-        self.runner = LocalLive(compiled, [src], sinks, self.dir, self.dir, lateness=lateness, crs=crs,
-                                checkpoint_every=checkpoint_every, **(live or {}))
-        if self.gate is not None:
-            self.gate.bind(self.runner, self.dir)
-        self.trigger = trigger
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
+        (self.dir / "error.txt").unlink(missing_ok=True)
+        ctx = multiprocessing.get_context("spawn")
+        self.stop = ctx.Event()
+        self.proc = ctx.Process(target=_detect, name=f"spatec detect {spec.url}", daemon=True,
+                                args=(compiled, spec, broker_url, str(self.dir), lateness, trigger, checkpoint_every,
+                                      outage, crs, live or {}, self.stop))
         self.reported = False
         self.ok_since: float | None = None
-        self.thread = threading.Thread(target=self._run, name=f"detect {spec.url}", daemon=True)
 
     def start(self) -> "Detector":
+        """Start it (from the event loop's thread: the process dies with the thread that made it)."""
         self.ok_since = time.monotonic()
-        self.thread.start()
+        self.proc.start()
         return self
 
-    def _run(self) -> None:
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    @property
+    def error(self) -> str | None:
+        code = self.proc.exitcode
+        if code is None or (code == 0 and not (self.dir / "error.txt").exists()):
+            return None
         try:
-            self.runner.run(trigger=self.trigger, stop=self.stop)
-        except BaseException as e:  # noqa: BLE001 - reported by the service's status
-            self.error = e
-            log.exception("detector of %s failed", self.spec.url)
+            return (self.dir / "error.txt").read_text(encoding="utf-8").strip().splitlines()[-1]
+        except (OSError, IndexError):
+            return f"the detector's process exited ({code})"
+
+    def status(self) -> dict:
+        try:
+            return json.loads((self.dir / "status.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def join(self, timeout: float) -> None:
+        self.proc.join(timeout)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+
+
+def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trigger: float, checkpoint_every,
+            outage, crs, live: dict, stop) -> None:
+    """The detector's process: an event loop thread for the broker, the local live runner."""
+    import logging as logging_
+    import traceback
+
+    from spatec.runners.live_local import LocalLive
+    from spatec.service.broker import Broker, _die_with_parent
+    from spatec.service.quality import OutageGate
+    from spatec.sinks.alerts import DeliveredLog, SinkSet
+
+    _die_with_parent()
+    logging_.basicConfig(level=logging_.WARNING, format="spatec: %(name)s: %(message)s")
+    d = Path(directory)
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="detector-loop", daemon=True).start()
+    runner = None
+    last = [0.0]
+
+    def status(force: bool = False) -> None:
+        now = time.monotonic()
+        if runner is None or (not force and now - last[0] < 0.25):
+            return
+        last[0] = now
+        st = runner.state
+        doc = {**dict(st.counts), "batches": st.batches, "watermark": st.watermark,
+               "offset": src.committed, "lateness_s": runner.lateness / 1e6}
+        tmp = d / ".status.json.tmp"
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        os.replace(tmp, d / "status.json")
+
+    try:
+        broker = call(loop, Broker(broker_url).connect(setup=False))
+        gate = OutageGate(compiled, outage) if outage is not None else None
+        cols = [a.name for a in compiled.program.events[spec.type].attrs]
+        src = LogSource(spec, broker, loop, cols, gate)
+        sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(d / "delivered.jsonl"), gate=gate)
+        runner = LocalLive(compiled, [src], sinks, d, d, lateness=lateness, crs=crs, checkpoint_every=checkpoint_every,
+                           on_batch=lambda *a: status(), **live)
+        if gate is not None:
+            gate.bind(runner, d)
+        status(force=True)
+        runner.run(trigger=trigger, stop=stop)
+        status(force=True)
+    except BaseException as e:  # noqa: BLE001 - written for the service to report
+        (d / "error.txt").write_text(traceback.format_exc() + f"\n{type(e).__name__}: {e}\n", encoding="utf-8")
+        logging_.getLogger("spatec.service").error("the detector of %s failed: %s: %s", spec.url, type(e).__name__, e)
+        os._exit(1)
 
 
 # ------------------------------------------------------------------------------ ownership
@@ -325,7 +397,7 @@ class Engine:
     """Which sources this process runs, kept in step with the ``spatec_owners`` bucket."""
 
     def __init__(self, compiled, sources: list[str], broker, state: Path, lateness: int, trigger: float,
-                 checkpoint_every: float | None, member: str, gate=None, crs: str | None = None,
+                 checkpoint_every: float | None, member: str, outage=None, crs: str | None = None,
                  live: dict | None = None):
         self.compiled, self.broker, self.state = compiled, broker, Path(state)
         self.crs = crs or compiled.program.crs   # None: chosen from the input (decide_crs)
@@ -337,7 +409,7 @@ class Engine:
                 raise SpatecError(f"--source {sp.url}: spatec serve polls HTTP feeds (sirivm+http://, "
                                   "gtfsrt+http://); a directory source is for spatec live")
         self.lateness, self.trigger, self.checkpoint_every = lateness, trigger, checkpoint_every
-        self.member, self.gate = member, gate
+        self.member, self.outage = member, outage
         self.live = dict(live or {})
         self.owned: dict[str, tuple] = {}      # source id → (poller, detector or None)
         self.revs: dict[str, int] = {}         # source id → the revision of its owner key
@@ -466,17 +538,16 @@ class Engine:
     async def _detector(self, sp: SourceSpec, loop, crs: str):
         sid = source_id(sp)
         try:
-            return await asyncio.to_thread(Detector, self.compiled, sp, self.broker, loop, self.state,
-                                           self.lateness, self.trigger, self.checkpoint_every, self.gate,
-                                           self.stats, crs, self.live)
+            return Detector(self.compiled, sp, self.broker.url, self.state, self.lateness, self.trigger,
+                            self.checkpoint_every, self.outage, crs, self.live)
         except Exception as e:  # noqa: BLE001 - reported, tried again with backoff
             self._failed(sid, e)
             return None
 
-    def _failed(self, sid: str, e: BaseException) -> None:
+    def _failed(self, sid: str, e) -> None:
         f = self.failures.setdefault(sid, {"restarts": 0})
         f["restarts"] += 1
-        f["error"] = f"{type(e).__name__}: {e}"
+        f["error"] = e if isinstance(e, str) else f"{type(e).__name__}: {e}"
         f["next"] = time.monotonic() + min(RESTART_BACKOFF[0] * 2 ** (f["restarts"] - 1), RESTART_BACKOFF[1])
         log.error("the detector of %s failed (%s); starting it again in %.0f s", sid, f["error"],
                   f["next"] - time.monotonic())
@@ -486,7 +557,7 @@ class Engine:
         was taken) is made again from its checkpoint, after its backoff."""
         now = time.monotonic()
         for sid, (poller, det) in list(self.owned.items()):
-            if det is not None and det.thread.is_alive():
+            if det is not None and det.alive():
                 if det.ok_since is not None and now - det.ok_since > 30 and sid in self.failures:
                     del self.failures[sid]             # running well again
                 continue
@@ -536,13 +607,12 @@ class Engine:
         poller, det = self.owned.pop(sid)
         self.revs.pop(sid, None)
         poller.stop.set()
-        threads = [(poller.thread, 15)]
         if det is not None:
             det.stop.set()
-            threads.append((det.thread, 30))
-        for t, limit in threads:
-            if t.ident is not None:
-                await asyncio.to_thread(t.join, limit)
+        if poller.thread.ident is not None:
+            await asyncio.to_thread(poller.thread.join, 15)
+        if det is not None and det.proc.pid is not None:
+            await asyncio.to_thread(det.join, 30)
         if delete:
             try:
                 await self.broker.owners.delete(f"src.{token(sid)}")
@@ -559,7 +629,7 @@ class Engine:
 
     def healthy(self) -> bool:
         """No detector failing (one still waiting for the CRS is not a failure)."""
-        return not self.failures and all(det is None or det.thread.is_alive() for _, det in self.owned.values())
+        return not self.failures and all(det is None or det.alive() for _, det in self.owned.values())
 
     def status(self) -> dict:
         out = {"owned": sorted(self.owned), "crs": self.crs, **self.stats}
@@ -573,10 +643,6 @@ class Engine:
                 out.setdefault("runners", {})[sid] = {"logged": poller.logged, "offset": 0, "running": False,
                                                       "error": None, "watermark": None}
                 continue
-            st = det.runner.state
-            out.setdefault("runners", {})[sid] = {**dict(st.counts), "batches": st.batches,
-                                                  "logged": poller.logged, "offset": det.source.committed,
-                                                  "watermark": st.watermark, "lateness_s": det.runner.lateness / 1e6,
-                                                  "running": det.thread.is_alive(),
-                                                  "error": repr(det.error) if det.error else None}
+            out.setdefault("runners", {})[sid] = {**det.status(), "logged": poller.logged, "running": det.alive(),
+                                                  "error": det.error}
         return out

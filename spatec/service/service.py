@@ -42,7 +42,7 @@ log = logging.getLogger("spatec.service")
 OWN_EVERY = 1.0        # s between two ownership rounds
 WATCH_EVERY = 1.0      # s between two looks at the broker
 POSITION_POLLS = 5     # of a backlog of polls, the last ones shown on the page
-POSITIONS_EVERY = 0.5  # s between two looks at new polls for the page
+POSITIONS_EVERY = 1.0  # s between two looks at new polls for the page
 HEALTHY_AFTER = 30.0   # s a restarted task must run before it counts as healthy again
 STORE_CHUNK = 256      # bucket writes in flight at once (bulk create and delete)
 
@@ -54,7 +54,7 @@ class Unavailable(Exception):
 class Service:
     def __init__(self, compiled, sources: list[str], state: Path, broker_url: str | None = None,
                  lateness: int = 120_000_000, trigger: float = 0.5, checkpoint_every: float | None = None,
-                 member: str | None = None, quality=None, tokens=None, policy: PushPolicy | None = None,
+                 member: str | None = None, outage=None, tokens=None, policy: PushPolicy | None = None,
                  live: dict | None = None, crs: str | None = None):
         self.compiled, self.program = compiled, compiled.program
         self.sources = list(sources)
@@ -70,7 +70,7 @@ class Service:
         self.tokens = tokens
         self.hub = Hub(self.areas, self.program)
         self.hub.on_suspend = self._suspended
-        self.quality = quality
+        self.outage = outage             # --outage: the detectors' feed-outage gate (None: off)
         self.nats: EmbeddedNats | None = None
         self.broker: Broker | None = None
         self.watch: BrokerWatch | None = None
@@ -106,7 +106,7 @@ class Service:
         self.watch = BrokerWatch(self.broker, self.nats, self.state / "nats" if self.nats else None)
         self.delivery = Deliveries(self)
         self.engine = Engine(self.compiled, self.sources, self.broker, self.state, self.lateness, self.trigger,
-                             self.checkpoint_every, self.member, gate=self.quality, crs=self.crs, live=self.live)
+                             self.checkpoint_every, self.member, outage=self.outage, crs=self.crs, live=self.live)
         self._supervise("subscriptions", self._watch_subscriptions)
         try:
             await asyncio.wait_for(self.loaded.wait(), 120)
@@ -539,7 +539,8 @@ class Service:
         return {"healthy": not problems, "problems": problems, "member": self.member, "broker": broker,
                 "crs": self.crs, "subscriptions": len(self.hub.subs), "suspended": self.hub.suspended(),
                 "groups": len(self.hub.index.groups), "log": self.hub.processed, "window_first": self.hub.first,
-                "alerts_handled": self.hub.handled, "alerts_skipped": self.hub.skipped, "tasks": tasks,
+                "alerts_handled": self.hub.handled, "alerts_skipped": self.hub.skipped,
+                "decided_to_hub_ms": self.hub.lag_ms(), "tasks": tasks,
                 "engine": engine, "pushed": self.delivery.sent if self.delivery else 0,
                 "dead_letters": self.delivery.dead if self.delivery else 0}
 
