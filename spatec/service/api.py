@@ -436,6 +436,16 @@ async def _entries(svc, sid: str, cursor: int, key: str | None, until: int | Non
 async def _frames(svc, sid: str, cursor: int, key: str | None, annotate: bool, request: Request):
     """The SSE frames of a subscription from ``cursor`` on (``key``: latest per key first)."""
     hub = svc.hub
+    hub.read(sid, 1)
+    try:
+        async for frame in _frames_of(svc, sid, cursor, key, annotate, request):
+            yield frame
+    finally:
+        hub.read(sid, -1)
+
+
+async def _frames_of(svc, sid: str, cursor: int, key: str | None, annotate: bool, request: Request):
+    hub = svc.hub
     first = True
     while True:
         st = hub.subs.get(sid)

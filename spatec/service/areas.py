@@ -38,6 +38,8 @@ BOX_SLACK = 1e-4
 MAX_VERTICES = 10_000
 #: largest circle radius, metres
 MAX_RADIUS = 100_000.0
+#: distinct areas kept made (the same text gives the same area, its stamp made once)
+INTERNED = 200_000
 _M_PER_DEG = 111_320.0
 
 
@@ -73,11 +75,18 @@ class Area:
             self._loc, self._crs = self.owner.stamp(self), crs
         return self._loc
 
-    @property
-    def disc(self):
-        """``(x, y, r)`` in metres when the area is a disc, else None."""
+    def __post_init__(self):
+        # a disc (a circle, a circle place) is tested with many others at once
+        # (:func:`spatec.spatial.stamps.relate_discs`)
+        self.is_disc = isinstance(self.shape, tuple)
+
+    def disc(self) -> tuple:
+        """``(x, y, r, centre point)`` in metres of a disc area (made once per CRS)."""
         loc = self.loc
-        return None if loc.xy is None else (*loc.xy, loc.r)
+        got = self.__dict__.get("_disc")
+        if got is None or got[4] is not loc:
+            got = self.__dict__["_disc"] = (loc.xy[0], loc.xy[1], loc.r, loc.geom, loc)
+        return got
 
     def test(self, hull: S.Loc) -> bool:
         return S.certainly_in(hull, self.loc) if self.certainly else S.possibly_in(hull, self.loc)
@@ -93,10 +102,44 @@ class Areas:
     def set_crs(self, crs: str) -> None:
         """Measure in ``crs`` from now on (areas are projected again when next tested)."""
         self.proj = Projector(crs)
+        if not hasattr(self, "_interned"):
+            self._interned: dict = {}
         self.patterns = PatternCompiler(self.program.places, self.program.timezone, self.proj)
 
     def area(self, spec, certainly: bool = False) -> Area:
-        """The :class:`Area` a request's ``area`` names; :class:`AreaError` if it is unusable."""
+        """The :class:`Area` a request's ``area`` names (the same object for the same text:
+        subscriptions that share an area share its stamp); :class:`AreaError` if it is unusable."""
+        try:
+            key = (json.dumps(spec, sort_keys=True, separators=(",", ":")), bool(certainly))
+        except (TypeError, ValueError):
+            raise AreaError('area: a place name, a GeoJSON Polygon or MultiPolygon, or {"circle": [lon, lat, '
+                            'metres]}') from None
+        got = self._interned.get(key)
+        if got is None:
+            got = self._make(spec, bool(certainly))
+            got.__dict__["_key"] = key[0]
+            if len(self._interned) >= INTERNED:
+                self._interned.pop(next(iter(self._interned)))
+            self._interned[key] = got
+        return got
+
+    def prepare(self, areas) -> None:
+        """Project many circle areas at once (a start with thousands of subscriptions)."""
+        crs = self.proj.crs
+        todo = [a for a in areas if a is not None and isinstance(a.shape, tuple) and isinstance(a.spec, dict)
+                and (a._loc is None or a._crs != crs)]
+        if not todo:
+            return
+        lon = np.array([a.shape[0] for a in todo])
+        lat = np.array([a.shape[1] for a in todo])
+        x, y = self.proj.forward(lon, lat)
+        locs = S.Loc.discs(np.atleast_1d(x), np.atleast_1d(y), [a.shape[2] for a in todo])
+        if locs is None:
+            return               # a coordinate that does not project: each is made (and fails) alone
+        for a, loc in zip(todo, locs):
+            a._loc, a._crs = loc, crs
+
+    def _make(self, spec, certainly: bool) -> Area:
         if isinstance(spec, str):
             pd = self.program.places.get(spec)
             if pd is None:

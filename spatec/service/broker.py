@@ -83,7 +83,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
     except OSError:
@@ -110,7 +110,7 @@ class EmbeddedNats:
         self.proc = subprocess.Popen(
             [nats_server_binary(), "-js", "-sd", str(self.dir), "-a", "127.0.0.1", "-p", str(self.port)],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,   # not sent the terminal's signals
-            preexec_fn=_die_with_parent if os.name == "posix" else None)
+            preexec_fn=die_with_parent if os.name == "posix" else None)
         out.close()
         (self.dir / "pid").write_text(f"{self.proc.pid}\n")
 

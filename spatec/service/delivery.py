@@ -112,6 +112,7 @@ class Deliveries:
         except Exception:  # noqa: BLE001 - nothing delivered yet
             cursor = hub.subs[sid].sub.start_seq - 1
         target = None
+        hub.read(sid, 1)
         try:
             while sid in hub.subs:
                 st = hub.subs[sid]
@@ -144,6 +145,7 @@ class Deliveries:
                         break
                 self.failures.pop(sid, None)
         finally:
+            hub.read(sid, -1)
             if target is not None:
                 await asyncio.to_thread(target.close)
 

@@ -348,11 +348,11 @@ def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trig
     import traceback
 
     from spatec.runners.live_local import LocalLive
-    from spatec.service.broker import Broker, _die_with_parent
+    from spatec.service.broker import Broker, die_with_parent
     from spatec.service.quality import OutageGate
     from spatec.sinks.alerts import DeliveredLog, SinkSet
 
-    _die_with_parent()
+    die_with_parent()
     logging_.basicConfig(level=logging_.WARNING, format="spatec: %(name)s: %(message)s")
     d = Path(directory)
     loop = asyncio.new_event_loop()
@@ -643,6 +643,7 @@ class Engine:
                 out.setdefault("runners", {})[sid] = {"logged": poller.logged, "offset": 0, "running": False,
                                                       "error": None, "watermark": None}
                 continue
-            out.setdefault("runners", {})[sid] = {**det.status(), "logged": poller.logged, "running": det.alive(),
+            out.setdefault("runners", {})[sid] = {"offset": 0, "watermark": None, **det.status(),
+                                                  "logged": poller.logged, "running": det.alive(),
                                                   "error": det.error}
         return out

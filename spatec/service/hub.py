@@ -65,34 +65,43 @@ class Entry:
 
 
 class SubState:
-    """A subscription as the hub holds it: its record, compiled filter and area, buffer,
-    readers' wake-up, and whether it is suspended (and why)."""
+    """A subscription as the hub holds it: its record, compiled filter and area, readers'
+    wake-up, and whether it is suspended (and why). Its alerts are those of the groups it
+    has been in (:class:`~spatec.service.index.Group` holds the entries once for all its
+    members): ``history`` lists them with the sequence from which each was its group."""
 
     def __init__(self, sub, flt, area, suspended: str | None = None):
         self.sub, self.filter, self.area = sub, flt, area
-        self.seqs: list[int] = []
-        self.entries: list[Entry] = []
+        self.history: list = []          # [(from sequence, group)], oldest first
         self.changed = asyncio.Event()
         self.gone = False
         self.suspended = suspended
         self.lock = asyncio.Lock()       # a renewal and a delete of it, one after the other
         self.since = 1                   # the first sequence the hub matched against it
 
-    def append(self, e: Entry) -> None:
-        self.seqs.append(e.seq)
-        self.entries.append(e)
-        if len(self.entries) > BUFFER + BUFFER // 4:
-            del self.seqs[:-BUFFER], self.entries[:-BUFFER]
-        self.changed.set()
+    def after(self, seq: int) -> list[Entry]:
+        """Its entries after sequence ``seq``, in log order."""
+        out: list = []
+        h = self.history
+        start = self.sub.start_seq
+        for k, (frm, g) in enumerate(h):
+            until = h[k + 1][0] if k + 1 < len(h) else None
+            lo = max(seq + 1, frm, start)
+            if until is not None and lo >= until:
+                continue
+            i = bisect.bisect_left(g.seqs, lo)
+            j = len(g.seqs) if until is None else bisect.bisect_left(g.seqs, until)
+            out.extend(g.entries[i:j])
+        return out
+
+    @property
+    def entries(self) -> list[Entry]:
+        return self.after(0)
 
     def trim(self, before: int) -> None:
-        """Forget entries older than sequence ``before``."""
-        if self.seqs and self.seqs[0] < before:
-            i = bisect.bisect_left(self.seqs, before)
-            del self.seqs[:i], self.entries[:i]
-
-    def after(self, seq: int) -> list[Entry]:
-        return self.entries[bisect.bisect_right(self.seqs, seq):]
+        """Forget the groups it was in before sequence ``before`` (but the current one)."""
+        while len(self.history) > 1 and self.history[1][0] <= before:
+            del self.history[0]
 
 
 class Hub:
@@ -106,7 +115,7 @@ class Hub:
         self.processed = 0                    # the last sequence handed to the subscriptions
         self.first = 1                        # the first sequence the buffers hold completely
         self.caught_up = asyncio.Event()      # set once the log as it was at start has been read
-        self.listeners: list = []             # callables (entry, matched ids): push deliveries, the page
+        self.reading: dict = {}               # sub id → readers waiting on it (SSE streams, pushers)
         self.on_suspend = None                # callable (sub id, reason): the service stores it
         self.latencies: list | None = None    # (decided, frames ready) per alert when measuring
         self.lags: deque = deque(maxlen=2000)  # s from decided to handed to the subscriptions, the last alerts
@@ -117,16 +126,22 @@ class Hub:
 
     # -- subscriptions
     def put(self, sub, flt, area, suspended: str | None = None) -> SubState:
-        """Install (or replace: a renewal, a new area) a subscription; its buffer stays."""
+        """Install (or replace: a renewal, a new area) a subscription; what it received stays."""
         old = self.subs.get(sub.id)
         st = SubState(sub, flt, area, suspended)
         if old is not None:
-            st.seqs, st.entries, st.changed, st.lock, st.since = old.seqs, old.entries, old.changed, old.lock, old.since
+            st.history, st.changed, st.lock, st.since = old.history, old.changed, old.lock, old.since
+            if old.history:
+                old.history[-1][1].readers.discard(old.changed)
         else:
             st.since = self.processed + 1
         self.subs[sub.id] = st
         if suspended is None:
             g = self.index.add(sub.id, sub.phrase, flt, area)
+            if not st.history or st.history[-1][1] is not g:
+                st.history = st.history + [(self.processed + 1, g)]
+            if sub.id in self.reading:
+                g.readers.add(st.changed)
             if g.error is not None:             # the same filter and area failed for another
                 self._suspend([sub.id], g.error)
         else:
@@ -135,10 +150,25 @@ class Hub:
             old.changed.set()
         return st
 
+    def read(self, sub_id: str, by: int) -> None:
+        """A reader of ``sub_id`` begins (``by=1``) or ends (``-1``): a group's new entry wakes
+        only the readers of its members."""
+        n = self.reading.get(sub_id, 0) + by
+        if n > 0:
+            self.reading[sub_id] = n
+        else:
+            self.reading.pop(sub_id, None)
+        st = self.subs.get(sub_id)
+        if st is not None and st.history:
+            g = st.history[-1][1]
+            (g.readers.add if n > 0 else g.readers.discard)(st.changed)
+
     def drop(self, sub_id: str) -> None:
         st = self.subs.pop(sub_id, None)
         self.index.remove(sub_id)
         if st is not None:
+            if st.history:
+                st.history[-1][1].readers.discard(st.changed)
             st.gone = True
             st.changed.set()
 
@@ -149,6 +179,8 @@ class Hub:
                 continue
             st.suspended = reason
             self.index.remove(sid)
+            if st.history:
+                st.history[-1][1].readers.discard(st.changed)
             st.changed.set()
             log.warning("subscription %s suspended: %s", sid, reason)
             if self.on_suspend is not None:
@@ -207,13 +239,8 @@ class Hub:
         for g in failed:
             self._suspend(list(g.members), f"its {'filter' if g.filter is not None else 'area'} failed on "
                                            f"alert {cid}: {g.error}")
-        subs = self.subs
-        for sid in matched:
-            st = subs.get(sid)
-            if st is not None and st.sub.start_seq <= seq:
-                st.append(e)
-        for f in self.listeners:
-            f(e, matched)
+        for g in matched:
+            g.add_entry(e)          # once for all its members (each reads it from its history)
         if decided is not None:
             now = time.time()
             self.lags.append(now - decided)
@@ -233,6 +260,8 @@ class Hub:
             if seq >= first:
                 break
             self.seq_of.popitem(last=False)
+        for g in self.index.groups.values():
+            g.trim(first, BUFFER)
         for st in self.subs.values():
             st.trim(first)
 

@@ -18,13 +18,16 @@ counting algorithm's "index each subscription by one predicate, then test it who
   one with most conditions (a group without any covers everything and would save
   nothing). A group whose coverer goes away is indexed on its own again.
 - **Indexing** the uncovered groups: a group with an equality comparison is hashed by
-  (field, value); else one with a range comparison (``<``, ``<=``, ``>``, ``>=`` on a
-  number or time field) is kept in a list sorted by its bound (an alert's value finds all
-  the groups it satisfies by bisection); else one with an area is in a grid of lon/lat
-  cells of several sizes (each area in the level whose cells are about its size, so it
-  is in at most four cells: adding and removing cost a few dictionary operations,
-  nothing is rebuilt); the rest are scanned. A candidate the index yields is then tested
-  in full (its filter, its area).
+  (field, value) — and within that bucket, one with an area is in a grid of the bucket's
+  own (``line == "4"`` near a stop is found by the line, then by the place: a BE-tree's
+  partitioning, value first, space second); else one with a range comparison (``<``,
+  ``<=``, ``>``, ``>=`` on a number or time field) is kept in a list sorted by its bound
+  (an alert's value finds all the groups it satisfies by bisection); else one with an
+  area is in a grid of lon/lat cells of several sizes (each area in the level whose
+  cells are about its size, so it is in at most four cells: adding and removing cost a
+  few dictionary operations, nothing is rebuilt); the rest are scanned. A candidate the
+  index yields is then tested in full: its filter, then its area — the circle areas of
+  all the candidates of an alert at once (:func:`spatec.spatial.stamps.relate_discs`).
 
 An alert is matched in the language's units (:func:`spatec.service.filters.values`):
 the index compares the same values the filters evaluate. A group whose test raises is
@@ -44,6 +47,7 @@ import numpy as np
 import shapely
 
 from spatec.service.filters import Atom
+from spatec.spatial import stamps as S
 
 #: most candidate coverers a new group is compared with
 COVER_CHECKS = 32
@@ -65,6 +69,22 @@ class Group:
     parent: "Group | None" = None
     slot: tuple | None = None                      # where it is indexed
     error: str | None = None                       # why its test failed (then it is never tested again)
+    seqs: list = field(default_factory=list)       # the log entries it matched (the hub's buffer: one
+    entries: list = field(default_factory=list)    # list for all its members), their sequences
+    readers: set = field(default_factory=set)      # asyncio events of its members' waiting readers
+
+    def add_entry(self, e) -> None:
+        self.seqs.append(e.seq)
+        self.entries.append(e)
+        for ev in self.readers:
+            ev.set()
+
+    def trim(self, before: int, most: int) -> None:
+        """Forget entries older than sequence ``before``, and all but the last ``most``."""
+        i = bisect.bisect_left(self.seqs, before) if self.seqs and self.seqs[0] < before else 0
+        i = max(i, len(self.seqs) - most)
+        if i > 0:
+            del self.seqs[:i], self.entries[:i]
 
     def atoms(self) -> tuple:
         return self.filter.atoms if self.filter is not None else ()
@@ -86,9 +106,9 @@ def group_key(phrase, flt, area) -> tuple:
 
 
 class CoveringIndex:
-    """Subscriptions by group; ``match(alert, env, hull)`` → the ids of the subscriptions it
-    goes to and the groups whose test failed (``env``: the alert's values; ``hull``: a
-    function giving its hull stamp, called at most once)."""
+    """Subscriptions by group; ``match(alert, env, hull)`` → the groups it goes to (their
+    members are the subscriptions) and the groups whose test failed (``env``: the alert's
+    values; ``hull``: a function giving its hull stamp, called at most once)."""
 
     def __init__(self):
         self.groups: dict[tuple, Group] = {}
@@ -147,8 +167,8 @@ class CoveringIndex:
                     self._place(child, px)
             g.covered = None
 
-    def match(self, alert: dict, env: dict, hull) -> tuple[set, list]:
-        out: set = set()
+    def match(self, alert: dict, env: dict, hull) -> tuple[list, list]:
+        out: list = []
         failed: list = []
         memo = []
 
@@ -157,34 +177,120 @@ class CoveringIndex:
                 memo.append(hull())
             return memo[0]
 
+        where = _Where(alert, hull_once)
         for ph in (alert.get("phrase"), None):
             px = self.phrases.get(ph)
             if px is None:
                 continue
-            stack = list(px.candidates(env, alert, hull_once))
-            while stack:
-                g = stack.pop()
-                if g.error is not None:
-                    continue
-                self.tests += 1
-                try:
-                    ok = g.test(env, hull_once)
-                except Exception as e:  # noqa: BLE001 - a subscription's own failure, isolated
-                    g.error = f"{type(e).__name__}: {e}"
-                    failed.append(g)
-                    continue
-                if ok:
-                    out.update(g.members)
-                    if g.covered is not None:
-                        stack.extend(g.covered.candidates(env, alert, hull_once))
+            todo = list(px.candidates(env, where))
+            while todo:
+                todo = self._test(todo, env, hull_once, where, out, failed)
         return out, failed
+
+    def _test(self, groups, env, hull, where, out: list, failed: list) -> list:
+        """Test ``groups`` (filters one by one, circle areas all at once); those that match go
+        to ``out``; the candidates of the groups they cover are returned."""
+        discs, more = [], []
+
+        def matched(g):
+            out.append(g)
+            if g.covered is not None:
+                more.extend(g.covered.candidates(env, where))
+
+        for g in groups:
+            if g.error is not None:
+                continue
+            self.tests += 1
+            try:
+                if g.filter is not None and not g.filter.test(env):
+                    continue
+                if g.area is None:
+                    matched(g)
+                elif g.area.is_disc:
+                    discs.append(g)
+                elif g.area.test(hull()):
+                    matched(g)
+            except Exception as e:  # noqa: BLE001 - a subscription's own failure, isolated
+                g.error = f"{type(e).__name__}: {e}"
+                failed.append(g)
+        if discs:
+            try:
+                ds = [g.area.disc() for g in discs]
+                p, c = S.relate_discs(hull(), [d[0] for d in ds], [d[1] for d in ds], [d[2] for d in ds],
+                                      [d[3] for d in ds])
+                oks = (c[i] if g.area.certainly else p[i] for i, g in enumerate(discs))
+            except Exception:  # noqa: BLE001 - one of them cannot be made: each tested alone
+                oks = None
+            if oks is None:
+                for g in discs:
+                    try:
+                        if g.area.test(hull()):
+                            matched(g)
+                    except Exception as e:  # noqa: BLE001 - its own failure
+                        g.error = f"{type(e).__name__}: {e}"
+                        failed.append(g)
+            else:
+                for g, ok in zip(discs, oks):
+                    if ok:
+                        matched(g)
+        return more
+
+
+class _Where:
+    """Where an alert is, worked out once: its lon/lat box, whether it has no place."""
+
+    __slots__ = ("alert", "hull", "_box")
+
+    def __init__(self, alert: dict, hull):
+        self.alert, self.hull, self._box = alert, hull, False
+
+    def universe(self) -> bool:
+        return self.hull().is_universe
+
+    def box(self):
+        if self._box is False:
+            self._box = _lonlat_box(self.alert)
+        return self._box
+
+
+class _Bucket:
+    """The groups hashed under one (field, value): those with an area in a grid of their own."""
+
+    __slots__ = ("plain", "grid")
+
+    def __init__(self):
+        self.plain: set = set()
+        self.grid = _Grid()
+
+    def __bool__(self) -> bool:
+        return bool(self.plain) or bool(self.grid)
+
+    def put(self, g: Group) -> None:
+        if g.area is not None:
+            self.grid.put(g)
+        else:
+            self.plain.add(g)
+
+    def drop(self, g: Group) -> None:
+        if g.area is not None:
+            self.grid.drop(g)
+        else:
+            self.plain.discard(g)
+
+    def all(self) -> list:
+        return list(self.plain) + self.grid.all()
+
+    def candidates(self, where: "_Where"):
+        yield from self.plain
+        if self.grid:
+            yield from self.grid.near(where)
 
 
 class _PhraseIndex:
     """The uncovered groups of one phrase (or of one coverer), indexed."""
 
     def __init__(self):
-        self.eq: dict = {}        # (field, value) → {groups}
+        self.eq: dict = {}        # (field, value) → _Bucket
         self.eq_fields: dict = {}  # field → how many buckets use it
         self.ranges: dict = {}    # (field, "<" | ">") → _Sorted
         self.grid = _Grid()       # groups indexed by area
@@ -200,9 +306,9 @@ class _PhraseIndex:
             g.slot = ("eq", k)
             bucket = self.eq.get(k)
             if bucket is None:
-                bucket = self.eq[k] = set()
+                bucket = self.eq[k] = _Bucket()
                 self.eq_fields[eq.field] = self.eq_fields.get(eq.field, 0) + 1
-            bucket.add(g)
+            bucket.put(g)
         elif rng is not None:
             side = "<" if rng.op in ("<", "<=") else ">"
             g.slot = ("range", (rng.field, side))
@@ -218,16 +324,16 @@ class _PhraseIndex:
         kind, k = g.slot
         if kind == "eq":
             bucket = self.eq[k]
-            bucket.discard(g)
+            bucket.drop(g)
             if not bucket:
                 del self.eq[k]
                 self.eq_fields[k[0]] -= 1
                 if not self.eq_fields[k[0]]:
                     del self.eq_fields[k[0]]
         elif kind == "range":
-            s = self.ranges[k]
-            s.remove(g)
-            if not s.groups:
+            srt = self.ranges[k]
+            srt.remove(g)
+            if not srt.groups:
                 del self.ranges[k]
         elif kind == "area":
             self.grid.drop(g)
@@ -237,21 +343,25 @@ class _PhraseIndex:
 
     def all(self) -> list:
         """Every group indexed here."""
-        out = [g for gs in self.eq.values() for g in gs]
+        out = [g for b in self.eq.values() for g in b.all()]
         for srt in self.ranges.values():
             out.extend(srt.groups)
         return out + self.grid.all() + list(self.rest)
 
     def coverer(self, g: Group) -> Group | None:
-        """An indexed group that covers ``g`` (see the module docstring), or None."""
+        """An indexed group that covers ``g`` (see the module docstring), or None: looked for
+        among the groups without an area of its equality buckets, the looser bounds on its
+        range fields and the unindexed groups."""
         pool: list = []
         for a in g.atoms():
             if a.op == "==":
-                pool.extend(self.eq.get((a.field, a.value), ()))
+                b = self.eq.get((a.field, a.value))
+                if b is not None:
+                    pool.extend(b.plain)
             elif a.op in ("<", "<=", ">", ">=") and a.kind in ("num", "time"):
-                s = self.ranges.get((a.field, "<" if a.op in ("<", "<=") else ">"))
-                if s is not None:
-                    pool.extend(s.looser(a.value, COVER_CHECKS))
+                srt = self.ranges.get((a.field, "<" if a.op in ("<", "<=") else ">"))
+                if srt is not None:
+                    pool.extend(srt.looser(a.value, COVER_CHECKS))
             if len(pool) >= COVER_CHECKS:
                 break
         if len(pool) < COVER_CHECKS:
@@ -268,27 +378,21 @@ class _PhraseIndex:
         return best
 
     # -- what an alert may match
-    def candidates(self, env: dict, alert: dict, hull):
+    def candidates(self, env: dict, where: "_Where"):
         eq = self.eq
         if eq:
             for f in self.eq_fields:
                 v = env.get(f)
                 if v is not None:
-                    gs = eq.get((f, v))
-                    if gs:
-                        yield from gs
-        for (f, side), s in self.ranges.items():
+                    b = eq.get((f, v))
+                    if b is not None:
+                        yield from b.candidates(where)
+        for (f, side), srt in self.ranges.items():
             v = env.get(f)
             if v is not None:
-                yield from s.satisfied(v)
+                yield from srt.satisfied(v)
         if self.grid:
-            h = hull()
-            if h.is_universe:
-                yield from self.grid.all()
-            else:
-                box = _lonlat_box(alert)
-                if box is not None:
-                    yield from self.grid.query(box)
+            yield from self.grid.near(where)
         yield from self.rest
 
 
@@ -329,12 +433,53 @@ class _Sorted:
         return self.groups[max(0, k - most):k]
 
 
+class _Cell:
+    """The groups of one grid cell; their boxes as one array (made again after a change) once
+    there are many, so that an alert's box is compared with all of them at once."""
+
+    __slots__ = ("groups", "_list", "_boxes")
+
+    MANY = 24
+
+    def __init__(self):
+        self.groups: dict = {}          # an ordered set
+        self._list: list | None = None
+        self._boxes = None
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def add(self, g: Group) -> None:
+        self.groups[g] = None
+        self._list = self._boxes = None
+
+    def discard(self, g: Group) -> None:
+        self.groups.pop(g, None)
+        self._list = self._boxes = None
+
+    def meeting(self, box) -> list:
+        """The groups whose area's box meets ``box``."""
+        if len(self.groups) <= self.MANY:
+            return [g for g in self.groups if _meets(g.area.box, box)]
+        if self._boxes is None:
+            self._list = list(self.groups)
+            self._boxes = np.array([g.area.box for g in self._list], dtype=np.float64)
+        b = self._boxes
+        hit = (b[:, 0] <= box[2]) & (b[:, 2] >= box[0]) & (b[:, 1] <= box[3]) & (b[:, 3] >= box[1])
+        lst = self._list
+        return [lst[i] for i in np.flatnonzero(hit).tolist()]
+
+
+def _meets(b, box) -> bool:
+    return b[0] <= box[2] and box[0] <= b[2] and b[1] <= box[3] and box[1] <= b[3]
+
+
 class _Grid:
     """Groups by the lon/lat cells their area's box meets, at the level where it meets at
     most 2 x 2 cells (cells ``GRID_BASE * 2**level`` degrees wide)."""
 
     def __init__(self):
-        self.levels: dict[int, dict] = {}      # level → {(i, j): {groups}}
+        self.levels: dict[int, dict] = {}      # level → {(i, j): _Cell}
         self.where: dict = {}                  # group → (level, cells)
 
     def __bool__(self) -> bool:
@@ -357,16 +502,19 @@ class _Grid:
         cells = self._cells(lv, g.area.box)
         level = self.levels.setdefault(lv, {})
         for c in cells:
-            level.setdefault(c, set()).add(g)
+            cell = level.get(c)
+            if cell is None:
+                cell = level[c] = _Cell()
+            cell.add(g)
         self.where[g] = (lv, cells)
 
     def drop(self, g: Group) -> None:
         lv, cells = self.where.pop(g)
         level = self.levels[lv]
         for c in cells:
-            s = level[c]
-            s.discard(g)
-            if not s:
+            cell = level[c]
+            cell.discard(g)
+            if not cell:
                 del level[c]
         if not level:
             del self.levels[lv]
@@ -374,23 +522,24 @@ class _Grid:
     def all(self) -> list:
         return list(self.where)
 
-    def query(self, box, from_level: int = 0) -> list:
-        """Groups whose area's box meets ``box`` (of the levels from ``from_level`` on)."""
+    def near(self, where: "_Where") -> list:
+        """The groups an alert's hull may meet: all of them for an alert with no place."""
+        if where.universe():
+            return self.all()
+        box = where.box()
+        return self.query(box) if box is not None else []
+
+    def query(self, box) -> list:
+        """Groups whose area's box meets ``box``."""
         out: dict = {}
         for lv, level in self.levels.items():
-            if lv < from_level:
-                continue
             cells = self._cells(lv, box)
-            if len(cells) > len(level):
-                found = (gs for gs in level.values())
-            else:
-                found = (level[c] for c in cells if c in level)
-            for gs in found:
-                for g in gs:
-                    b = g.area.box
-                    if b[0] <= box[2] and box[0] <= b[2] and b[1] <= box[3] and box[1] <= b[3]:
-                        out[g] = None
+            found = level.values() if len(cells) > len(level) else (level[c] for c in cells if c in level)
+            for cell in found:
+                for g in cell.meeting(box):
+                    out[g] = None
         return list(out)
+
 
 def _lonlat_box(alert: dict):
     """The lon/lat box of an alert's hull WKT (no projection needed for the index)."""
@@ -459,6 +608,14 @@ def _inside(inner, outer) -> bool:
     if bi[0] < bo[0] or bi[1] < bo[1] or bi[2] > bo[2] or bi[3] > bo[3]:
         return False
     return S.certainly_in(inner.loc, outer.loc)
+
+
+def members(groups) -> set:
+    """The subscriptions of matched groups."""
+    out: set = set()
+    for g in groups:
+        out |= g.members
+    return out
 
 
 def naive_match(subs, alert: dict, env: dict, hull) -> set:

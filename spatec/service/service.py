@@ -173,34 +173,29 @@ class Service:
 
         self.tasks.append(asyncio.create_task(run(), name=name))
 
-    async def _own(self) -> None:
+    async def _every(self, seconds: float, step, needs_broker: bool = True) -> None:
+        """``await step()`` every ``seconds`` until the service stops (while the broker is ok)."""
         while not self.stop_event.is_set():
-            if self.watch.ok:
-                await self.engine.step(self.loop)
-                if self.engine.crs is not None and self.engine.crs != self.areas.proj.crs:
-                    self._set_crs(self.engine.crs)
-                await self.delivery.step()
+            if not needs_broker or self.watch.ok:
+                await step()
             try:
-                await asyncio.wait_for(self.stop_event.wait(), OWN_EVERY)
+                await asyncio.wait_for(self.stop_event.wait(), seconds)
             except asyncio.TimeoutError:
                 pass
+
+    async def _own(self) -> None:
+        async def step():
+            await self.engine.step(self.loop)
+            if self.engine.crs is not None and self.engine.crs != self.areas.proj.crs:
+                self._set_crs(self.engine.crs)
+            await self.delivery.step()
+        await self._every(OWN_EVERY, step)
 
     async def _renew(self) -> None:
-        while not self.stop_event.is_set():
-            if self.watch.ok:
-                await self.engine.renew()
-            try:
-                await asyncio.wait_for(self.stop_event.wait(), OWN_EVERY)
-            except asyncio.TimeoutError:
-                pass
+        await self._every(OWN_EVERY, self.engine.renew)
 
     async def _watch_broker(self) -> None:
-        while not self.stop_event.is_set():
-            await self.watch.check()
-            try:
-                await asyncio.wait_for(self.stop_event.wait(), WATCH_EVERY)
-            except asyncio.TimeoutError:
-                pass
+        await self._every(WATCH_EVERY, self.watch.check, needs_broker=False)
 
     def _set_crs(self, crs: str) -> None:
         """Measure areas and hulls in the detectors' CRS (decided once, from the input)."""
@@ -292,7 +287,11 @@ class Service:
                 continue
             if sub.expires > now:
                 subs.append(sub)
-        compiled = await asyncio.to_thread(lambda: [self._compile(s) for s in subs])
+        def compile_all():
+            got = [self._compile(s) for s in subs]
+            self.areas.prepare([g[1] for g in got if isinstance(g, tuple)])
+            return got
+        compiled = await asyncio.to_thread(compile_all)
         t0 = time.monotonic()
         for sub, got in zip(subs, compiled):
             self._install_compiled(sub, got)

@@ -225,11 +225,10 @@ class Checker:
         self.policy = policy or PushPolicy()
 
     def compiled(self, sub: Subscription):
-        """``(filter, area)`` of a stored subscription (raises if it no longer fits)."""
+        """``(filter, area)`` of a stored subscription (raises if it no longer fits; an area is
+        projected when first tested, or by :meth:`Areas.prepare` with many others)."""
         flt = self.filters.compile(sub.phrase, sub.where) if sub.where else None
         area = self.areas.area(sub.area, sub.certainly) if sub.area is not None else None
-        if area is not None:
-            area.loc                   # noqa: B018 - projected now: a failure is the subscription's
         return flt, area
 
     def new(self, req: SubscriptionIn, start_seq: int, owner: str | None = None, page: bool = False,
