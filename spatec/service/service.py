@@ -393,6 +393,8 @@ class Service:
                     out.append(self.checker.new(r, start, ident.name, ident.page))
                 except RequestError as e:
                     out.append(e)
+            self.areas.prepare([self.areas.area(s.area, s.certainly) for s in out
+                                if isinstance(s, Subscription) and s.area is not None])
             return out
 
         made = await asyncio.to_thread(check)

@@ -267,7 +267,8 @@ class Checker:
     def area(self, spec, certainly: bool):
         try:
             a = self.areas.area(spec, bool(certainly))
-            a.loc                      # noqa: B018 - projected now, so that a failure is a 400
+            if not a.is_disc:
+                a.loc                  # noqa: B018 - a polygon projected now, so that a failure is a 400
             return a
         except AreaError as e:
             raise RequestError(str(e), field_name="area") from None

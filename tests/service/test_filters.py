@@ -359,3 +359,42 @@ def test_absence_windows():
     assert absence_window(hosp.phrase.match) == 0
     bunch = cf(EXAMPLES / "bunching" / "bunching.spatec").phrase("Bunching")
     assert absence_window(bunch.phrase.match) is None          # `not at station` is a pattern
+
+
+def test_docstring_examples():
+    import doctest
+
+    from spatec.frontend import check_fields
+    from spatec.service import filters
+    from spatec.spatial import stamps
+
+    for module in (check_fields, filters):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+    result = doctest.run_docstring_examples(stamps.relate_discs, {"relate_discs": stamps.relate_discs,
+                                                                   "Loc": stamps.Loc}, verbose=False)
+    assert result is None
+
+
+def test_relate_discs_is_the_scalar_tests_bit_for_bit():
+    import shapely
+
+    from spatec.spatial import stamps as S
+
+    rng = random.Random(5)
+    for _ in range(400):
+        k = rng.random()
+        if k < 0.3:
+            loc = S.Loc.disc(rng.uniform(-500, 500), rng.uniform(-500, 500), rng.uniform(0, 60))
+        elif k < 0.9:
+            pts = [(rng.uniform(-400, 400), rng.uniform(-400, 400)) for _ in range(rng.randrange(3, 12))]
+            loc = S.Loc.of(shapely.convex_hull(shapely.multipoints(pts)), rng.choice([0.0, 15.0]))
+        else:
+            loc = S.UNIVERSE
+        xs = [rng.uniform(-600, 600) for _ in range(12)]
+        ys = [rng.uniform(-600, 600) for _ in range(12)]
+        rs = [rng.choice([0.0, rng.uniform(1, 700)]) for _ in range(12)]
+        p, c = S.relate_discs(loc, xs, ys, rs)
+        for i in range(12):
+            region = S.Loc.disc(xs[i], ys[i], rs[i])
+            assert p[i] == S.possibly_in(loc, region) and c[i] == S.certainly_in(loc, region)
