@@ -180,9 +180,12 @@ class Areas:
 
     def hull(self, wkt: str | None) -> S.Loc:
         """An alert's hull (WKT lon/lat) as a stamp in metres."""
-        if not wkt:
+        return self.hull_of(shapely.from_wkt(wkt) if wkt else None)
+
+    def hull_of(self, g) -> S.Loc:
+        """An alert's hull (a lon/lat geometry, parsed once) as a stamp in metres."""
+        if g is None or g.is_empty:
             return S.UNIVERSE
-        g = shapely.from_wkt(wkt)
         return S.Loc.of(shapely.transform(g, lambda c: _fwd(self.proj, c)))
 
     def place_names(self, hull: S.Loc) -> list[str]:

@@ -34,6 +34,8 @@ import re
 import time
 from collections import OrderedDict, deque
 
+import shapely
+
 from spatec.service.filters import STANDARD, field_types, values
 from spatec.service.index import CoveringIndex
 
@@ -235,7 +237,13 @@ class Hub:
         e = Entry(seq, cid, data, sse_frame(cid, data))
         self.seq_of[cid] = seq
         env = values(alert, self.types_of(alert.get("phrase")))
-        matched, failed = self.index.match(alert, env, lambda: self.areas.hull(alert.get("hull")))
+        w = alert.get("hull")
+        try:
+            lonlat = shapely.from_wkt(w) if isinstance(w, str) and w else None   # parsed once
+        except Exception:  # noqa: BLE001 - a hull that is no WKT: a place unknown (REFERENCE decision 3)
+            log.warning("alert %s: its hull is not WKT; matched as having no known place", cid)
+            lonlat = None
+        matched, failed = self.index.match(alert, env, lambda: self.areas.hull_of(lonlat), lonlat)
         for g in failed:
             self._suspend(list(g.members), f"its {'filter' if g.filter is not None else 'area'} failed on "
                                            f"alert {cid}: {g.error}")

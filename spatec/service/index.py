@@ -167,7 +167,8 @@ class CoveringIndex:
                     self._place(child, px)
             g.covered = None
 
-    def match(self, alert: dict, env: dict, hull) -> tuple[list, list]:
+    def match(self, alert: dict, env: dict, hull, lonlat=False) -> tuple[list, list]:
+        """(``lonlat``: the hull in lon/lat already parsed, or None for an alert with none.)"""
         out: list = []
         failed: list = []
         memo = []
@@ -177,7 +178,7 @@ class CoveringIndex:
                 memo.append(hull())
             return memo[0]
 
-        where = _Where(alert, hull_once)
+        where = _Where(alert, hull_once, lonlat)
         for ph in (alert.get("phrase"), None):
             px = self.phrases.get(ph)
             if px is None:
@@ -237,19 +238,29 @@ class CoveringIndex:
 
 
 class _Where:
-    """Where an alert is, worked out once: its lon/lat box, whether it has no place."""
+    """Where an alert is, worked out once: its lon/lat box, whether it has no place (from its
+    hull in lon/lat: nothing is projected for the index)."""
 
-    __slots__ = ("alert", "hull", "_box")
+    __slots__ = ("alert", "hull", "_box", "lonlat")
 
-    def __init__(self, alert: dict, hull):
-        self.alert, self.hull, self._box = alert, hull, False
+    def __init__(self, alert: dict, hull, lonlat=False):
+        self.alert, self.hull, self._box, self.lonlat = alert, hull, False, lonlat
+
+    def _geom(self):
+        if self.lonlat is False:
+            w = self.alert.get("hull")
+            self.lonlat = shapely.from_wkt(w) if w else None
+        return self.lonlat
 
     def universe(self) -> bool:
-        return self.hull().is_universe
+        g = self._geom()
+        return g is None or g.is_empty
 
     def box(self):
         if self._box is False:
-            self._box = _lonlat_box(self.alert)
+            g = self._geom()
+            b = shapely.bounds(g) if g is not None else None
+            self._box = None if b is None or np.isnan(b).any() else tuple(b.tolist())
         return self._box
 
 
@@ -539,15 +550,6 @@ class _Grid:
                 for g in cell.meeting(box):
                     out[g] = None
         return list(out)
-
-
-def _lonlat_box(alert: dict):
-    """The lon/lat box of an alert's hull WKT (no projection needed for the index)."""
-    w = alert.get("hull")
-    if not w:
-        return None
-    b = shapely.bounds(shapely.from_wkt(w))
-    return None if np.isnan(b).any() else tuple(b.tolist())
 
 
 # ------------------------------------------------------------------------------ covering
