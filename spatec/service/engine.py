@@ -383,6 +383,14 @@ def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trig
         if gate is not None:
             gate.bind(runner, d)
         status(force=True)
+
+        def keep_writing():          # also when no batch comes (the last batch's may have been skipped)
+            while not stop.wait(0.25):
+                try:
+                    status(force=True)
+                except (RuntimeError, OSError):      # the counts changed while read: next time
+                    pass
+        threading.Thread(target=keep_writing, name="detector-status", daemon=True).start()
         runner.run(trigger=trigger, stop=stop)
         status(force=True)
     except BaseException as e:  # noqa: BLE001 - written for the service to report
