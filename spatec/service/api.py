@@ -291,6 +291,14 @@ def build_app(service, lifespan=None, hosts=("127.0.0.1", "localhost"), origins=
     @endpoint
     async def positions(request: Request):
         who(request)
+        idle = not svc.positions_wanted()
+        svc.positions_asked = time.monotonic()
+        if idle:             # nobody looked for a while: wait for the next poll's positions
+            svc.positions_changed.clear()
+            try:
+                await asyncio.wait_for(svc.positions_changed.wait(), 3)
+            except asyncio.TimeoutError:
+                pass
         return JSONResponse(svc.positions)
 
     @endpoint
@@ -299,16 +307,20 @@ def build_app(service, lifespan=None, hosts=("127.0.0.1", "localhost"), origins=
 
         async def gen():
             sent = {}
-            while not svc.stop_event.is_set():
-                changed = {k: v for k, v in svc.positions.items() if sent.get(k) != v}
-                if changed:
-                    sent.update(changed)
-                    yield ServerSentEvent(data=json.dumps(changed), event="positions")
-                svc.positions_changed.clear()
-                try:
-                    await asyncio.wait_for(svc.positions_changed.wait(), 5)
-                except asyncio.TimeoutError:
-                    pass
+            svc.position_readers += 1
+            try:
+                while not svc.stop_event.is_set():
+                    changed = {k: v for k, v in svc.positions.items() if sent.get(k) != v}
+                    if changed:
+                        sent.update(changed)
+                        yield ServerSentEvent(data=json.dumps(changed), event="positions")
+                    svc.positions_changed.clear()
+                    try:
+                        await asyncio.wait_for(svc.positions_changed.wait(), 5)
+                    except asyncio.TimeoutError:
+                        pass
+            finally:
+                svc.position_readers -= 1
         return EventSourceResponse(gen(), ping=KEEPALIVE)
 
     @endpoint

@@ -287,11 +287,12 @@ class LogSink:
 
 
 class Detector:
-    """The live runner of one source, in a process of its own: it has a core of its own (the
-    service's event loop never waits for it), and whatever happens to it cannot happen to the
-    service; it reads its input from the log and publishes to the log, so it needs nothing but
-    the broker. It writes what it has done to ``<runner>/status.json`` (every quarter second)
-    and, if it fails, why to ``<runner>/error.txt``; it dies with the service."""
+    """One source's poller and live runner, in a process of its own: it has a core of its own
+    (the service's event loop never waits for it), and whatever happens to it cannot happen to
+    the service; it logs the feed, reads its input from the log and publishes to the log, so
+    it needs nothing but the broker. It writes what it has done to ``<runner>/status.json``
+    (every quarter second) and, if it fails, why to ``<runner>/error.txt``; it dies with the
+    service."""
 
     def __init__(self, compiled, spec: SourceSpec, broker_url: str, state: Path, lateness: int, trigger: float,
                  checkpoint_every: float | None, outage=None, crs: str | None = None, live: dict | None = None):
@@ -305,7 +306,7 @@ class Detector:
         self.stop = ctx.Event()
         self.proc = ctx.Process(target=_detect, name=f"spatec detect {spec.url}", daemon=True,
                                 args=(compiled, spec, broker_url, str(self.dir), lateness, trigger, checkpoint_every,
-                                      outage, crs, live or {}, self.stop))
+                                      outage, crs, live or {}, self.stop, str(Path(state) / "spool")))
         self.reported = False
         self.ok_since: float | None = None
 
@@ -342,8 +343,10 @@ class Detector:
 
 
 def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trigger: float, checkpoint_every,
-            outage, crs, live: dict, stop) -> None:
-    """The detector's process: an event loop thread for the broker, the local live runner."""
+            outage, crs, live: dict, stop, spool: str) -> None:
+    """A source's process: an event loop thread for the broker, the poller that logs the feed,
+    and — once the service's CRS is known (given, or in the ``spatec_meta`` bucket) — the
+    local live runner over the log."""
     import logging as logging_
     import traceback
 
@@ -357,42 +360,51 @@ def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trig
     d = Path(directory)
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, name="detector-loop", daemon=True).start()
-    runner = None
-    last = [0.0]
+    stats: dict = {}
+    parts: dict = {"runner": None, "src": None, "poller": None}
 
-    def status(force: bool = False) -> None:
-        now = time.monotonic()
-        if runner is None or (not force and now - last[0] < 0.25):
-            return
-        last[0] = now
-        st = runner.state
-        doc = {**dict(st.counts), "batches": st.batches, "watermark": st.watermark,
-               "offset": src.committed, "lateness_s": runner.lateness / 1e6}
+    def status() -> None:
+        runner, src, poller = parts["runner"], parts["src"], parts["poller"]
+        doc = {"logged": poller.logged if poller is not None else 0, **stats}
+        if runner is not None:
+            st = runner.state
+            doc.update({**dict(st.counts), "batches": st.batches, "watermark": st.watermark,
+                        "offset": src.committed, "lateness_s": runner.lateness / 1e6})
         tmp = d / ".status.json.tmp"
         tmp.write_text(json.dumps(doc), encoding="utf-8")
         os.replace(tmp, d / "status.json")
 
+    def keep_writing():
+        while not stop.wait(0.25):
+            try:
+                status()
+            except (RuntimeError, OSError):      # the counts changed while read: next time
+                pass
+
     try:
         broker = call(loop, Broker(broker_url).connect(setup=False))
+        parts["poller"] = poller = Poller(spec, broker, loop, Path(spool), max(trigger, 0.05), stats).start()
+        threading.Thread(target=keep_writing, name="detector-status", daemon=True).start()
+        while crs is None and not stop.is_set():
+            try:
+                crs = call(loop, broker.meta.get("crs")).value.decode()
+            except Exception:  # noqa: BLE001 - not decided yet: the service decides it from this log
+                stop.wait(0.5)
+        if stop.is_set():
+            poller.stop.set()
+            return
         gate = OutageGate(compiled, outage) if outage is not None else None
         cols = [a.name for a in compiled.program.events[spec.type].attrs]
-        src = LogSource(spec, broker, loop, cols, gate)
+        parts["src"] = src = LogSource(spec, broker, loop, cols, gate)
         sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(d / "delivered.jsonl"), gate=gate)
-        runner = LocalLive(compiled, [src], sinks, d, d, lateness=lateness, crs=crs, checkpoint_every=checkpoint_every,
-                           on_batch=lambda *a: status(), **live)
+        parts["runner"] = runner = LocalLive(compiled, [src], sinks, d, d, lateness=lateness, crs=crs,
+                                             checkpoint_every=checkpoint_every, **live)
         if gate is not None:
             gate.bind(runner, d)
-        status(force=True)
-
-        def keep_writing():          # also when no batch comes (the last batch's may have been skipped)
-            while not stop.wait(0.25):
-                try:
-                    status(force=True)
-                except (RuntimeError, OSError):      # the counts changed while read: next time
-                    pass
-        threading.Thread(target=keep_writing, name="detector-status", daemon=True).start()
         runner.run(trigger=trigger, stop=stop)
-        status(force=True)
+        poller.stop.set()
+        poller.thread.join(15)
+        status()
     except BaseException as e:  # noqa: BLE001 - written for the service to report
         (d / "error.txt").write_text(traceback.format_exc() + f"\n{type(e).__name__}: {e}\n", encoding="utf-8")
         logging_.getLogger("spatec.service").error("the detector of %s failed: %s: %s", spec.url, type(e).__name__, e)
@@ -419,7 +431,7 @@ class Engine:
         self.lateness, self.trigger, self.checkpoint_every = lateness, trigger, checkpoint_every
         self.member, self.outage = member, outage
         self.live = dict(live or {})
-        self.owned: dict[str, tuple] = {}      # source id → (poller, detector or None)
+        self.owned: dict[str, Detector] = {}   # source id → its process
         self.revs: dict[str, int] = {}         # source id → the revision of its owner key
         self.lost: set = set()                 # sources whose key this process could not renew
         self._member_rev = 0
@@ -539,9 +551,16 @@ class Engine:
             except Exception:  # noqa: BLE001 - another process owns it
                 continue
             log.info("running source %s", sid)
-            poller = Poller(sp, self.broker, loop, self.state / "spool", max(self.trigger, 0.05), self.stats).start()
-            self.owned[sid] = (poller, None)
-        await self._supervise(loop)
+            det = await self._detector(sp, loop, self.crs)
+            if det is not None:
+                det.start()
+                self.owned[sid] = det
+            else:
+                self.revs.pop(sid, None)
+                try:
+                    await kv.delete(f"src.{token(sid)}")
+                except Exception:  # noqa: BLE001 - gone already
+                    pass
 
     async def _detector(self, sp: SourceSpec, loop, crs: str):
         sid = source_id(sp)
@@ -561,28 +580,27 @@ class Engine:
                   f["next"] - time.monotonic())
 
     async def _supervise(self, loop) -> None:
-        """A detector that is not running (it failed, or the CRS was not known when its source
-        was taken) is made again from its checkpoint, after its backoff."""
+        """A source's process that is not running (it failed) is started again, from its
+        checkpoint, after its backoff."""
         now = time.monotonic()
-        for sid, (poller, det) in list(self.owned.items()):
-            if det is not None and det.alive():
+        if self.crs is None:
+            await self.decide_crs()            # (the processes wait for it in the broker)
+        for sid, det in list(self.owned.items()):
+            if det.alive():
                 if det.ok_since is not None and now - det.ok_since > 30 and sid in self.failures:
                     del self.failures[sid]             # running well again
                 continue
-            if det is not None and det.error is not None and det.reported is False:
+            if not det.reported:
                 det.reported = True
-                self._failed(sid, det.error)
+                self._failed(sid, det.error or f"its process exited ({det.proc.exitcode})")
             f = self.failures.get(sid)
             if f is not None and f["next"] > now:
                 continue
-            crs = await self.decide_crs()
-            if crs is None or sid not in self.owned:
-                continue
             sp = next(sp for sp in self.specs if source_id(sp) == sid)
-            new = await self._detector(sp, loop, crs)
+            new = await self._detector(sp, loop, self.crs)
             if new is not None and sid in self.owned and sid not in self.lost:
                 new.start()
-                self.owned[sid] = (poller, new)
+                self.owned[sid] = new
 
     async def _members(self) -> int:
         """How many processes are alive (each renews its ``member.`` key, in :meth:`renew`)."""
@@ -612,14 +630,10 @@ class Engine:
             self._member_rev = await kv_update(self.broker.js, OWNERS, key, b"1", e.revision, OWNER_TTL)
 
     async def _release(self, sid: str, delete: bool) -> None:
-        poller, det = self.owned.pop(sid)
+        det = self.owned.pop(sid)
         self.revs.pop(sid, None)
-        poller.stop.set()
-        if det is not None:
-            det.stop.set()
-        if poller.thread.ident is not None:
-            await asyncio.to_thread(poller.thread.join, 15)
-        if det is not None and det.proc.pid is not None:
+        det.stop.set()
+        if det.proc.pid is not None:
             await asyncio.to_thread(det.join, 30)
         if delete:
             try:
@@ -637,7 +651,7 @@ class Engine:
 
     def healthy(self) -> bool:
         """No detector failing (one still waiting for the CRS is not a failure)."""
-        return not self.failures and all(det is None or det.alive() for _, det in self.owned.values())
+        return not self.failures and all(det.alive() for det in self.owned.values())
 
     def status(self) -> dict:
         out = {"owned": sorted(self.owned), "crs": self.crs, **self.stats}
@@ -646,12 +660,10 @@ class Engine:
             out["failures"] = {sid: {"error": f["error"], "restarts": f["restarts"],
                                      "retry_in_s": round(max(0.0, f["next"] - now), 1)}
                                for sid, f in self.failures.items()}
-        for sid, (poller, det) in self.owned.items():
-            if det is None:
-                out.setdefault("runners", {})[sid] = {"logged": poller.logged, "offset": 0, "running": False,
-                                                      "error": None, "watermark": None}
-                continue
-            out.setdefault("runners", {})[sid] = {"offset": 0, "watermark": None, **det.status(),
-                                                  "logged": poller.logged, "running": det.alive(),
-                                                  "error": det.error}
+        for sid, det in self.owned.items():
+            st = {"offset": 0, "watermark": None, "logged": 0, **det.status()}
+            for k in ("polls", "skipped_polls"):
+                if k in st:
+                    out[k] = out.get(k, 0) + st.pop(k)
+            out.setdefault("runners", {})[sid] = {**st, "running": det.alive(), "error": det.error}
         return out

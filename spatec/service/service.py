@@ -78,6 +78,8 @@ class Service:
         self.delivery = None
         self.positions: dict = {}            # source (vehicle) → [lon, lat, t µs]
         self.positions_changed = asyncio.Event()
+        self.position_readers = 0            # positions streams open
+        self.positions_asked = -1e9          # when GET /positions was last asked
         self.stop_event = asyncio.Event()
         self.loaded = asyncio.Event()        # the subscriptions stored at start are installed
         self.tasks: list = []
@@ -576,7 +578,13 @@ class Service:
                         msgs.append(await sub.next_msg(timeout=0.001))
                     except Exception:  # noqa: BLE001 - none waiting
                         break
-                for msg in msgs[-POSITION_POLLS:]:
+                if not self.positions_wanted():
+                    await asyncio.sleep(POSITIONS_EVERY)
+                    continue
+                last = {}
+                for msg in msgs:                  # the latest poll of each source
+                    last[msg.subject] = msg
+                for msg in list(last.values())[-POSITION_POLLS:]:
                     try:
                         got = await asyncio.to_thread(self._positions_of, msg.subject, msg.data, decl_of)
                     except Exception:  # noqa: BLE001 - a poll that is not positions: nothing to show
@@ -590,6 +598,11 @@ class Service:
                 await sub.unsubscribe()
             except Exception:  # noqa: BLE001 - closed
                 pass
+
+    def positions_wanted(self) -> bool:
+        """Whether anyone looks at positions (a page's stream, or a GET in the last 2 minutes):
+        polls are parsed for them only then."""
+        return self.position_readers > 0 or time.monotonic() - self.positions_asked < 120
 
     def _positions_of(self, subject: str, data: bytes, decl_of: dict) -> dict:
         import time as _time
