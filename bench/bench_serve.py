@@ -20,10 +20,11 @@ for (seeded):
 - 9 %: a zone (a 1-3 km box somewhere in the fleet's area), possibly or certainly;
 - 1 %: a line (``line == "N"``), and 5 dashboards that take every composite.
 
-``--sse`` of them (the dashboards among them) are read over SSE by this process. Latency
+``--sse`` of them (the dashboards among them) are read over SSE by a client process (one
+event loop, so that measuring takes the machine's two cores as little as it can). Latency
 is from the moment the composite was decided (the ``Spatec-Decided`` header its detector
-put on it in the alert log, read by a NATS subscriber here) to the moment its SSE frame is
-read. Composites per second: the alert log's, while the feed runs, and the rate at which
+put on it in the alert log, read by a NATS subscriber in the client) to the moment its SSE
+frame is read. Composites per second: the alert log's, while the feed runs, and the rate at which
 the dashboard received them. The baseline, in the same run, is the same service with 10
 subscriptions: the ratios say what the subscriptions cost. Also measured: making the
 subscriptions (bulk), starting again with them (kill -9, then until ``/status`` has them
@@ -42,7 +43,6 @@ import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -85,44 +85,25 @@ def mix(n: int, vehicles: list, lines: list, stops: list, box: tuple, rng: rando
     return out
 
 
-class Decided:
-    """The decision time of every composite, from the alert log's headers (a NATS subscriber)."""
-
-    def __init__(self, url: str):
-        self.url, self.at, self.stop = url, {}, threading.Event()
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-        self.thread.start()
-
-    async def _run(self):
-        import nats
-
-        nc = await nats.connect(self.url)
-
-        async def got(m):
-            h = m.headers or {}
-            if "Spatec-Decided" in h:
-                self.at[h.get("Nats-Msg-Id") or json.loads(m.data)["id"]] = float(h["Spatec-Decided"])
-        await nc.subscribe("spatec.alerts.>", cb=got)
-        while not self.stop.is_set():
-            await asyncio.sleep(0.1)
-        await nc.close()
-
-
-def reader(srv, sid: str, got: list, stop: threading.Event) -> None:
-    """An SSE client: (time read, composite id) of each alert frame (reads what the socket has
-    and finds the ``id:`` lines in it: the client's own work stays small beside the service's)."""
-    import http.client
+def client(port: int, token: str, sids: list, broker: str, out_path: str, stop_path: str) -> None:
+    """The subscribers, in a process of their own on one event loop (so that measuring costs
+    the machine as little as it can): every SSE stream read as it comes, ``(time read,
+    composite id)`` of each frame, and the decision time of every composite from the alert
+    log's headers (a NATS subscriber). Written to ``out_path`` when ``stop_path`` appears."""
     import re
 
     ident = re.compile(rb"(?:^|\n)id: ([^\r\n]*)\r?\n")
-    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    c.request("GET", f"/subscriptions/{sid}/events", headers={"Accept": "text/event-stream",
-                                                             "Authorization": f"Bearer {srv.token}"})
-    r = c.getresponse()
-    rest = b""
-    try:
-        while not stop.is_set():
-            chunk = r.read1(1 << 16)
+    got: dict = {sid: [] for sid in sids}
+    decided: dict = {}
+
+    async def stream(sid):
+        r, w = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+        w.write(f"GET /subscriptions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n".encode())
+        await w.drain()
+        rest = b""
+        while True:
+            chunk = await r.read(1 << 16)
             if not chunk:
                 return
             now = time.time()
@@ -132,9 +113,27 @@ def reader(srv, sid: str, got: list, stop: threading.Event) -> None:
                 rest = buf
                 continue
             rest = buf[cut + 4:]
-            got.extend((now, m.decode()) for m in ident.findall(b"\n" + buf[:cut + 2]))
-    except OSError:
-        return
+            got[sid].extend((now, m.decode()) for m in ident.findall(b"\n" + buf[:cut + 2]))
+
+    async def main():
+        import nats
+
+        nc = await nats.connect(broker)
+
+        async def on(m):
+            h = m.headers or {}
+            if "Spatec-Decided" in h:
+                decided[h.get("Nats-Msg-Id")] = float(h["Spatec-Decided"])
+        await nc.subscribe("spatec.alerts.>", cb=on)
+        tasks = [asyncio.create_task(stream(sid)) for sid in sids]
+        while not os.path.exists(stop_path):
+            await asyncio.sleep(0.2)
+        for t in tasks:
+            t.cancel()
+        await nc.close()
+
+    asyncio.run(main())
+    Path(out_path).write_text(json.dumps({"got": got, "decided": decided}))
 
 
 def run_scale(n: int, args, polls, world, work: Path) -> dict:
@@ -147,7 +146,6 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
     srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], state,
                 extra=["--lateness", "0s", "--trigger", "0.02s", "--outage", "off", "--checkpoint-every", "10s"]).start()
     out = {"subs": n}
-    stop = threading.Event()
     try:
         rng = random.Random(7)
         reqs = mix(n, *world, rng)
@@ -166,41 +164,48 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         while srv.status()["subscriptions"] < n:
             time.sleep(0.05)
         out["restart_s"] = time.perf_counter() - t0
-        decided = Decided(srv.status()["broker"]["url"])
-        readers = {}
         picked = ids[:5] + rng.sample(ids[5:], min(max(0, args.sse - 5), max(0, len(ids) - 5)))
-        for sid in picked:
-            got: list = []
-            readers[sid] = got
-            threading.Thread(target=reader, args=(srv, sid, got, stop), daemon=True).start()
-        time.sleep(2.0)
+        import multiprocessing
+
+        res_path, stop_path = work / f"client-{n}.json", work / f"client-{n}.stop"
+        cli = multiprocessing.get_context("spawn").Process(
+            target=client, args=(srv.port, srv.token, picked, srv.status()["broker"]["url"], str(res_path),
+                                 str(stop_path)), daemon=True)
+        cli.start()
+        time.sleep(3.0)
         speed = args.rate * PER_COMPOSITE / world_rate(polls)
         feed = FeedServer(polls, speed=speed, port=port).start()
+        print(f"  {n:,} subscriptions: feed started at {time.strftime('%H:%M:%S')}", flush=True)
         span = (polls[-1].received - polls[0].received) / speed
         t_feed = time.time()
         time.sleep(span + 2)
         last, still = -1, 0
-        while still < 3:                       # until the log and the dashboard are still
+        while still < 3:                       # until the log is still
             time.sleep(1.0)
-            cur = (srv.status()["log"], len(readers[ids[0]]))
+            cur = srv.status()["log"]
             still = still + 1 if cur == last else 0
             last = cur
+        time.sleep(2.0)
         feed.stop()
-        stop.set()
-        decided.stop.set()
+        stop_path.write_text("")
+        cli.join(120)
+        res = json.loads(res_path.read_text())
+        decided = res["decided"]
+        readers = {sid: [tuple(x) for x in v] for sid, v in res["got"].items()}
         st = srv.status()
         out["composites"] = st["log"]
-        when = sorted(decided.at.values())
+        when = sorted(decided.values())
         # the log's rate while the feed ran: composites decided over the span they were decided in
         window = [t for t in when if t >= t_feed]
         out["decided_per_s"] = (len(window) - 1) / (window[-1] - window[0]) if len(window) > 1 else 0.0
         dash = readers[ids[0]]
         out["dashboard_per_s"] = (len(dash) - 1) / (dash[-1][0] - dash[0][0]) if len(dash) > 1 else 0.0
-        lat = sorted((t - decided.at[c]) * 1e3 for got in readers.values() for t, c in got if c in decided.at)
+        lat = sorted((t - decided[c]) * 1e3 for got in readers.values() for t, c in got if c in decided)
         out["frames"] = len(lat)
         q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")  # noqa: E731
         out["p50_ms"], out["p99_ms"], out["max_ms"] = q(0.5), q(0.99), (lat[-1] if lat else float("nan"))
         out["groups"] = st["groups"]
+        out["hub_lag_ms"] = st.get("decided_to_hub_ms")         # decided -> in the buffers, the last alerts
         t0 = time.perf_counter()
         for i in range(0, len(ids), 10_000):
             code, body = call(srv, "POST", "/subscriptions/bulk-delete", {"ids": ids[i:i + 10_000]}, timeout=900)
@@ -208,7 +213,6 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         out["deleted_s"] = time.perf_counter() - t0
         out["healthy"] = srv.status()["healthy"]
     finally:
-        stop.set()
         srv.stop()
     return out
 
