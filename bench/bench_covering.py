@@ -177,13 +177,13 @@ def main() -> None:
                 def add_entry(self, e):
                     pass
 
-            def match(alert, env, hull):
+            def match(alert, env, hull, lonlat=False):
                 return [Everyone(naive_match(subs, alert, env, hull))], []
             hub.index.match = match
         inner = hub.index.match
 
-        def recording(alert, env, hull):
-            got = inner(alert, env, hull)
+        def recording(alert, env, hull, lonlat=False):
+            got = inner(alert, env, hull, lonlat)
             hub.last_matched = got[0]
             return got
         hub.index.match = recording
