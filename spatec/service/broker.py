@@ -171,6 +171,22 @@ async def kv_update(js, bucket: str, key: str, value: bytes, last: int, ttl: flo
     return ack.seq
 
 
+async def kv_many(js, bucket: str, writes: list, timeout: float = 60.0) -> list:
+    """Many key writes at once (JetStream's asynchronous publish: sent back to back, then every
+    acknowledgement awaited): ``writes`` of ``(key, value, ttl)`` made only where the key is
+    new (value bytes), or ``(key, None, None)`` purged. Each result is True or the error."""
+    futs = []
+    for key, value, ttl in writes:
+        if value is None:
+            hdr = {"KV-Operation": "PURGE", "Nats-Rollup": "sub"}
+            futs.append(await js.publish_async(f"$KV.{bucket}.{key}", b"", headers=hdr))
+        else:
+            hdr = {"Nats-Expected-Last-Subject-Sequence": "0"}
+            futs.append(await js.publish_async(f"$KV.{bucket}.{key}", value, headers=hdr, msg_ttl=ttl))
+    got = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), timeout)
+    return [True if not isinstance(g, BaseException) else g for g in got]
+
+
 class Broker:
     """The connection and the service's streams and buckets (async; one event loop)."""
 

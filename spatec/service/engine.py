@@ -2,9 +2,10 @@
 reading that log, its alerts published to the alert log.
 
 Work is split by source. Each source has an owner: the process holding its key in the
-``spatec_owners`` bucket (a short TTL, renewed every second; a process owns at most its
-fair share of the sources, so two processes split two sources). The owner runs two
-threads for it:
+``spatec_owners`` bucket (a short TTL, renewed every second by a task of its own; a process
+owns at most its fair share of the sources, so two processes split two sources). The owner
+runs the source in a process of its own (:class:`Detector`: a core of its own, and nothing
+that happens to it can happen to the service), with two parts:
 
 - a **poller** that fetches the feed (asking numbered feeds for the poll after the last
   one in the log, ``?after=N``) and publishes each poll to the input stream with
@@ -22,8 +23,8 @@ input log, unless the program or ``--crs`` names one; the first process to decid
 writes it to the ``spatec_meta`` bucket, and every process and every later start uses
 that one (REFERENCE decision 40). Detection waits for it; the input is logged meanwhile.
 
-A detector that fails is started again from its checkpoint, with backoff (1 s to 60 s),
-and ``/status`` reports it while it fails.
+A source's process that fails is started again (its runner from its checkpoint), with
+backoff (1 s to 60 s), and ``/status`` reports it while it fails.
 
 When an owner dies its keys lapse (:data:`OWNER_TTL`) and another process takes the source:
 its detector reads the source's input from the log (from its own checkpoint, or from the

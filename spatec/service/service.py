@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from spatec.service.areas import Areas
-from spatec.service.broker import SUBS, Broker, BrokerWatch, EmbeddedNats, kv_update
+from spatec.service.broker import SUBS, Broker, BrokerWatch, EmbeddedNats, kv_many, kv_update
 from spatec.service.hub import Hub
 from spatec.service.subscriptions import Checker, PushPolicy, RequestError, Subscription
 from spatec.spatial.crs import Projector, utm_epsg
@@ -44,7 +44,7 @@ WATCH_EVERY = 1.0      # s between two looks at the broker
 POSITION_POLLS = 5     # of a backlog of polls, the last ones shown on the page
 POSITIONS_EVERY = 1.0  # s between two looks at new polls for the page
 HEALTHY_AFTER = 30.0   # s a restarted task must run before it counts as healthy again
-STORE_CHUNK = 256      # bucket writes in flight at once (bulk create and delete)
+BULK_CHUNK = 2000      # bucket writes sent at once (bulk create and delete, lapsed leases)
 
 
 class Unavailable(Exception):
@@ -332,18 +332,12 @@ class Service:
                     log.info("subscription %s: lease lapsed", sid)
                     self.hub.drop(sid)
                     lapsed.append(sid)
-            for i in range(0, len(lapsed), STORE_CHUNK):
-                await asyncio.gather(*(self._purge(s) for s in lapsed[i:i + STORE_CHUNK]))
+            for i in range(0, len(lapsed), BULK_CHUNK):
+                await kv_many(self.broker.js, SUBS, [(sid, None, None) for sid in lapsed[i:i + BULK_CHUNK]])
             try:
                 await asyncio.wait_for(self.stop_event.wait(), 0.5)
             except asyncio.TimeoutError:
                 pass
-
-    async def _purge(self, sid: str) -> None:
-        try:
-            await self.broker.subs.purge(sid)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
 
     def _suspended(self, sid: str, reason: str) -> None:
         """A subscription was suspended: store it so, so that no process evaluates it again."""
@@ -400,24 +394,18 @@ class Service:
             return out
 
         made = await asyncio.to_thread(check)
-        kv = self.broker.subs
-
-        async def put(sub):
-            try:
-                await kv.create(sub.id, json.dumps(sub.to_json()).encode(), msg_ttl=_ttl(sub.lease))
-                return sub
-            except Exception as e:  # noqa: BLE001 - reported for that one
-                return RequestError(f"not stored: {type(e).__name__}", status=503)
-
         out = list(made)
         todo = [(i, s) for i, s in enumerate(made) if isinstance(s, Subscription)]
-        for k in range(0, len(todo), STORE_CHUNK):
-            chunk = todo[k:k + STORE_CHUNK]
-            got = await asyncio.gather(*(put(s) for _, s in chunk))
-            for (i, _), g in zip(chunk, got):
-                out[i] = g
-                if isinstance(g, Subscription):
-                    self._install(g)
+        for k in range(0, len(todo), BULK_CHUNK):
+            chunk = todo[k:k + BULK_CHUNK]
+            got = await kv_many(self.broker.js, SUBS, [(s.id, json.dumps(s.to_json()).encode(), _ttl(s.lease))
+                                                       for _, s in chunk])
+            for (i, sub), g in zip(chunk, got):
+                if g is True:
+                    out[i] = sub
+                    self._install(sub)
+                else:
+                    out[i] = RequestError(f"not stored: {type(g).__name__}", status=503)
         return out
 
     async def renew(self, ident, sub_id: str, req) -> Subscription:
@@ -478,8 +466,8 @@ class Service:
             (mine if st is not None and st.sub.owner == ident.name else missing).append(sid)
         for sid in mine:
             self.hub.drop(sid)
-        for k in range(0, len(mine), STORE_CHUNK):
-            await asyncio.gather(*(self._purge(s) for s in mine[k:k + STORE_CHUNK]))
+        for k in range(0, len(mine), BULK_CHUNK):
+            await kv_many(self.broker.js, SUBS, [(sid, None, None) for sid in mine[k:k + BULK_CHUNK]])
         return len(mine), missing
 
     def listing(self, ident, limit: int, after: str | None) -> list[dict]:
