@@ -7,13 +7,17 @@ to be fast, and they must give exactly spatec's composites: one row per
 composite, its event ids in variable order (``(A,)``, ``(A, B, C, D)``, ``(A,
 B)``), to be compared with the ``events`` column of spatec's output.
 
-Two forms, one set of queries:
+Three forms, one set of queries:
 
 * DuckDB in memory (``duckdb_silent`` …: a pandas frame in, a set of tuples
-  out), for the tests on small inputs; and DuckDB from a file
-  (:func:`duckdb_file`), what the bench times: it reads the canonical events'
-  Parquet file (:func:`write_canonical`), projects the positions (pyproj, as
-  spatec does) batch by batch and materialises the rows in a DuckDB table.
+  out), for the tests on small inputs; and DuckDB from a file, what the bench
+  times, two ways: :func:`duckdb_file` reads the canonical events' Parquet
+  file (:func:`write_canonical`), projects the positions (pyproj, as spatec
+  does) batch by batch in Python and materialises the rows in a DuckDB table;
+  :func:`duckdb_sql_file` has DuckDB read the file and project the positions
+  itself, in SQL (:func:`projected_sql`: PROJ's transverse Mercator written
+  out as SQL, pyproj's positions to the bit on valid input), with no Python
+  per batch.
 * PySpark from a file (:func:`pyspark_file` / :func:`pyspark_write`): Spark
   reads the same Parquet file, projects the positions in its tasks
   (``mapInArrow``), runs the query and writes the rows to a Parquet folder;
@@ -98,6 +102,8 @@ Place coordinates and radii: :data:`BUS_PLACES` (from ``bus.spatec``), or
 :func:`places_of` on a compiled program.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -232,10 +238,16 @@ WHERE at_h AND b_at_s
 
 def duckdb_hospital_to_station(df: pd.DataFrame, crs: str, places: dict = BUS_PLACES) -> set:
     """``HospitalToStation`` in DuckDB: {(A, B)}. ``places``: name → (lon, lat, radius m)."""
-    pl = _project_places(places, crs)
-    params = {f"{k}_{c}": v for k, n in (("h", "hospital"), ("s", "station"))
-              for c, v in zip("xyr", pl[n])}
-    return _duck_rows(df, crs, DUCKDB_H2S, params)
+    return _duck_rows(df, crs, DUCKDB_H2S, _place_params(_project_places(places, crs)))
+
+
+def _place_params(projected: dict) -> dict:
+    """:data:`DUCKDB_H2S`'s parameters from the projected places (name → (x, y, radius))."""
+    return {f"{k}_{c}": v for k, n in (("h", "hospital"), ("s", "station")) for c, v in zip("xyr", projected[n])}
+
+
+#: The queries by baseline name, over the prepared events ``ev``.
+_QUERIES = {"silent": DUCKDB_SILENT, "stuck": DUCKDB_STUCK, "hospital_to_station": DUCKDB_H2S}
 
 
 # ------------------------------------------------------------------------- from files, streaming
@@ -254,6 +266,8 @@ def duckdb_hospital_to_station(df: pd.DataFrame, crs: str, places: dict = BUS_PL
 CANONICAL = ("_id", "vehicle", "_t", "_lo", "_hi", "_lon", "_lat", "_r")
 #: The phrases' variables, in the order of the baselines' tuples (spatec's ``events`` keys, sorted).
 VARIABLES = {"hospital_to_station": ("A", "B"), "stuck": ("A", "B", "C", "D"), "silent": ("A",)}
+#: The columns of a DuckDB baseline's result table ``res`` that hold the :data:`VARIABLES`, in their order.
+RESULT_COLUMNS = {"hospital_to_station": ("id", "b_id"), "stuck": ("a_id", "b_id", "c_id", "d_id"), "silent": ("id",)}
 #: DuckDB's memory for one baseline (it spills beyond, to ``temp_directory``): bounded on a shared machine.
 DUCK_MEMORY = "6GB"
 
@@ -340,11 +354,8 @@ def duckdb_file(name: str, path: str, crs: str, places: dict = BUS_PLACES, tmp: 
     canonical events of the Parquet file ``path`` (:func:`write_canonical`): the events
     streamed in and projected, the query's rows materialised in a table. Returns the open
     connection, whose table ``res`` holds the result (for :func:`digest`; close it)."""
-    sql = {"silent": DUCKDB_SILENT, "stuck": DUCKDB_STUCK, "hospital_to_station": DUCKDB_H2S}[name]
-    params = None
-    if name == "hospital_to_station":
-        pl = _project_places(places, crs)
-        params = {f"{k}_{c}": v for k, n in (("h", "hospital"), ("s", "station")) for c, v in zip("xyr", pl[n])}
+    sql = _QUERIES[name]
+    params = _place_params(_project_places(places, crs)) if name == "hospital_to_station" else None
     con = _duck(tmp)
     try:
         for i, part in enumerate(_projected(path, crs)):
@@ -396,6 +407,207 @@ def rows_digest(rows: set, variables) -> tuple[int, int]:
         return digest(con, "rows_", list(variables))
     finally:
         con.close()
+
+
+# ------------------------------------------------------------------------- DuckDB, projecting in SQL
+#
+# The same three queries on the same canonical Parquet file, but with no Python per batch:
+# DuckDB reads the file and computes the metric positions itself, in SQL (issue 30).
+# DuckDB's spatial extension (``ST_Transform``) cannot be had here: DuckDB's extension
+# repository is out of reach, and PyPI's ``duckdb-extension-spatial`` is built only for
+# DuckDB up to 1.5.5, not for the 2.0.0 the project pins. So the projection is written out
+# as SQL: the transverse Mercator forward of PROJ 9 (``tmerc.cpp``, ``exact_e_fwd``: Poder
+# and Engsager's 6th-order Krüger series, what ``+proj=utm`` runs, accurate to a few
+# nanometres within the zone), operation for operation and in PROJ's order of evaluation,
+# with PROJ's constants computed here as PROJ computes them (``setup_exact``, ``ell_set``,
+# ``utm``). ``hypot``, which DuckDB lacks, is glibc's (2.35+: Borges' corrected
+# ``sqrt(x*x + y*y)``, the kernel without FMA). Every operation is a plain IEEE double
+# operation or the C library's ``sin``/``cos``/``atan2``/``asinh``, so with the C library
+# pyproj's PROJ uses (here glibc 2.36) the SQL positions are pyproj's to the bit: every
+# position of the Cambridge hour and of the bench's bus-days, and 250,000 random positions
+# (a fifth over the whole globe, the rest within the zone) in each of zones 1, 30, 31 and
+# 60, north and south. tests/runners/test_baselines.py asserts them
+# within 1 µm (another C library may round differently); the bench's count-and-digest
+# check stays the guard that no overlap decision differs.
+
+#: PROJ's ``DEG_TO_RAD`` (``unitconvert``'s factor from degrees to radians).
+_DEG_TO_RAD = 0.017453292519943296
+#: WGS 84 (``+ellps=WGS84``): semi-major axis (m) and inverse flattening.
+_WGS84_A, _WGS84_RF = 6378137.0, 298.257223563
+
+
+def _utm_zone(crs: str) -> tuple[int, bool]:
+    """(zone 1..60, south) of a WGS 84 UTM code ``EPSG:326NN`` / ``EPSG:327NN`` (what
+    ``spatec.spatial.crs.choose_crs`` picks); ValueError for any other CRS."""
+    import re
+
+    m = re.fullmatch(r"EPSG:32([67])(\d\d)", str(crs).strip().upper())
+    if not m or not 1 <= int(m.group(2)) <= 60:
+        raise ValueError(f"the SQL projection is written for the WGS 84 UTM zones (EPSG:32601..32660, "
+                         f"EPSG:32701..32760), not {crs!r}")
+    return int(m.group(2)), m.group(1) == "7"
+
+
+def tmerc_constants(crs: str) -> dict:
+    """PROJ 9's constants of the UTM projection ``crs`` (a WGS 84 UTM zone), computed as
+    PROJ computes them, operation for operation: ``a``, ``x0``, ``y0``, ``lam0`` (the
+    central meridian, radians), ``Qn`` (the normalised meridian quadrant times ``k0``),
+    ``Zb`` (-0.0: the origin is on the equator) and the 6-term Krüger series ``cbg``
+    (geodetic to Gaussian latitude) and ``gtu`` (Gaussian sphere to the ellipsoid's
+    transverse Mercator)."""
+    zone, south = _utm_zone(crs)
+    f = 1 / _WGS84_RF                                   # ell_set: rf given
+    es = 2 * f - f * f
+    alpha = math.asin(math.sqrt(es))                    # pj_calc_ellipsoid_params
+    n = math.pow(math.tan(alpha / 2), 2)                # third flattening
+    cbg = [0.0] * 6
+    gtu = [0.0] * 6
+    np_ = n
+    cbg[0] = n * (-2 + n * (2 / 3.0 + n * (4 / 3.0 + n * (-82 / 45.0 + n * (32 / 45.0 + n * (4642 / 4725.0))))))
+    np_ *= n
+    cbg[1] = np_ * (5 / 3.0 + n * (-16 / 15.0 + n * (-13 / 9.0 + n * (904 / 315.0 + n * (-1522 / 945.0)))))
+    np_ *= n
+    cbg[2] = np_ * (-26 / 15.0 + n * (34 / 21.0 + n * (8 / 5.0 + n * (-12686 / 2835.0))))
+    np_ *= n
+    cbg[3] = np_ * (1237 / 630.0 + n * (-12 / 5.0 + n * (-24832 / 14175.0)))
+    np_ *= n
+    cbg[4] = np_ * (-734 / 315.0 + n * (109598 / 31185.0))
+    np_ *= n
+    cbg[5] = np_ * (444337 / 155925.0)
+    k0 = 0.9996
+    np_ = n * n
+    qn = k0 / (1 + n) * (1 + np_ * (1 / 4.0 + np_ * (1 / 64.0 + np_ / 256.0)))
+    gtu[0] = n * (0.5 + n * (-2 / 3.0 + n * (5 / 16.0 + n * (41 / 180.0 + n * (-127 / 288.0 + n * (7891 / 37800.0))))))
+    gtu[1] = np_ * (13 / 48.0 + n * (-3 / 5.0 + n * (557 / 1440.0 + n * (281 / 630.0 + n * (-1983433 / 1935360.0)))))
+    np_ *= n
+    gtu[2] = np_ * (61 / 240.0 + n * (-103 / 140.0 + n * (15061 / 26880.0 + n * (167603 / 181440.0))))
+    np_ *= n
+    gtu[3] = np_ * (49561 / 161280.0 + n * (-179 / 168.0 + n * (6601661 / 7257600.0)))
+    np_ *= n
+    gtu[4] = np_ * (34729 / 80640.0 + n * (-3418889 / 1995840.0))
+    np_ *= n
+    gtu[5] = np_ * (212378941 / 319334400.0)
+    # phi0 = 0: the origin's Gaussian latitude gatg(cbg, 0) is 0, clens(gtu, 0) is sin(0) * ... = 0
+    zb = -qn * (0.0 + 0.0)
+    return {"a": _WGS84_A, "x0": 500000.0, "y0": 10000000.0 if south else 0.0,
+            "lam0": (zone - 1 + .5) * math.pi / 30. - math.pi, "Qn": qn, "Zb": zb, "cbg": cbg, "gtu": gtu}
+
+
+def _lit(v: float) -> str:
+    """A DOUBLE literal of exactly ``v`` (a decimal literal would be a DECIMAL in DuckDB)."""
+    return f"'{float(v)!r}'::DOUBLE"
+
+
+def tmerc_steps(crs: str, lon: str = "_lon", lat: str = "_lat") -> list:
+    """PROJ's ``exact_e_fwd`` (with ``unitconvert``'s degrees to radians, ``fwd_prepare``'s
+    shift to the central meridian and ``adjlon``, ``fwd_finalize``'s scaling and false
+    origin) as SQL over the columns ``lon``, ``lat`` (WGS 84 degrees): a list of steps,
+    each a list of ``(name, expression)`` over the columns of the steps before it; the
+    last step's ``x``, ``y`` are the metres in ``crs``. ``infinity`` beyond PROJ's domain
+    (more than ~150° of the Gaussian sphere from the central meridian), as pyproj's inf."""
+    k = tmerc_constants(crs)
+    L = _lit
+    cbg, gtu = k["cbg"], k["gtu"]
+    pi = math.pi
+
+    def adjlon(v):          # adjlon.cpp: into -pi..pi
+        w = f"({v} + {L(pi)})"
+        return (f"CASE WHEN abs({v}) < {L(pi + 1e-12)} THEN {v} "
+                f"ELSE ({w} - {L(2 * pi)} * floor({w} / {L(2 * pi)})) - {L(pi)} END")
+
+    steps = [
+        # unitconvert deg -> rad; fwd_prepare: lam - from_greenwich (0) - lam0
+        [("lam_", f"{lon} * {L(_DEG_TO_RAD)} - {L(k['lam0'])}"), ("phi_", f"{lat} * {L(_DEG_TO_RAD)}")],
+        [("lam_", adjlon("lam_")), ("two_cos_2b", "2 * cos(2 * phi_)"), ("sin_2b", "sin(2 * phi_)")],
+    ]
+    # gatg(cbg, phi): Clenshaw; the first turn's -h2 is -0.0, which adds nothing
+    steps.append([("g4", f"two_cos_2b * {L(cbg[5])} + {L(cbg[4])}")])
+    steps.append([("g3", f"({L(-cbg[5])} + two_cos_2b * g4) + {L(cbg[3])}")])
+    for j in (2, 1, 0):
+        steps.append([(f"g{j}", f"(-g{j + 2} + two_cos_2b * g{j + 1}) + {L(cbg[j])}")])
+    steps += [
+        [("cn_", "phi_ + g0 * sin_2b")],
+        [("sin_cn", "sin(cn_)"), ("cos_cn", "cos(cn_)"), ("sin_ce", "sin(lam_)"), ("cos_ce", "cos(lam_)")],
+        [("cc", "cos_cn * cos_ce")],
+        [("cn_", "atan2(sin_cn, cc)"),
+         ("hx", "greatest(abs(sin_cn), abs(cc))"), ("hy", "least(abs(sin_cn), abs(cc))")],
+        [("hh", "sqrt(hx * hx + hy * hy)")],
+        # glibc's hypot(sin_cn, cc) (e_hypot.c, kernel without FMA); its scaling of huge or
+        # tiny inputs cannot apply: |sin|, |cos| <= 1, and both tiny is outside the domain
+        [("hyp", f"CASE WHEN hy <= hx * {L(2.0 ** -54)} THEN hx + hy "
+                 "WHEN hh <= 2 * hy THEN hh - ((hx * (2 * (hh - hy) - hx)) "
+                 "+ ((hh - hy) - 2 * (hx - hy)) * (hh - hy)) / (2 * hh) "
+                 "ELSE hh - ((2 * (hh - hx)) * (hx - 2 * hy) "
+                 "+ ((4 * (hh - hx) - hy) * hy + (hh - hx) * (hh - hx))) / (2 * hh) END")],
+        [("inv", "1. / hyp")],
+        [("tan_ce", "sin_ce * cos_cn * inv"), ("two_inv", "2 * inv")],
+        [("ce_", "asinh(tan_ce)"), ("two_inv_sq", "two_inv * inv"), ("sinh_i", "tan_ce * two_inv")],
+        [("tmp_r", "cc * two_inv_sq"), ("cosh_i", "two_inv_sq - 1")],
+        [("sin_r", "sin_cn * tmp_r"), ("cos_r", "cc * tmp_r - 1")],
+        # clenS(gtu, ...): complex Clenshaw; the first turn's zero terms add nothing
+        [("cr", "2 * cos_r * cosh_i"), ("ci", "-2 * sin_r * sinh_i"),
+         ("rr", "sin_r * cosh_i"), ("ri", "cos_r * sinh_i")],
+        [("hr4", f"cr * {L(gtu[5])} + {L(gtu[4])}"), ("hi4", f"ci * {L(gtu[5])}")],
+        [("hr3", f"(({L(-gtu[5])} + cr * hr4) - ci * hi4) + {L(gtu[3])}"), ("hi3", "ci * hr4 + cr * hi4")],
+    ]
+    for j in (2, 1, 0):
+        steps.append([(f"hr{j}", f"((-hr{j + 2} + cr * hr{j + 1}) - ci * hi{j + 1}) + {L(gtu[j])}"),
+                      (f"hi{j}", f"(-hi{j + 2} + ci * hr{j + 1}) + cr * hi{j + 1}")])
+    steps += [
+        [("cn_", "cn_ + (rr * hr0 - ri * hi0)"), ("ce_", "ce_ + (rr * hi0 + ri * hr0)")],
+        # the domain; Qn * Cn + Zb, Qn * Ce; fwd_finalize: a * xy + x0 (fr_meter 1)
+        [("x", f"CASE WHEN abs(ce_) <= {L(2.623395162778)} "
+               f"THEN {L(k['a'])} * ({L(k['Qn'])} * ce_) + {L(k['x0'])} ELSE 'infinity'::DOUBLE END"),
+         ("y", f"CASE WHEN abs(ce_) <= {L(2.623395162778)} "
+               f"THEN {L(k['a'])} * ({L(k['Qn'])} * cn_ + {L(k['Zb'])}) + {L(k['y0'])} ELSE 'infinity'::DOUBLE END")],
+    ]
+    return steps
+
+
+def projected_sql(source: str, crs: str, columns: dict, lon: str = "_lon", lat: str = "_lat") -> str:
+    """``SELECT`` of ``columns`` (output name → expression over the relation ``source``;
+    the names ``x`` and ``y`` are the positions of ``source``'s ``lon``, ``lat`` in
+    ``crs``, computed by :func:`tmerc_steps`), in that order: a nested ``SELECT`` a step,
+    so that every intermediate value is computed once a row, and only where a query uses
+    ``x`` or ``y`` (DuckDB prunes the unused columns)."""
+    keep = {c: e for c, e in columns.items() if c not in ("x", "y")}
+    have = set(keep) | {"lon_", "lat_"}
+    sql = "SELECT " + "".join(f"{e} AS {c}, " for c, e in keep.items()) + f"{lon} AS lon_, {lat} AS lat_ FROM {source}"
+    for step in tmerc_steps(crs, "lon_", "lat_"):
+        again = [f"{e} AS {n}" for n, e in step if n in have]
+        new = [f", {e} AS {n}" for n, e in step if n not in have]
+        sql = f"SELECT *{' REPLACE (' + ', '.join(again) + ')' if again else ''}{''.join(new)} FROM ({sql})"
+        have |= {n for n, _ in step}
+    return f"SELECT {', '.join(columns)} FROM ({sql})"
+
+
+def project_places_in_sql(con, places: dict, crs: str, names=("hospital", "station")) -> dict:
+    """name → (x, y, radius) in ``crs``: each centre projected by the same SQL as the events."""
+    rows = ", ".join(f"({_lit(places[n][0])}, {_lit(places[n][1])}, {i})" for i, n in enumerate(names))
+    sql = projected_sql(f"(VALUES {rows}) AS p(lon, lat, i)", crs, {"i": "i", "x": "x", "y": "y"}, "lon", "lat")
+    got = {i: (x, y) for i, x, y in con.execute(sql).fetchall()}
+    return {n: (float(got[i][0]), float(got[i][1]), float(places[n][2])) for i, n in enumerate(names)}
+
+
+def duckdb_sql_file(name: str, path: str, crs: str, places: dict = BUS_PLACES, tmp: str | None = None):
+    """Baseline ``name`` (``silent``, ``stuck``, ``hospital_to_station``) in DuckDB on the
+    canonical events of the Parquet file ``path`` (:func:`write_canonical`), projecting
+    in SQL: the events (``ev``) are a view over the file whose ``x``, ``y`` DuckDB computes
+    (:func:`projected_sql`; the places too), no Python per batch; the query's rows
+    materialised in a table. Returns the open connection, whose table ``res`` holds the
+    result (for :func:`digest`; close it)."""
+    cols = {"id": "_id", "vehicle": "vehicle", "t": "_t", "lo": "_lo", "hi": "_hi", "x": "x", "y": "y", "r": "_r"}
+    con = _duck(tmp)
+    try:
+        con.execute("CREATE TEMP VIEW ev AS " + projected_sql(f"read_parquet({_quote(path)})", crs, cols))
+        params = None
+        if name == "hospital_to_station":
+            params = _place_params(project_places_in_sql(con, places, crs))
+        con.execute("CREATE TEMP TABLE res AS " + _QUERIES[name], params)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 # ------------------------------------------------------------------------- PySpark, from files, streaming

@@ -14,22 +14,29 @@ that (``--scales``, e.g. ``1,4,16``), written once as Parquet under
    phrase —, matching, writing the output file; ``fixes/s`` is input rows
    over the whole, ``ingest_s`` and ``match_s`` its two stages;
 3. for ``silent``, ``stuck`` and ``hospital_to_station``, runs the
-   hand-written DuckDB SQL and PySpark baselines of :mod:`baselines` on the
-   same canonical events, in the same process (PySpark's in the same
-   SparkSession spatec ran on), and asserts they produce exactly spatec's
+   hand-written baselines of :mod:`baselines` — DuckDB projecting with
+   pyproj, DuckDB projecting in SQL, PySpark — on the same canonical events,
+   in the same process (PySpark's in the same SparkSession spatec ran on),
+   and asserts they produce exactly spatec's
    composites: the same number of rows and the same order-free digest of
    their event ids (:func:`baselines.digest`), which DuckDB computes from
    spatec's output file and from each baseline's rows. Nothing holds every
    event or every composite in Python, so both baselines run at 16x too:
    spatec's canonical events are written once to a Parquet file, slice by
    slice (:func:`baselines.write_canonical`, untimed), and each baseline's
-   time is reading that file, projecting the positions (DuckDB: batch by
-   batch in Python; PySpark: ``mapInArrow`` in its tasks), and the query with
-   its rows materialised (DuckDB: in a table, :func:`baselines.duckdb_file`;
-   PySpark: written by Spark to a Parquet folder, :func:`baselines.pyspark_write`).
-   ``spatec_vs_pyspark`` puts spatec's whole run (reading and typing the
-   input included) against the baselines' times, ``match_vs_pyspark`` only
-   its matching stage; ``duckdb_mb``, ``pyspark_driver_mb`` and
+   time is reading that file, projecting the positions, and the query with
+   its rows materialised: ``duckdb_pyproj_s`` projects with pyproj batch by
+   batch in Python into a DuckDB table (:func:`baselines.duckdb_file`);
+   ``duckdb_sql_s`` projects in DuckDB's SQL, no Python per batch, over a
+   view of the file (:func:`baselines.duckdb_sql_file`; PROJ's transverse
+   Mercator written out in SQL, pyproj's positions to the bit on valid
+   input); ``pyspark_s`` projects with pyproj in ``mapInArrow`` tasks and
+   Spark writes the rows to a Parquet folder (:func:`baselines.pyspark_write`).
+   ``spatec_vs_duckdb_pyproj``, ``spatec_vs_duckdb_sql``, ``spatec_vs_pyspark``
+   put spatec's whole run (reading and typing the input included) against
+   each baseline's time, ``spatec_vs_fastest`` against the fastest of them
+   (``fastest``: which), ``match_vs_pyspark`` only its matching stage;
+   ``duckdb_pyproj_mb``, ``duckdb_sql_mb``, ``pyspark_driver_mb`` and
    ``pyspark_workers_mb`` are the baselines' peak memory (as below);
 4. with ``--local`` (scale 1 only), the local runner's matching on the same events;
    with ``--automaton`` (scale 1 only), the local runner's matching with the fast paths and
@@ -209,7 +216,7 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
     from spatec.plan.program import compile_program
     from spatec.runners.local import replay_frames
     from spatec.runners.replay import ingest
-    from spatec.runners.serial import local_replay
+    from spatec.runners.local import local_replay
     from spatec.runners.spark.batch import replay_spark, warm_workers
     from spatec.runners.spark.session import get_or_create
 
@@ -271,9 +278,11 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
             got = compare_baselines(c, result, data, out, phrases, spark if pyspark else None)
             # spatec end to end (reading and typing the input included) against the baselines
             # from canonical events already typed (DuckDB: from their Parquet file)
-            row.update(got, spatec_vs_duckdb=t_total / got["duckdb_s"], again_vs_duckdb=t_again / got["duckdb_s"])
+            row.update(got)
+            row.update(ratios(t_total, got))
+            row["again_vs_fastest"] = t_again / got[row["fastest"] + "_s"]
             if "pyspark_s" in got:
-                row.update(spatec_vs_pyspark=t_total / got["pyspark_s"], match_vs_pyspark=t_match / got["pyspark_s"])
+                row["match_vs_pyspark"] = t_match / got["pyspark_s"]
             row["load_end"] = os.getloadavg()[0]
     return row
 
@@ -284,12 +293,14 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
     count and an order-free digest of the event ids, :func:`baselines.digest`, read by
     DuckDB from spatec's output file and from the baseline's rows). Streaming: the
     canonical events are written once to Parquet slice by slice (untimed); DuckDB
-    (:func:`baselines.duckdb_file`) and, with ``spark``, PySpark
+    projecting with pyproj (:func:`baselines.duckdb_file`), DuckDB projecting in SQL
+    (:func:`baselines.duckdb_sql_file`) and, with ``spark``, PySpark
     (:func:`baselines.pyspark_write`, in spatec's SparkSession) each read that file
-    themselves, so no step holds all events or all composites in Python. Each engine's
-    time is reading the file, projecting the positions, the query and its rows
-    materialised (DuckDB: a table; PySpark: a Parquet folder written by Spark); its peak
-    memory (``duckdb_mb``: the driver process tree; ``pyspark_driver_mb`` /
+    themselves, so no step holds all events or all composites in Python. Each baseline's
+    time (``duckdb_pyproj_s``, ``duckdb_sql_s``, ``pyspark_s``) is reading the file,
+    projecting the positions, the query and its rows materialised (DuckDB: a table;
+    PySpark: a Parquet folder written by Spark); its peak memory (``duckdb_pyproj_mb``,
+    ``duckdb_sql_mb``: the driver process tree; ``pyspark_driver_mb`` /
     ``pyspark_workers_mb``) is sampled over its three queries."""
     import baselines as B
 
@@ -298,23 +309,26 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
     assert used == result.ingest.used, (used, result.ingest.used)
     crs = result.crs
     names = {"HospitalToStation": "hospital_to_station", "Stuck": "stuck", "Silent": "silent"}
-    t_duck = t_ps = 0.0
-    duck_mem, ps_mem = PeakMemory(), PeakMemory()
+    duckdb = {"duckdb_pyproj": B.duckdb_file, "duckdb_sql": B.duckdb_sql_file}
+    seconds = dict.fromkeys(duckdb, 0.0)
+    mem = {k: PeakMemory() for k in duckdb}
+    t_ps = 0.0
+    ps_mem = PeakMemory()
+    places = B.places_of(c.program)
     for phrase in phrases:
         name = names[phrase]
         variables = B.VARIABLES[name]
         mine = B.output_digest(result.paths[phrase], variables)
         assert mine[0] == result.counts[phrase], (phrase, mine, result.counts[phrase])
-        places = B.places_of(c.program)
-        with duck_mem:
-            con, t = timed(lambda: B.duckdb_file(name, canon, crs, places=places, tmp=str(out)))
-        try:
-            duck = B.digest(con, "res", [f"{v.lower()}_id" for v in variables] if name == "stuck"
-                            else ["id", "b_id"] if name == "hospital_to_station" else ["id"])
-        finally:
-            con.close()
-        t_duck += t
-        assert duck == mine, (phrase, duck, mine)
+        for key, run in duckdb.items():
+            with mem[key]:
+                con, t = timed(lambda: run(name, canon, crs, places=places, tmp=str(out)))
+            try:
+                duck = B.digest(con, "res", B.RESULT_COLUMNS[name])
+            finally:
+                con.close()
+            seconds[key] += t
+            assert duck == mine, (phrase, key, duck, mine)
         if spark is not None:
             folder = out / f"pyspark_{name}"
             with ps_mem:
@@ -322,7 +336,7 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
             t_ps += t
             ps = B.files_digest(folder, variables)
             assert ps == mine, (phrase, ps, mine)
-    got = {"duckdb_s": t_duck, "duckdb_mb": duck_mem.driver}
+    got = {f"{k}_s": seconds[k] for k in duckdb} | {f"{k}_mb": mem[k].driver for k in duckdb}
     if spark is not None:
         got.update(pyspark_s=t_ps, pyspark_driver_mb=ps_mem.driver, pyspark_workers_mb=ps_mem.workers)
     return got
@@ -331,28 +345,45 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
 # ------------------------------------------------------------------------------- parent
 
 #: The table's columns, in this order (others a row has follow): what the scaling table reports.
-COLUMNS = ("scale", "program", "format", "runner", "fixes", "composites", "fixes_per_s", "total_s", "ingest_s",
-           "match_s", "write_s", "driver_mb", "workers_mb", "peak_rss_mb", "duckdb_s", "pyspark_s", "spatec_vs_duckdb",
-           "spatec_vs_pyspark", "match_vs_pyspark", "duckdb_mb", "pyspark_driver_mb", "pyspark_workers_mb",
-           "again_s", "load", "load_end", "error")
-#: Columns of one run's baselines: copied to the scale's other rows, where they are absent, as ``*_vs_*``
-#: ratios only (the baselines run once per scale and program, with the first format).
-BASELINES = ("duckdb_s", "pyspark_s")
+COLUMNS = ("scale", "program", "format", "runner", "tree", "fixes", "composites", "fixes_per_s", "total_s", "ingest_s",
+           "match_s", "write_s", "driver_mb", "workers_mb", "peak_rss_mb", "duckdb_pyproj_s", "duckdb_sql_s",
+           "pyspark_s", "spatec_vs_duckdb_pyproj", "spatec_vs_duckdb_sql", "spatec_vs_pyspark", "spatec_vs_fastest",
+           "fastest", "match_vs_pyspark", "duckdb_pyproj_mb", "duckdb_sql_mb", "pyspark_driver_mb",
+           "pyspark_workers_mb", "again_s", "tree_vs_this", "load", "load_end", "error")
+#: The baselines' names (their times are ``NAME_s``): a row's ``spatec_vs_NAME`` for each it has, and
+#: ``spatec_vs_fastest`` against the fastest. The baselines run once per scale and program, with the first
+#: format; the scale's other rows get the ratios against those times (:func:`with_ratios`).
+BASELINES = ("duckdb_pyproj", "duckdb_sql", "pyspark")
+
+
+def ratios(total_s: float, baselines: dict) -> dict:
+    """spatec's time ``total_s`` against each baseline time of ``baselines`` (``NAME_s``
+    of :data:`BASELINES`): ``spatec_vs_NAME``, ``fastest`` (the name of the fastest
+    baseline) and ``spatec_vs_fastest``; nothing when no baseline ran."""
+    times = {k: baselines[f"{k}_s"] for k in BASELINES if baselines.get(f"{k}_s")}
+    if not times or not total_s:
+        return {}
+    fastest = min(times, key=times.get)
+    return {f"spatec_vs_{k}": total_s / t for k, t in times.items()} | {
+        "fastest": fastest, "spatec_vs_fastest": total_s / times[fastest]}
 
 
 def with_ratios(rows: list) -> list:
-    """``rows`` with ``spatec_vs_duckdb`` / ``spatec_vs_pyspark`` on the rows that ran no
-    baseline (the other formats, ``--runner local``), against the same scale's and
-    program's baseline times."""
-    base = {(r["scale"], r["program"]): r for r in rows if "duckdb_s" in r}
+    """``rows`` with :func:`ratios`: against a row's own baseline times, and on the rows
+    that ran no baseline (the other formats, ``--runner local``) against the same scale's
+    and program's."""
+    ran = lambda r: any(f"{k}_s" in r for k in BASELINES)       # noqa: E731
+    base = {(r["scale"], r["program"]): r for r in rows if ran(r)}
+    mine = {(r["scale"], r["program"], r.get("format"), r.get("runner")): r for r in rows if not r.get("tree")}
     out = []
     for r in rows:
         r = dict(r)
-        b = base.get((r["scale"], r["program"]))
-        if b is not None and "duckdb_s" not in r and r.get("total_s"):
-            for k in BASELINES:
-                if k in b:
-                    r[f"spatec_vs_{k[:-2]}"] = r["total_s"] / b[k]
+        b = r if ran(r) else base.get((r["scale"], r["program"]))
+        if b is not None:
+            r.update(ratios(r.get("total_s"), b))
+        m = mine.get((r["scale"], r["program"], r.get("format"), r.get("runner"))) if r.get("tree") else None
+        if m is not None and m.get("total_s") and r.get("total_s"):
+            r["tree_vs_this"] = r["total_s"] / m["total_s"]      # (< 1: the other tree is faster)
         out.append(r)
     return out
 
@@ -399,6 +430,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, metavar="FILE",
                     help="JSON lines file the rows are appended to as each finishes, beside it FILE.md with "
                          "the table so far (default: ~/.cache/spatec/bench/results/replay-<UTC time>.jsonl)")
+    ap.add_argument("--tree", default="", metavar="DIR[,DIR]",
+                    help="also replay with spatec as another checkout has it (a git worktree of an earlier "
+                         "commit, e.g. the staged exchange's): its own bench_replay.py's child, its code first "
+                         "on the path, interleaved with this tree's runs; rows say which (tree)")
     ap.add_argument("--no-pyspark", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=4, metavar=("SCALE", "PROGRAM", "FORMAT", "RUNNER"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -427,22 +462,28 @@ def main(argv=None) -> int:
         runs = [(p, f, "spark") for p in args.programs.split(",") for f in formats]
         if scale in local_scales:
             runs += [(p, f, "local") for p in args.programs.split(",") for f in formats]
-        for program, fmt, runner in runs:
-            cmd = [sys.executable, __file__, "--child", str(scale), program, fmt, runner]
+        trees = [("", Path(__file__))] + [(t, Path(t).resolve() / "bench" / "bench_replay.py")
+                                           for t in args.tree.split(",") if t]
+        runs = [(p, f, r, tree) for p, f, r in runs for tree in trees]
+        for program, fmt, runner, (tree, script) in runs:
+            cmd = [sys.executable, str(script), "--child", str(scale), program, fmt, runner]
             cmd += ["--local"] if args.local else []
             cmd += ["--automaton"] if args.automaton else []
-            cmd += ["--no-baselines"] if args.no_baselines or fmt != formats[0] else []
+            cmd += ["--no-baselines"] if args.no_baselines or fmt != formats[0] or tree else []
             cmd += ["--again", str(args.again)]
             cmd += ["--no-pyspark"] if pyspark_scales and scale not in pyspark_scales else []
             print(f"{time.strftime('%H:%M:%S')} {scale}x {program} {fmt} {runner} "
                   f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
-            r = subprocess.run(cmd, capture_output=True, text=True)
+            env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve())) if tree else None
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env)
             got = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
             if r.returncode or not got:
                 print(f"{scale}x {program} {fmt} {runner} failed:\n{r.stderr[-3000:]}", file=sys.stderr)
                 if not got:
                     continue
             row = json.loads(got[-1][7:])
+            if tree:
+                row["tree"] = tree
             if r.returncode:        # spatec's part finished, the baselines did not: keep it, say why
                 tail = [l for l in r.stderr.splitlines() if l.strip()]
                 row["error"] = tail[-1][:200] if tail else f"exit {r.returncode}"

@@ -13,7 +13,7 @@ and ``read == used + rejected``.
 >>> prog = spatec.compile("examples/stuck/stuck.spatec")
 >>> prog.phrases
 ['Stuck', 'StuckOnRoad']
->>> fixes = pd.DataFrame({"vehicle": "V1", "line": "4", "operator": "SCCM",
+>>> fixes = pd.DataFrame({"vehicle": "V1", "line": "4", "operator": "SCCM", "direction": "INBOUND",
 ...                       "lon": 0.1300, "lat": 52.2000,
 ...                       "ts": ["2019-10-01T09:00:00+01:00", "2019-10-01T09:00:20+01:00",
 ...                              "2019-10-01T09:00:40+01:00", "2019-10-01T09:01:00+01:00",
@@ -32,6 +32,7 @@ and ``read == used + rejected``.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 
@@ -156,39 +157,16 @@ class Program:
         """Inputs by event type (pandas or Spark DataFrames, or paths of files) → canonical
         event frames by type, the rejects (one frame) and the counts of each input, through
         the same readers, rejects and duplicate rule as the CLI."""
-        import pyarrow as pa
+        from spatec.exec.executor import replay  # noqa: F401  (the same steps as a replay's)
+        from spatec.exec.inprocess import InProcess
 
-        from spatec.events.canonical import empty_rejects, to_events
-        from spatec.events.raw import RawBatch
-        from spatec.events.read import read_events
-        from spatec.runners.replay import seen_across
+        ctx = self._context(inputs, None, None)
+        from spatec.exec.splits import plan_splits
 
-        program = self.compiled.program
-        for type_name in inputs:
-            if type_name not in program.events:
-                known = ", ".join(sorted(program.events))
-                raise KeyError(f"the program declares no event type {type_name} (declared: {known})")
-        frames: dict = {}
-        rejects = []
-        counts = []
-        items = list(inputs.items())
-        seen = seen_across(items)
-        for type_name, src in items:
-            decl = program.events[type_name]
-            if isinstance(src, (str, os.PathLike)):
-                res = read_events(src, decl, tz=program.timezone, seen=seen.get(type_name))
-                label = str(src)
-            else:
-                table = src.toArrow() if hasattr(src, "toArrow") else pa.Table.from_pandas(src, preserve_index=False)
-                label = f"<{type_name} DataFrame>"
-                res = to_events([RawBatch.of(label, table)], decl, tz=program.timezone)
-            frames.setdefault(type_name, []).append(res.events)
-            counts.append((type_name, label, res.read, res.used, res.rejected))
-            if res.rejected:
-                rejects.append(res.rejects)
-        frames = {t: pd.concat(fs, ignore_index=True) if len(fs) > 1 else fs[0] for t, fs in frames.items()}
-        rej = pd.concat(rejects, ignore_index=True) if rejects else empty_rejects()
-        return frames, rej, counts
+        got = InProcess().ingest(ctx, plan_splits(ctx.program, list(ctx.inputs), ctx.settings.split_rows, 1))
+        counts = [(t, p if isinstance(p, (str, os.PathLike)) else f"<{t} DataFrame>", *rest)
+                  for t, p, *rest in got.summary.rows]
+        return got.events, got.rejected["frame"], counts
 
     def events(self, frames: dict) -> dict:
         """Inputs by type → canonical event frames (rejects: :meth:`read`)."""
@@ -197,54 +175,80 @@ class Program:
     def replay_local(self, inputs: dict, crs: str | None = None, phrases=None, tz: str | None = None) -> Results:
         """Every phrase (or ``phrases``) over ``inputs`` in-process (the reference runner):
         :class:`Results`, times in ``tz`` (default: the program's time zone)."""
-        from spatec.runners.local import replay_frames
+        from spatec.exec.executor import replay
+        from spatec.exec.inprocess import InProcess
 
-        frames, rejects, counts = self.read(inputs)
-        res = replay_frames(self.compiled, frames, crs=crs, phrases=phrases)
-        return self._results(res, rejects, counts, tz)
+        return self._results(replay(self._context(inputs, crs, phrases), InProcess()), tz)
 
     def replay_spark(self, inputs: dict, spark=None, crs: str | None = None, phrases=None,
                      tz: str | None = None) -> Results:
         """The same on Spark (``spark``: a session, default :func:`~spatec.runners.spark.session.get_or_create`):
         the same :class:`Results`, brought back to the driver."""
-        from spatec.runners.spark.batch import replay_frames_spark
+        from spatec.exec.executor import replay
+        from spatec.runners.spark.batch import context
+        from spatec.runners.spark.executor import SparkExecutor
         from spatec.runners.spark.session import get_or_create
 
         spark = spark or get_or_create()
-        frames, rejects, counts = self.read(inputs)
-        res = replay_frames_spark(spark, self.compiled, frames, crs=crs, phrases=phrases)
-        return self._results(res, rejects, counts, tz)
+        self._check(inputs)
+        ctx = context(spark, self.compiled, list(inputs.items()), None, None, None, crs, phrases)
+        return self._results(replay(ctx, SparkExecutor(spark)), tz)
 
-    def _results(self, res, rejects, counts, tz) -> Results:
+    def _check(self, inputs: dict) -> None:
+        program = self.compiled.program
+        for type_name in inputs:
+            if type_name not in program.events:
+                known = ", ".join(sorted(program.events))
+                raise KeyError(f"the program declares no event type {type_name} (declared: {known})")
+
+    def _context(self, inputs: dict, crs, phrases):
+        from spatec.exec.context import RunContext
+
+        self._check(inputs)
+        return RunContext(self.compiled, tuple(inputs.items()), None, None, None, crs,
+                          tuple(phrases) if phrases else None)
+
+    def _results(self, res, tz) -> Results:
+        from spatec.events.canonical import empty_rejects
+
         zone = self._tz(tz)
         out = {name: geodataframe(df, self.compiled.plan(name), zone) for name, df in res.frames.items()}
+        counts = [tuple(r) for r in (res.ingest.rows if res.ingest is not None else [])]
+        counts = [(t, p if isinstance(p, (str, os.PathLike)) else f"<{t} DataFrame>", *rest) for t, p, *rest in counts]
+        rejects = res.rejects if res.rejects is not None else empty_rejects()
         return Results(out, rejects, counts, res.crs)
 
-    def replay(self, spark, frames: dict, crs: str | None = None, phrases=None) -> SparkResults:
-        """Run the phrases over Spark DataFrames (or paths) by event type: one lazy Spark
-        DataFrame per phrase, with the columns of the output files (lo/hi timestamps,
-        events a map, hull WKT, then the emit fields), and the input's rejects."""
-        from pyspark.sql import functions as F
+    def replay(self, spark, inputs: dict, crs: str | None = None, phrases=None, out=None) -> SparkResults:
+        """Run the phrases over ``inputs`` (Spark or pandas DataFrames, or paths) by event type
+        on Spark: one lazy Spark DataFrame per phrase, with the columns of the output files
+        (lo/hi timestamps, events a map, hull WKT, then the emit fields), read by Spark from
+        the JSON lines parts the executors wrote under ``out`` (a folder every executor and
+        the driver can reach; default a temporary one, for a session on this machine), and
+        the input's rejects and counts."""
+        import tempfile
+        from pathlib import Path
 
-        from spatec.runners.spark.batch import raw_outputs
+        from spatec.exec.executor import replay
+        from spatec.runners.spark.batch import context
+        from spatec.runners.spark.executor import SparkExecutor
 
-        events, rejects, counts = self.read(frames)
-        raw, _crs = raw_outputs(spark, self.compiled, events, crs, phrases)
-        out = {}
-        for name, df in raw.items():
-            plan = self.compiled.plan(name)
-            emit_schema = ", ".join(f"`{n}` {'long' if t == 'time' else SPARK_TYPES.get(t, 'double')}"
-                                    for n, t in plan.schema) or "_none string"
-            parsed = F.from_json("emit", emit_schema)
-            cols = [F.col("phrase"), F.col("id"), F.timestamp_micros("lo").alias("lo"),
-                    F.timestamp_micros("hi").alias("hi"), F.col("hull"),
-                    F.from_json("events", "map<string,string>").alias("events")]
-            times = time_fields(plan)
-            for n, _t in plan.schema:
-                c = parsed.getField(n)
-                cols.append((F.timestamp_micros(c) if n in times else c).alias(n))
-            out[name] = df.select(*cols)
-        return SparkResults(out, rejects, counts)
+        self._check(inputs)
+        folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="spatec-replay-"))
+        ctx = context(spark, self.compiled, list(inputs.items()), folder, "jsonl", None, crs, phrases)
+        ctx = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, output="dataset"))
+        res = replay(ctx, SparkExecutor(spark))
+        frames = {}
+        for name, path in res.paths.items():
+            frames[name] = spark.read.schema(self.schema(name)).json(str(Path(path) / "*.jsonl")) \
+                if any(Path(path).glob("*.jsonl")) else spark.createDataFrame([], self.schema(name))
+        counts = [tuple(r) for r in res.ingest.rows]
+        rejects = res.rejects
+        if rejects is None:
+            from spatec.events.canonical import empty_rejects
+            from spatec.events.read import read_reject_files
+
+            rejects = read_reject_files(folder) if (folder / "_rejects").is_dir() else empty_rejects()
+        return SparkResults(frames, rejects, counts)
 
 
 def compile(path, text: str | None = None) -> Program:  # noqa: A001 - the API's verb

@@ -65,7 +65,15 @@ class ProgramError(SpatecError):
 
 
 class ParseError(ProgramError):
-    """The text is not a SpaTeC program."""
+    """The text is not a SpaTeC program.
+
+    ``module``: when every problem is a slip the parser could read past with its meaning
+    plain (a unit written `mins`), the syntax tree as if it had been written right, so
+    that the checker can report the program's other errors too; else None."""
+
+    def __init__(self, diagnostics: list[Diagnostic], module=None):
+        super().__init__(diagnostics)
+        self.module = module
 
 
 class CheckError(ProgramError):
@@ -83,10 +91,6 @@ class DataError(SpatecError):
 class OutputError(SpatecError):
     """An output cannot be written where it was asked to go (a file where a directory
     should be, no permission, another run writing there): found before any input is read."""
-
-
-class ExecuteError(SpatecError):
-    """A runner failed while evaluating a program."""
 
 
 class UnsupportedError(SpatecError):

@@ -32,6 +32,7 @@ same plain rows the tests turn into canonical frames.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import zoneinfo
 from dataclasses import dataclass, field
 
@@ -253,7 +254,8 @@ class Patterns:
         return p
 
     def bindings(self, p) -> list:
-        """[(((var, OPlace), ...), pattern with those places substituted)] for a pattern that may bind places."""
+        """[(((var, OPlace), ...), pattern with those places substituted, ((atom, member, certainly), ...)
+        of its ``at nearest`` atoms)] for a pattern that may bind places."""
         got = self._bindings.get(p)
         if got is None:
             got = self._bindings[p] = self._list_bindings(p)
@@ -262,10 +264,12 @@ class Patterns:
     def _list_bindings(self, p) -> list:
         bound = [x for x in A.walk(p) if isinstance(x, A.AtPlace) and x.var is not None]
         if not bound:
-            return [((), p)]
+            return [((), p, ())]
         import itertools
 
         choices = [[(b, n) for n in self.members(b.place)] for b in bound]
+        certain = {id(x.pattern): True for x in A.walk(p) if isinstance(x, A.Certainly)}
+        certain = {id(b): certain.get(id(b), False) for b in bound}
         out = []
         for combo in itertools.product(*choices):
             chosen = {id(b): n for b, n in combo}
@@ -281,8 +285,26 @@ class Patterns:
                     return A.Binary(x.op, sub(x.left), sub(x.right))
                 return x
 
-            out.append((tuple((b.var, self.oplace(n, b.place)) for b, n in combo), sub(p)))
+            out.append((tuple((b.var, self.oplace(n, b.place)) for b, n in combo), sub(p),
+                        tuple((b, n, certain[id(b)]) for b, n in combo if b.nearest)))
         return out
+
+    def nearest(self, b, certain: bool, lo: int, hi: int, loc):
+        """The member of ``at nearest SET -> S`` (``b``; ``certain``: under ``certainly``) for
+        the stamp: of the places its atom alone (``at`` or ``certainly at``) holds for, the one
+        whose centre is nearest the stamp's centre, the first of equals (SPEC §9); None if it
+        holds for none."""
+        best = None
+        centre = S.centroid(loc)
+        for n in self.members(b.place):
+            atom = A.Certainly(A.AtPlace(n)) if certain else A.AtPlace(n)
+            if not self.test(atom, lo, hi, loc)[0]:
+                continue
+            cx, cy = S.centroid(self.place_loc(n))
+            d = math.hypot(cx - centre[0], cy - centre[1])
+            if best is None or d < best[0]:       # (an unlocated stamp: NaN, the first)
+                best = (d, n)
+        return None if best is None else best[1]
 
     def oplace(self, name: str, written: str) -> "OPlace":
         if name.startswith("\x00"):
@@ -479,6 +501,12 @@ class Where:
             if e.source is not None:
                 self.by_src.setdefault((e.type, e.source), []).append(e.t)
 
+    def add(self, events) -> None:
+        """Events known later (a phrase's composites) for ``successive``'s sources."""
+        for e in events:
+            if e.source is not None:
+                self.by_src.setdefault((e.type, e.source), []).append(e.t)
+
     def holds(self, e, env) -> bool:
         return self.val(e, env) is True
 
@@ -644,6 +672,22 @@ def _space(op: str) -> str:
     return "=" if op.endswith("=") else "<>" if op.endswith("<>") else ""
 
 
+def _source(attrs: dict, fields) -> object:
+    """A derived event's source: the text of its one field's value, a tuple of the texts of
+    several; None (no source) without fields or with a value missing."""
+    if not fields:
+        return None
+    texts = []
+    for f in fields:
+        v = attrs.get(f)
+        if v is None:
+            return None
+        if isinstance(v, float) and v == int(v):
+            v = int(v)
+        texts.append(str(v))
+    return texts[0] if len(texts) == 1 else tuple(texts)
+
+
 def _known(v):
     """A value, or None for a number that is not one (NaN): missing, as the runners keep it."""
     return None if isinstance(v, float) and v != v else v
@@ -676,15 +720,25 @@ class Oracle:
         return [e for e in self.events if e.type == type_name]
 
     def derived(self, name: str) -> list[OEv]:
-        """The composites of phrase ``name`` as events: its emit values as attributes, no source."""
+        """The composites of phrase ``name`` as events: its emit values as attributes; no source
+        and the composite's stamp, or with ``as event source F time G [.. H]`` the source F's
+        values (as text: an input event's source is text) and the stamp [G, H] (``t`` = H)."""
         if name not in self._derived:
             info = self.program.phrase(name)
+            ae = info.phrase.as_event
             out = []
             for x, binds, cid in self.composites(name):
                 env = dict(x.binds)
                 attrs = {f.name: _known(self.where.val(f.expr, env)) for f in info.phrase.emit}
-                out.append(OEv(name, cid, None, x.hi, x.lo, x.hi, hull_loc(x.evs), attrs))
+                if ae is None:
+                    out.append(OEv(name, cid, None, x.hi, x.lo, x.hi, hull_loc(x.evs), attrs))
+                    continue
+                lo = attrs[ae.time.low.attr]
+                hi = attrs[ae.time.high.attr] if ae.time.high is not None else lo
+                src = _source(attrs, ae.source.attrs if ae.source is not None else ())
+                out.append(OEv(name, cid, src, hi, lo, hi, hull_loc(x.evs), attrs))
             self._derived[name] = out
+            self.where.add(out)
         return self._derived[name]
 
     # runs (§7) -----------------------------------------------------------------------
@@ -740,11 +794,18 @@ class Oracle:
 
     # the match expression --------------------------------------------------------------
     def _with_pattern(self, xs, p) -> list[M]:
-        """Matches ``xs`` restricted by pattern ``p`` (``E and P``), one per place ``p`` binds."""
+        """Matches ``xs`` restricted by pattern ``p`` (``E and P``), one per place ``p`` binds
+        (``at nearest SET -> S``: only the nearest of the set's places)."""
         out = []
         for x in xs:
             loc = hull_loc(x.evs)
-            for places, q in self.pat.bindings(p):
+            near: dict = {}
+            for places, q, nearest in self.pat.bindings(p):
+                for b, _n, certain in nearest:
+                    if id(b) not in near:
+                        near[id(b)] = self.pat.nearest(b, certain, x.lo, x.hi, loc)
+                if any(near[id(b)] != n for b, n, _c in nearest):
+                    continue
                 if self.pat.test(q, x.lo, x.hi, loc)[0]:
                     out.append(M(x.binds + places, x.evs, x.checks))
         return out
@@ -842,7 +903,8 @@ class Oracle:
             env = dict(x.binds)
             if not all(self.where.holds(c, env) for c in pos_conj):
                 continue
-            if not all(self._decided(c, w, reads_derived) for c in x.checks):
+            if not all(self._decided(c, w, reads_derived) for c in x.checks) \
+                    or not self._successive_decided(pos_conj, env, w):
                 undecided.append(x.lo)      # not reported; it holds back the phrase's frontier
                 continue
             if not all(self._absent(c, x, env, conj, negvars, p.per) for c in x.checks):
@@ -861,6 +923,19 @@ class Oracle:
         event by its id, a run by its first event's id, a bound place by ``SET:N``."""
         return sorted((cid, x.lo, x.hi, binds, tuple(sorted(e.id for e in x.evs)))
                       for x, binds, cid in self.composites(name))
+
+    def _successive_decided(self, conj, env, w: int) -> bool:
+        """``successive`` over a phrase's composites (SPEC §8) says that none came between;
+        at the end of the input the producer may still decide one whose time is at least its
+        frontier: decided once the watermark ``w`` has reached the last one's time."""
+        for c in conj:
+            for n in A.walk(c):
+                if not (isinstance(n, A.Call) and n.func == "successive"):
+                    continue
+                evs = [e for e in (self.where.val(a, env) for a in n.args) if isinstance(e, OEv)]
+                if any(self.is_derived(e.type) for e in evs) and w < max(e.t for e in evs):
+                    return False
+        return True
 
     def _per(self, key, evs) -> bool:
         vals = [e.attrs.get(key) for e in evs if key in e.attrs]

@@ -27,11 +27,12 @@ from json.encoder import encode_basestring as _encode_str
 
 from spatec.automata import hulls as H
 from spatec.automata.access import accesses
-from spatec.automata.compile import AutomatonSpec, compile_automaton
+from spatec.automata.compile import AutomatonSpec, chain_name, compile_automaton
 from spatec.automata.exprs import compile_condition, compile_expr
 from spatec.automata.patterns import PatternCompiler
 from spatec.automata.places import PlaceSets, split_filters
 from spatec.automata.runs import RunLeaf
+from spatec.frontend import ast as A
 from spatec.plan.nodes import After, Join, Leaf, Or, PhrasePlan, walk_nodes
 from spatec.spatial import stamps as S
 
@@ -298,6 +299,19 @@ class Automaton:
                     self.neg_leaves_by_type.setdefault(l.type, []).append((neg.id, l))
         self.deferred = compile_condition(plan.deferred, tz, runs)
         self.succ_chains = list(spec.succ_chains)
+        #: the variables of every `successive(...)` in a condition decided with the history
+        #: (``not successive(A, B)`` too): a pending composite waits for each of them
+        self.succ_waits = list(dict.fromkeys(
+            tuple(chain_name(a) for a in x.args) for c in plan.deferred for x in A.walk(c)
+            if isinstance(x, A.Call) and x.func == "successive"))
+        #: per entry of ``succ_waits``: the slack its decision waits for past the last event's
+        #: local time (SPEC §8: a derived type's later events have ``t >= lo >=`` its producer's
+        #: frontier, which bounds the watermark: none; an input type's: the largest ``hi - t``)
+        #: and whether its events are another phrase's composites (decided by the watermark at
+        #: the end too)
+        chain_types = [{plan.vars.get(v.split(".")[0]) for v in chain} for chain in self.succ_waits]
+        self.chain_derived = [bool(ts & set(plan.physical.derived)) for ts in chain_types]
+        self.chain_slack = [0 if d else plan.max_gap for d in self.chain_derived]
         self.needs_history = spec.needs_history
         self.has_or = spec.has_or
         self.var_slots: dict = {}

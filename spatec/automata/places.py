@@ -6,7 +6,7 @@ chain of ``or``: :class:`SetSpace` is the set as a space set of
 the union of its places), and ``certainly at SET`` lies inside one place.
 
 ``at SET -> S`` / ``certainly at SET -> S`` beside an event bind S to the matching
-place, one match per place: :func:`split_filters` turns a node's patterns into a test
+place, one match per place (``at nearest SET -> S``: one match, at the nearest of them): :func:`split_filters` turns a node's patterns into a test
 (the patterns that bind nothing) and a *binder* that lists the places each binding
 pattern holds for. A bound :class:`Place` has an id (``SET:N``, or a single place's
 name), the attributes of its row, and its region (``distance(A, S)``).
@@ -147,7 +147,7 @@ def split_filters(pc, sets: PlaceSets, filters) -> tuple:
     test = pc.filter(rest)
     if not binds:
         return test, None
-    finders = [_finder(pc, sets, place, var, certainly) for var, place, certainly in binds]
+    finders = [_finder(pc, sets, place, var, certainly, nearest) for var, place, certainly, nearest in binds]
 
     def binder(lo, hi, loc):
         found = [f(loc) for f in finders]
@@ -169,11 +169,12 @@ def _conjuncts(p):
 
 
 def _binding(p):
-    """``(var, place, certainly)`` for ``at P -> S`` / ``certainly at P -> S``, else None."""
+    """``(var, place, certainly, nearest)`` for ``at [nearest] P -> S`` / ``certainly at
+    [nearest] P -> S``, else None."""
     if isinstance(p, A.AtPlace) and p.var is not None:
-        return p.var, p.place, False
+        return p.var, p.place, False, p.nearest
     if isinstance(p, A.Certainly) and isinstance(p.pattern, A.AtPlace) and p.pattern.var is not None:
-        return p.pattern.var, p.pattern.place, True
+        return p.pattern.var, p.pattern.place, True, p.pattern.nearest
     for x in A.walk(p):
         if isinstance(x, A.AtPlace) and x.var is not None:
             from spatec.errors import PlanError
@@ -182,12 +183,15 @@ def _binding(p):
     return None
 
 
-def _finder(pc, sets: PlaceSets, place: str, var: str, certainly: bool):
-    """``loc → [(var, Place), ...]``: the places of ``place`` the stamp meets (or lies inside)."""
+def _finder(pc, sets: PlaceSets, place: str, var: str, certainly: bool, nearest: bool = False):
+    """``loc → [(var, Place), ...]``: the places of ``place`` the stamp meets (or lies inside);
+    ``nearest``: only the one of them nearest the stamp (SPEC §9)."""
     if place in sets:
         def in_set(loc):
             ix = sets.index(place)
             hits = ix.containing(loc) if certainly else ix.meeting(loc)
+            if nearest:
+                hits = ix.nearest(loc, hits)
             return [(var, sets.place(place, i)) for i in hits]
         return in_set
     region = pc.region(place)

@@ -514,19 +514,26 @@ def _ready(am: Automaton, pm: PM, w: int, final: bool) -> bool:
             end = max(e.hi for e in a) + node.absence.window
             if not (w > end or (final and end <= w)):
                 return False
-    if am.succ_chains and not final:
+    if am.succ_waits and not final:
         env = _env(am, pm)
-        for chain in am.succ_chains:
-            if w < max(_chain_t(env, v) for v in chain) + am.G:
+        for chain, slack in zip(am.succ_waits, am.chain_slack):
+            if w < max(_chain_t(env, v) for v in chain) + slack:
                 return False
     return True
 
 
 def _ready_by(am: Automaton, pm: PM, w: int, final: bool) -> bool:
     """:func:`_ready` for a phrase over derived events: as before the end of the input, except
-    that ``successive`` (over input events, all seen at the end) is decided at the end."""
-    if final and am.succ_chains:
-        return w >= _absence_time(am, pm)
+    that ``successive`` over input events (all seen at the end) is decided at the end; over
+    derived events (SPEC §8, ``as event source ...``) by the watermark, as an absence."""
+    if final and am.succ_waits:
+        t = _absence_time(am, pm)
+        if any(am.chain_derived):
+            env = _env(am, pm)
+            for chain, derived in zip(am.succ_waits, am.chain_derived):
+                if derived:
+                    t = max(t, max(_chain_t(env, v) for v in chain))
+        return w >= t
     return w >= decision_time(am, pm)
 
 
@@ -556,10 +563,10 @@ def decision_time(am: Automaton, pm: PM) -> int:
     NEG_INF when nothing holds it back. Lets a live runner step a waiting key only once the
     watermark reaches its first decision, rather than at every move of the watermark."""
     t = _absence_time(am, pm)     # an absence after is ready when w > its end
-    if am.succ_chains:
+    if am.succ_waits:
         env = _env(am, pm)
-        for chain in am.succ_chains:
-            t = max(t, max(_chain_t(env, v) for v in chain) + am.G)
+        for chain, slack in zip(am.succ_waits, am.chain_slack):
+            t = max(t, max(_chain_t(env, v) for v in chain) + slack)
     return t
 
 

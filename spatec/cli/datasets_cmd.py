@@ -27,6 +27,11 @@ def add_arguments(p) -> None:
     s.add_argument("--copies", type=int, default=24)
     s.add_argument("--shift", type=int, default=3600, help="seconds between copies")
     s.add_argument("--out", required=True)
+    s = sub.add_parser("gtfs", help="write a GTFS static feed made from the Cambridge stops and hour "
+                                    "(stops, and a route, trip and shape per line and direction)")
+    s.add_argument("--out", required=True, help="the feed: a .zip, or a folder")
+    s.add_argument("--stops", default=None, help="stops CSV (default: the registry's cambridge-stops)")
+    s.add_argument("--trace", default=None, help="positions CSV (default: the registry's cambridge-sirivm-hour)")
 
 
 def run(args) -> int:
@@ -42,6 +47,14 @@ def run(args) -> int:
         return 0
     if args.action == "fetch":
         print(D.fetch(args.name, url=args.url))
+        return 0
+    if args.action == "gtfs":
+        from spatec.datasets import gtfsfeed
+
+        counts = gtfsfeed.build(args.stops or D.resolve("cambridge-stops"),
+                                args.trace or D.resolve("cambridge-sirivm-hour"), args.out)
+        print(f"{counts['stops']:,} stops, {counts['routes']} routes, {counts['trips']} trips and shapes "
+              f"-> {args.out}", file=sys.stderr)
         return 0
     import pandas as pd
 

@@ -6,10 +6,11 @@ Each command module exposes ``NAME``, ``HELP``, ``add_arguments(parser)`` and
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
-COMMANDS = ("check", "explain", "replay", "live", "serve", "feed", "datasets")
+COMMANDS = ("check", "explain", "replay", "sql", "live", "serve", "feed", "datasets")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +49,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spatec: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        _quiet_exit()
+        print("spatec: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:
+        # (what a user's machine can cause: a full disk, a file made unreadable meanwhile)
+        where = f"{e.filename}: " if e.filename else ""
+        hint = "; free some space and run again (outputs already there are as they were)" \
+            if e.errno == errno.ENOSPC else ""
+        print(f"spatec: error: {where}{e.strerror or e}{hint}", file=sys.stderr)
+        return 1
+
+
+def _quiet_exit() -> None:
+    """After Ctrl-C: nothing more from the threads of a Spark session being torn down."""
+    import logging
+
+    for name in ("py4j", "py4j.java_gateway", "py4j.clientserver", "pyspark"):
+        logging.getLogger(name).disabled = True
 
 
 if __name__ == "__main__":

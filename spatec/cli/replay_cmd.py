@@ -35,6 +35,12 @@ def add_arguments(p) -> None:
                         "program's timezone), 'UTC' or an IANA name; ISO 8601 with the offset. Default: "
                         "UTC in files; the map shows the program's zone")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--tides", default=None, metavar="DIR",
+                   help="also write a TIDES data package to DIR: vehicle_locations.csv from the input's "
+                        "positions, stop_visits.csv from the --tides-visits phrases, datapackage.json")
+    p.add_argument("--tides-visits", action="append", default=None, metavar="PHRASE",
+                   help="a phrase whose composites are stop visits (it emits the stop, the vehicle, the "
+                        "arrival and departure times: see `spatec.sinks.tides`); repeatable")
 
 def parse_events(specs: list[str], program) -> list[tuple[str, str]]:
     out = []
@@ -98,6 +104,7 @@ def run(args) -> int:
     out = writable_dir(args.out, "--out")
     if args.map:
         writable_file(args.map, "--map")
+    _check_tides(args, compiled)
     lock = locked(out, "--out")
     try:
         # this run's rejects replace an earlier run's, even where it has none
@@ -118,16 +125,13 @@ def _replay(args, compiled, inputs, out: Path, ui, tz) -> int:
     t0 = time.perf_counter()
     logs = []
     if args.runner == "local":
-        from spatec.runners.heap import keep_freed
-        from spatec.runners.serial import local_replay
+        from spatec.runners.local import local_replay
 
-        keep_freed()            # (this process is the local runner's one worker)
-        # (a large input streamed through the staged exchange in this process: bounded memory)
         result = local_replay(compiled, inputs, out, fmt=args.format, crs=args.crs, phrases=args.phrase, ui=ui,
-                              tz=tz)
+                              tz=tz, conf=parse_conf(args.conf))
     else:
         from spatec.runners.spark.batch import replay_spark
-        from spatec.runners.spark.scheduling import TASK_LOG_KEY
+        from spatec.exec.context import TASK_LOG_KEY
 
         conf = parse_conf(args.conf)
         log_dir = out / "_logs"
@@ -149,12 +153,16 @@ def _replay(args, compiled, inputs, out: Path, ui, tz) -> int:
                                   master=args.master, ui=ui, conf=conf, tz=tz, log_dir=log_dir)
     elapsed = time.perf_counter() - t0
     ui.summary(result, elapsed)
+    positions = _positions(compiled, inputs) if (args.map or args.tides) else None
     if args.map:
         from spatec.sinks.maps import write_map
 
+        # (the input's own positions draw the roads under the composites)
         write_map(result.frames, args.map, program=program, plans={p.name: p for p in compiled.plans},
-                  tz=tz, colour=args.map_colour, tiles=args.map_tiles)
+                  tz=tz, colour=args.map_colour, tiles=args.map_tiles, background=positions)
         ui.note(f"map written to {args.map}")
+    if args.tides:
+        _write_tides(args, compiled, result, positions, ui)
     written = manifest.write_manifest(out, compiled=compiled, result=result, runner=args.runner, fmt=args.format,
                                       tz=tz or "UTC", phrases=args.phrase, started=started, finished=time.time(),
                                       map_path=args.map, logs=logs, previous=previous)
@@ -165,3 +173,49 @@ def _replay(args, compiled, inputs, out: Path, ui, tz) -> int:
                 f"them (left as they are): {', '.join(written['unclaimed'][:5])}"
                 + (" ..." if len(written["unclaimed"]) > 5 else ""))
     return 0
+
+
+def _check_tides(args, compiled) -> None:
+    """``--tides`` and ``--tides-visits``: a folder that can be written, phrases that are stop visits."""
+    from spatec.cli.preflight import writable_dir
+    from spatec.sinks.tides import visit_fields
+
+    if args.tides_visits and not args.tides:
+        raise SpatecError("--tides-visits needs --tides DIR: the folder the TIDES tables go to")
+    if not args.tides:
+        return
+    writable_dir(args.tides, "--tides")
+    plans = {p.name: p for p in compiled.plans}
+    for name in args.tides_visits or ():
+        if name not in plans:
+            raise SpatecError(f"--tides-visits {name}: the program has no phrase {name} "
+                              f"(phrases: {', '.join(plans)})")
+        if args.phrase and name not in args.phrase:
+            raise SpatecError(f"--tides-visits {name}: the phrase is not run (--phrase {' '.join(args.phrase)})")
+        visit_fields(plans[name])
+
+
+def _positions(compiled, inputs) -> dict:
+    """The inputs' events of the types with a source and a point place (type → canonical
+    events), read again: every runner writes its composites without keeping its events;
+    the map's background and TIDES' vehicle_locations are these positions."""
+    from spatec.runners.replay import ingest
+    from spatec.sinks.tides import location_types
+
+    kinds = set(location_types(compiled.program))
+    frames, _ = ingest(compiled, [(t, path) for t, path in inputs if t in kinds])
+    return frames
+
+
+def _write_tides(args, compiled, result, positions, ui) -> None:
+    """The TIDES package of this run: the positions as vehicle_locations, the --tides-visits
+    phrases' rows as stop_visits."""
+    from spatec.sinks.tides import write_tides
+
+    program = compiled.program
+    visits = {name: result.frames[name] for name in args.tides_visits or ()}
+    written = write_tides(args.tides, program, program.timezone, positions, visits,
+                          {p.name: p for p in compiled.plans}, source=f"spatec replay {Path(args.program).name}")
+    for table, (n, left) in written.items():
+        ui.note(f"TIDES {table}: {n:,} rows -> {Path(args.tides) / (table + '.csv')}"
+                + (f" ({left:,} composites without a vehicle, stop or arrival left out)" if left else ""))

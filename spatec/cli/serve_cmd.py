@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
                    help="a NATS server with JetStream shared by several `spatec serve` processes "
                         "(default: start a private nats-server with its store in --state)")
     p.add_argument("--crs", default=None, help="metric CRS (default: the program's, else replay's rule over the "
-                                               "first 2 minutes of input: see lang/REFERENCE.md decision 40)")
+                                               "first 2 minutes of input: see lang/REFERENCE.md decision 50)")
     p.add_argument("--lateness", default="2 min", metavar="DURATION|auto",
                    help="allowed lateness (default 2 min; auto: grown to the feed's largest delay so far)")
     p.add_argument("--max-ahead", default="5 min", metavar="DURATION|off",

@@ -28,7 +28,7 @@ Events keep input order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -130,14 +130,53 @@ class IngestResult:
 # --------------------------------------------------------------------------- checks
 
 def check_columns(batch: RawBatch, decl: EventDecl) -> None:
-    """Every declared attribute must have a column: a whole-file problem, not a reject."""
+    """Every declared attribute must have a column (its own name's, or the one it is read
+    ``from``): a whole-file problem, not a reject; the message names the columns the file has,
+    the one each missing attribute may have meant, and how to read it from that."""
     if batch.table.num_rows == 0 and not batch.present:
         return  # nothing to map (an empty poll, an empty JSON file)
-    missing = [a.name for a in decl.attrs if a.name not in batch.names and a.name not in batch.provides]
+    missing = [a for a in decl.attrs if a.source_column not in batch.names and a.name not in batch.provides]
     if missing:
-        present = ", ".join(dict.fromkeys([*batch.present, *sorted(batch.provides)])) or "(none)"
-        raise DataError(f"{batch.file}: {decl.name} declares {', '.join(missing)} but the file has no "
-                        f"such column{'s' if len(missing) > 1 else ''}; columns present: {present}")
+        columns = list(dict.fromkeys([*batch.present, *sorted(batch.provides)]))
+        present = ", ".join(columns) or "(none)"
+        names = ", ".join(a.source_column if a.column is None else f'{a.name} (from "{a.column}")'
+                          for a in missing)
+        hints = []
+        for a in missing:
+            close = _close_column(a.source_column, columns)
+            if close is not None:
+                hints.append(f'{a.source_column}: did you mean `{close}`? Read it with `{a.name}: {a.type} from '
+                             f'"{close}"` in the event declaration')
+        raise DataError(f"{batch.file}: {decl.name} declares {names} but the file has no "
+                        f"such column{'s' if len(missing) > 1 else ''}; columns present: {present}"
+                        + "".join(f"\n    hint: {h}" for h in hints))
+
+
+def _close_column(name: str, columns: list) -> str | None:
+    """The column of ``columns`` that ``name`` looks like a slip of (case and `_` aside)."""
+    import difflib
+
+    def norm(c: str) -> str:
+        return c.lower().replace("_", "").replace(" ", "")
+
+    by_norm = {norm(c): c for c in columns}
+    want = norm(name)
+    if want in by_norm:
+        return by_norm[want]
+    close = difflib.get_close_matches(want, list(by_norm), n=1, cutoff=0.7)
+    if close:
+        return by_norm[close[0]]
+    longer = [c for n, c in by_norm.items() if len(want) >= 3 and (n.startswith(want) or want.startswith(n))]
+    return longer[0] if len(longer) == 1 else None     # `lon`: `Longitude`
+
+
+def mapped(batch: RawBatch, decl: EventDecl) -> RawBatch:
+    """``batch`` with each attribute declared ``from "COLUMN"`` fed by that column."""
+    moved = {a.name: batch.names[a.column] for a in decl.attrs
+             if a.column is not None and a.column in batch.names}
+    if not moved:
+        return batch
+    return replace(batch, names={**batch.names, **moved})
 
 
 class _Problems:
@@ -172,6 +211,7 @@ def to_events(batches: Sequence[RawBatch], decl: EventDecl, tz: str = "UTC",
         raise ValueError(f"{decl.name}: an event type needs a time clause to be read")
     for b in batches:
         check_columns(b, decl)
+    batches = [mapped(b, decl) for b in batches]
     sizes = np.array([b.table.num_rows for b in batches], dtype=np.int64)
     n = int(sizes.sum())
     problems = _Problems(n)
@@ -273,6 +313,8 @@ def _typed(batches: Sequence[RawBatch], decl: EventDecl, tz: str,
             with np.errstate(invalid="ignore"):
                 out = ~p.missing & ~failed & ~((vals >= low) & (vals <= high))
             text = f"out of range [{low}, {high}]"
+            if a.name == place.lat:
+                text += " (a longitude? `place point(lon, lat)` takes the longitude first)"
             problems.add(np.flatnonzero(out), lambda i, a=a, shown=shown, text=text: f"{a.name}: {shown(i)} {text}")
             bad = p.missing | failed
             unplaced = bad if unplaced is None else unplaced | bad

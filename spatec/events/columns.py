@@ -71,6 +71,8 @@ def _finish(arr: pa.Array, done: np.ndarray, missing: np.ndarray, scalar: Callab
 def to_str(values: Any) -> Parsed:
     arr = _prepare(values)
     missing = _missing(arr)
+    if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type) or pa.types.is_fixed_size_binary(arr.type):
+        return _binary_text(arr, missing)
     if not pa.types.is_string(arr.type):
         if pa.types.is_floating(arr.type):
             # 401.0 read from JSON is the text "401.0"; JSON's own rendering, not Arrow's "401"
@@ -84,6 +86,33 @@ def to_str(values: Any) -> Parsed:
     out = str_objects(arr)
     out[missing] = None
     return Parsed(out, missing, {}, arrow=arr)
+
+
+def _binary_text(arr: pa.Array, missing: np.ndarray) -> Parsed:
+    """Bytes (a Parquet ``binary`` column) as the text they are in UTF-8, as a CSV file's are
+    read; a value that is not UTF-8 is an error of its row (kept as it is, never replaced),
+    as in a CSV file: ``BUS-\\xe9`` and ``BUS-\\xe8`` are never one vehicle."""
+    values = arr.to_pylist()
+    texts: list = []
+    errors: dict = {}
+    for i, v in enumerate(values):
+        if v is None:
+            texts.append(None)
+            continue
+        try:
+            texts.append(v.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            errors[i] = (f"not UTF-8 (byte 0x{v[e.start]:02X} at character {len(v[:e.start].decode('utf-8')) + 1}); "
+                         "convert the column to UTF-8 text")
+            texts.append(None)
+    bad = np.zeros(len(values), dtype=bool)
+    if errors:
+        bad[list(errors)] = True
+    text = pa.array(texts, pa.string())
+    missing = blank(text) & ~bad         # (blank like a text column's; a bad value is its error)
+    out = str_objects(text)
+    out[missing | bad] = None
+    return Parsed(out, missing, errors, arrow=text)
 
 
 def one_array(arr) -> pa.Array:

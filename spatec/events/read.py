@@ -70,8 +70,15 @@ def iter_events(path: PathLike, decl: EventDecl, tz: str = "UTC", fmt: str | Non
         yield to_events([batch], decl, tz, seen)
 
 
+def reject_line(file, row, reason, record) -> str:
+    """A reject as its line of ``_rejects/<TYPE>.jsonl`` (without the newline)."""
+    return json.dumps({"file": file, "row": int(row), "reason": reason, "record": json.loads(record)},
+                      ensure_ascii=False)
+
+
 def wanted_columns(decl: EventDecl) -> list[str]:
-    return [a.name for a in decl.attrs]
+    """The input columns the declaration reads: each attribute's (``from "COLUMN"``, or its name)."""
+    return list(dict.fromkeys(a.source_column for a in decl.attrs))
 
 
 def write_rejects(rejects: pd.DataFrame | IngestResult, out_dir: PathLike, append: bool = False) -> list[Path]:
@@ -96,7 +103,22 @@ def write_rejects(rejects: pd.DataFrame | IngestResult, out_dir: PathLike, appen
         path = target / f"{type_name}.jsonl"
         with open(path, "a" if append else "w", encoding="utf-8") as f:
             for r in group.itertuples(index=False):
-                f.write(json.dumps({"file": r.file, "row": int(r.row), "reason": r.reason,
-                                    "record": json.loads(r.record)}, ensure_ascii=False) + "\n")
+                f.write(reject_line(r.file, r.row, r.reason, r.record) + "\n")
         written.append(path)
     return written
+
+
+def read_reject_files(out_dir: PathLike) -> pd.DataFrame:
+    """The rejects a run wrote under ``out_dir/_rejects`` (every type's file) as one frame."""
+    from spatec.events.canonical import empty_rejects
+
+    rows = []
+    for path in sorted((Path(out_dir) / "_rejects").glob("*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    rows.append((path.stem, r["file"], int(r["row"]), r["reason"], json.dumps(r["record"])))
+    if not rows:
+        return empty_rejects()
+    return pd.DataFrame(rows, columns=["type", "file", "row", "reason", "record"])

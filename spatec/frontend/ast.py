@@ -319,6 +319,10 @@ class AtPlace(Node):
     span: Span = _span()
     place_span: Span = _span()
     var_span: Span = _span()
+    #: ``at nearest SET -> S``: of the places that satisfy the pattern, only the one whose
+    #: centre is nearest the stamp's centre is bound (ties: the first in the file)
+    nearest: bool = False
+    nearest_span: Span = _span()
 
 
 @node
@@ -531,11 +535,18 @@ ARITH_OPS = ("+", "-", "*", "/")
 
 @node
 class AttrDecl(Node):
-    """``name: type`` in an event declaration."""
+    """``name: type [from "COLUMN"]`` in an event declaration: ``column`` is the input column
+    it is read from (None: the column of its own name)."""
 
     name: str
     type: str
     span: Span = _span()
+    column: Optional[str] = None
+
+    @property
+    def source_column(self) -> str:
+        """The name of the input column the attribute is read from."""
+        return self.column if self.column is not None else self.name
 
 
 @node
@@ -571,10 +582,16 @@ class PlaceClause(Node):
 
 @node
 class SourceClause(Node):
-    """``source vehicle``."""
+    """``source vehicle``; after a phrase's ``as event``, one or more emit fields
+    (``source line, direction``: ``more`` holds the names after the first)."""
 
     attr: str
     span: Span = _span()
+    more: tuple[str, ...] = ()
+
+    @property
+    def attrs(self) -> tuple[str, ...]:
+        return (self.attr,) + self.more
 
 
 @node
@@ -602,17 +619,23 @@ class PlaceDecl(Node):
 
 @node
 class PlacesFile(Node):
-    """``places "file.geojson"``: every named feature becomes a place."""
+    """``places "file.geojson"``: every named feature becomes a place; ``places gtfs "feed.zip"
+    routes ± 30 m``: every route of a GTFS feed (``gtfs``: the table) becomes a place."""
 
     path: str
     span: Span = _span()
     path_span: Span = _span()
+    gtfs: Optional[str] = None            # the GTFS table whose rows become places
+    widen: Optional[Quantity] = None      # ``± D`` after a GTFS table
+    table_span: Span = _span()
 
 
 @node
 class PlaceSetDecl(Node):
     """``places NAME = "FILE" [place EXPR]``: a set of places, one per CSV row or GeoJSON
-    feature, matched as a whole by ``at NAME`` (SPEC §9)."""
+    feature, matched as a whole by ``at NAME`` (SPEC §9); ``places NAME = gtfs "feed.zip"
+    stops ± 40 m``: one place per row of a GTFS feed's table (``gtfs``), whose region the
+    table gives (``place`` then holds only the widening)."""
 
     name: str
     path: str
@@ -620,6 +643,8 @@ class PlaceSetDecl(Node):
     span: Span = _span()
     name_span: Span = _span()
     path_span: Span = _span()
+    gtfs: Optional[str] = None
+    table_span: Span = _span()
 
 
 @node
@@ -657,8 +682,18 @@ class EmitField(Node):
 
 
 @node
+class AsEvent(Node):
+    """``as event [source F, ...] [time ...]`` after a phrase (SPEC §8): its composites, as
+    events, have the source and the local time these clauses build from its emit fields."""
+
+    source: Optional[SourceClause] = None
+    time: Optional[TimeClause] = None
+    span: Span = _span()
+
+
+@node
 class Phrase(Node):
-    """``phrase NAME [per KEY] = MATCH [where P] [within D] [emit ...]``."""
+    """``phrase NAME [per KEY] = MATCH [where P] [within D] [emit ...] [as event ...]``."""
 
     name: str
     match: Match
@@ -669,6 +704,7 @@ class Phrase(Node):
     span: Span = _span()
     per_span: Span = _span()
     name_span: Span = _span()
+    as_event: Optional[AsEvent] = None
 
 
 Decl = Union[EventDecl, PlaceDecl, PlacesFile, PlaceSetDecl, Include, Timezone, CrsDecl, Phrase]

@@ -61,22 +61,6 @@ def successive_links(where) -> set[frozenset]:
     return links
 
 
-def positive_vars(m) -> set[str]:
-    """Variables bound in ``m`` outside any `not` (events and runs)."""
-    out: set[str] = set()
-    stack = [m]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, (A.EventRef, A.Run)):
-            if x.var:
-                out.add(x.var)
-        elif isinstance(x, A.Binary):
-            stack.append(x.left)
-            if not isinstance(x.right, A.Not):
-                stack.append(x.right)
-    return out
-
-
 def leaf_length(m, events: dict) -> int | None:
     """Largest stamp length of a match of ``m``, or None if unbounded.
 

@@ -58,6 +58,7 @@ class _Checker:
         self.timezone = "UTC"
         self.crs = None
         self.bad_events: set[str] = set()  # declared with errors: their stamps cannot be measured
+        self.bad_place_sets: set[str] = set()  # declared, their files with errors (reported at their rows)
 
     def err(self, span: Span, msg: str, hint: str | None = None) -> None:
         self.L.diag(span, msg, hint)
@@ -66,6 +67,7 @@ class _Checker:
     def run(self) -> Program:
         tz_decl = None
         phrases: list[A.Phrase] = []
+        place_decls: dict = {}      # place or place set name → its declaration
         for d in self.L.decls:
             if isinstance(d, A.Timezone):
                 if tz_decl is not None and d.name != self.timezone:
@@ -95,18 +97,46 @@ class _Checker:
                 pd = self._place_def(d)
                 if pd is not None:
                     self.places[d.name] = pd
+                    place_decls[d.name] = d
             elif isinstance(d, A.PlaceSetDecl):
                 loaded = self.L.place_sets.get(id(d))
-                if loaded is not None and not self._place_name_taken(d.name, _at(d.name_span, d.span)):
+                if loaded is None:
+                    self.bad_place_sets.add(d.name)
+                elif not self._place_name_taken(d.name, _at(d.name_span, d.span)):
                     self.place_sets[d.name] = loaded
+                    place_decls[d.name] = d
             elif isinstance(d, A.Phrase):
                 phrases.append(d)
+        self._check_swapped(place_decls)
         for name, d in self.events.items():
             self.types[name] = EventType(
                 name, {a.name: a.type for a in d.attrs},
                 source=d.source.attr if d.source is not None else None, has_place=d.place is not None,
                 stamp_length=None if name in self.bad_events else stamp_length(d), span=d.span)
         return self._phrases(phrases)
+
+    def _check_swapped(self, decls: dict) -> None:
+        """A place (or a place set's median) far from the program's other places that lies
+        beside one of them with its longitude and latitude swapped: an error, not silence."""
+        from spatec.spatial.lonlat import program_places, swapped_beside
+
+        refs = program_places(self)
+        for name, lon, lat in refs:
+            d = decls.get(name)
+            if d is None:
+                continue
+            found = swapped_beside((lon, lat), [r for r in refs if r[0] != name])
+            if found is None:
+                continue
+            other, far, near = found
+            what = f"places {name}: the median of its places" if isinstance(d, A.PlaceSetDecl) else f"place {name}"
+            hint = ("coordinates are WGS84 longitude first, then latitude: check that `place point(LON, LAT)` "
+                    "names the longitude column first and that the file's columns hold what their names say"
+                    if isinstance(d, A.PlaceSetDecl) else
+                    "coordinates are WGS84 longitude first, then latitude")
+            span = d.place.span if isinstance(d, A.PlaceSetDecl) and d.place is not None else d.span
+            self.err(span, f"{what} ({lon:g}, {lat:g}) lies {far:,} km from the program's other places; with "
+                           f"longitude and latitude swapped it lies {near:g} km from {other}", hint)
 
     def _place_name_taken(self, name: str, span: Span) -> bool:
         first = self.places.get(name) or self.place_sets.get(name)
@@ -147,8 +177,7 @@ class _Checker:
             info = PhraseChecker(self, unique[name]).run()
             if info is not None:
                 infos.append(info)
-                self.types[name] = EventType(name, dict(info.schema), phrase=name,
-                                             stamp_length=info.span_bound, span=unique[name].span)
+                self.types[name] = _derived_type(info, unique[name].span)
         graph = FlowGraph(tuple(order), {n: inputs[n] for n in order})
         return Program(self.L.root, self.timezone, self.crs, self.events, self.places, infos, self.L.texts,
                        place_sets=self.place_sets, event_types=dict(self.types), flow=graph)
@@ -185,6 +214,9 @@ class _Checker:
                                      "part of its time stamp", f"rename it, e.g. `{a.name}_`")
                 elif a.name.startswith("_"):
                     self.err(a.span, f"attribute name `{a.name}` is reserved (names starting with `_`)")
+                if a.column is not None and not a.column.strip():
+                    self.err(a.span, f"attribute {a.name} is read from an empty column name",
+                             f"name the input column: `{a.name}: {a.type} from \"VehicleRef\"`")
                 attrs[a.name] = a.type  # known, so that its uses below raise no further errors
 
         def need(name: str, span: Span, types: tuple, role: str) -> None:
@@ -291,6 +323,18 @@ class _Checker:
 # Window and offset lengths must fit the runners' 64-bit microsecond clocks;
 # radii and distances beyond the Earth's are typing slips.
 _LIMITS = {"duration": (1e18, "about 30,000 years"), "distance": (4e7, "40,000 km")}
+
+
+def _derived_type(info: PhraseInfo, span: Span) -> EventType:
+    """Phrase ``info``'s composites as an event type (SPEC §8): its emit fields as attributes;
+    with ``as event``, the source fields and a stamp within the composite's (an instant for
+    ``time F``)."""
+    ae = info.as_event
+    length = info.span_bound
+    if ae is not None and ae.high is None:
+        length = 0
+    return EventType(info.name, dict(info.schema), phrase=info.name, stamp_length=length, span=span,
+                     source_fields=ae.source if ae is not None else ())
 
 
 def _at(span: Span, fallback: Span) -> Span:

@@ -25,6 +25,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.bounds import phrase_bound_problem, span_bound
 from spatec.frontend.program import (
     DERIVED,
+    AsEventInfo,
     PLACE_BINDINGS,
     PLACE_SETS,
     PLACES_FIELD,
@@ -129,6 +130,7 @@ class PhraseChecker:
                          f"its id is in the standard `{PLACES_FIELD}` field")
                 t = None
             schema.append((f.name, t or "str"))
+        as_event = self._as_event(dict(schema)) if p.as_event is not None else None
         bound = None
         if self.ok and not self.c.bad_events:  # stamp lengths need sound event declarations
             bound = self._bounds()
@@ -139,7 +141,8 @@ class PhraseChecker:
             n.type for n in A.walk(p.match)
             if isinstance(n, (A.EventRef, A.Run)) and n.type in self.c.types and self.c.types[n.type].derived))
         return PhraseInfo(p, dict(self.vars), dict(self.negated), self.types, schema, bound, runs=runs,
-                          places=dict(self.places), inputs=inputs, constructs=frozenset(self.constructs))
+                          places=dict(self.places), inputs=inputs, constructs=frozenset(self.constructs),
+                          as_event=as_event)
 
     def _run_info(self, r: A.Run) -> RunInfo:
         etype = self.c.types[r.type]
@@ -227,7 +230,13 @@ class PhraseChecker:
             self.err(m.span, "a run cannot stand under `or` or `not`",
                      "a run binds a stretch of one source's events; join it with `;`, `||`, `and`, ...")
         etype = self._event_type(m.type, _at(m.type_span, m.span))
-        if etype is not None and etype.derived:
+        if etype is not None and etype.derived and etype.has_source:
+            self.err(_at(m.type_span, m.span), f"runs of a phrase's composites are not supported: {m.type} "
+                                               "is a phrase",
+                     "relate its composites with `successive(C1, C2)`, which applies to them (`as event "
+                     "source ...`)")
+            etype = None
+        elif etype is not None and etype.derived:
             self.err(_at(m.type_span, m.span), f"{m.type} is a phrase: its composites have no source, so they "
                                                "cannot form runs",
                      "a run cuts the events of each source (a vehicle) into stretches of successive events")
@@ -288,12 +297,16 @@ class PhraseChecker:
         self.var_spans = {**self.var_spans, **{k: v for k, v in saved_spans.items() if k in left_pos}}
 
     def _place_name(self, name: str, span: Span):
-        """The place set or single place named ``name`` (None, reported, if neither)."""
+        """The place set or single place named ``name`` (None, reported, if neither; None,
+        not reported again, for a place set whose file has errors)."""
         if name in self.c.place_sets:
             self.constructs.add(PLACE_SETS)
             return self.c.place_sets[name]
         if name in self.c.places:
             return self.c.places[name]
+        if name in self.c.bad_place_sets:
+            self.ok = False          # its file's errors are reported at its rows
+            return None
         self.err(span, f"unknown place {name}",
                  did_you_mean(name, list(self.c.places) + list(self.c.place_sets))
                  or "declare it with `place NAME = ...` or `places NAME = \"FILE\"`")
@@ -307,11 +320,22 @@ class PhraseChecker:
             if negated or not bindable:
                 self.err(_at(m.var_span, m.span), _NO_PLACE_BINDING)
                 return
-            if not self._bind(m.var, m.var_span, m.span) or found is None:
+            if not self._bind(m.var, m.var_span, m.span):
+                return
+            if found is None:
+                # (reported: unknown, or its file has errors) bound all the same, its attributes
+                # unknown: no second error at each use of the variable
+                self.places[m.var] = PlaceBinding(m.var, m.place, certain, None, node=m, nearest=m.nearest)
+                return
+            if m.nearest and m.place not in self.c.place_sets:
+                self.err(_at(m.place_span, m.span), f"`nearest` chooses among the places of a set: {m.place} is "
+                                                    "one place",
+                         f"write `at {m.place} -> {m.var}`; `at nearest` is for a set declared with "
+                         "`places NAME = \"FILE\"`")
                 return
             self.constructs.add(PLACE_BINDINGS)
             attrs = dict(found.attrs) if m.place in self.c.place_sets else {"name": "str"}
-            self.places[m.var] = PlaceBinding(m.var, m.place, certain, attrs, node=m)
+            self.places[m.var] = PlaceBinding(m.var, m.place, certain, attrs, node=m, nearest=m.nearest)
         elif isinstance(m, A.NearPlace):
             self.unit(m.distance, "distance")
             self._place_name(m.place, _at(m.place_span, m.span))
@@ -391,6 +415,13 @@ class PhraseChecker:
                          "a negated variable may appear in `where`, as part of the absence condition")
                 return None
             return "negated"
+        if name in self.c.places or name in self.c.place_sets or name in self.c.bad_place_sets:
+            many = name not in self.c.places
+            self.err(span, f"{name} is a place{' set' if many else ''}, not a variable",
+                     f"bind {'one of its places' if many else 'it'} beside an event and use that: `BusGPS -> A and "
+                     f"at {'nearest ' if many else ''}{name} -> P`, then `distance(A, P)`; or keep the events "
+                     f"near it with a pattern: `BusGPS -> A and within 100 m of {name}`")
+            return None
         hint = did_you_mean(name, list(self.vars) + list(self.negated) + list(self.places))
         if name in _PATTERN_NAMES:
             hint = ("patterns (`Tuesday`, `at P`, ...) belong in the match: "
@@ -448,6 +479,8 @@ class PhraseChecker:
             return self._attr_type(self._etype_of(e.var), e.name, name_span, f"{e.var}.{e.member}")
         if kind == "place":
             b = self.places[e.var]
+            if b.attrs is None:
+                return None          # a set whose file has errors: reported there
             if e.name in b.attrs:
                 return value_type(b.attrs[e.name])
             if e.name in STAMP_ATTRS:
@@ -631,11 +664,12 @@ class PhraseChecker:
                              + ", ".join(f"{n} is {t.name}" for n, t in zip(names, types)))
             return None
         t = types[0]
-        if t.derived:
+        if t.derived and not t.has_source:
             self.err(e.span, f"successive does not apply to {t.name}: a phrase's composites have no source",
-                     "successive means: the next event of the same type and source")
+                     f"give them one: `as event source F time G` after phrase {t.name}'s emit "
+                     "(successive means: the next event of the same type and source)")
             return None
-        if t.source is None:
+        if not t.has_source:
             self.err(e.span, f"successive needs a type with a `source`; {t.name} has none",
                      "successive means: the next event of the same type and source")
             return None
@@ -685,6 +719,90 @@ class PhraseChecker:
         self.aggregates.setdefault(a.var, []).append((e.func, a.name))
         return t
 
+    # ---------------------------------------------------------------- as event (SPEC §8)
+    def _as_event(self, schema: dict) -> AsEventInfo | None:
+        """``as event source F, ... time G [.. H]``: the source is made of emit fields (text or
+        numbers), the time of emit fields that are times of the composite's own events."""
+        p, ae = self.p, self.p.as_event
+        emits = {f.name: f for f in p.emit}
+        before = self.ok
+        self.ok = True
+        source: tuple = ()
+        if ae.source is not None:
+            seen = set()
+            for name in ae.source.attrs:
+                if name in seen:
+                    self.err(ae.source.span, f"`source`: {name} is named twice")
+                    continue
+                seen.add(name)
+                if name not in emits:
+                    self.err(ae.source.span, f"`source {name}`: {name} is not an emit field of {p.name}",
+                             did_you_mean(name, emits) or "the source is made of emit fields, e.g. "
+                             "`emit line = R.line ... as event source line`")
+                elif name in schema and schema[name] not in ("str", "number"):
+                    self.err(ae.source.span, f"`source {name}`: a source is text or a number, and {name} "
+                                             f"is {words(schema[name])}")
+            source = tuple(ae.source.attrs)
+        times = []
+        if ae.time is None:
+            self.err(ae.span, f"phrase {p.name}'s `as event` has no `time` clause",
+                     "name the emit field that is its events' local time, e.g. `time arrived` with "
+                     "`arrived = R.first.t`")
+        else:
+            tc = ae.time
+            if tc.widen is not None:
+                self.err(tc.widen.span, "a phrase's composites as events take their time stamp from their "
+                                        "own events: no widening",
+                         "the stamp must lie within the composite's; write `time F` or `time F .. G`")
+            for b in (tc.low, tc.high):
+                if b is None:
+                    continue
+                if b.offset is not None:
+                    self.err(b.span, f"`time {b.attr}`: no offset here: the time must be a time of the "
+                                     "composite's own events",
+                             "emit the time you mean from an event, e.g. `arrived = R.first.t`")
+                    continue
+                f = emits.get(b.attr)
+                if f is None:
+                    self.err(b.span, f"`time {b.attr}`: {b.attr} is not an emit field of {p.name}",
+                             did_you_mean(b.attr, emits) or "the time is an emit field, e.g. "
+                             "`emit arrived = R.first.t ... as event time arrived`")
+                    continue
+                ref = self._stamp_time(f.expr)
+                if ref is None:
+                    from spatec.frontend.printer import print_expr
+
+                    self.err(b.span, f"`time {b.attr}`: {b.attr} is `{print_expr(f.expr)}`, not a time of the "
+                                     f"composite's own events",
+                             "emit a time stamp of one of its events (`R.first.t`, `R.last.t`, `A.t`, `A.lo`, "
+                             "`B.hi`, `R.lo`): the declared time must lie within the composite's time stamp")
+                    continue
+                times.append((b.attr, ref))
+            if self.ok and tc.high is not None and len(times) == 2 and not _not_after(times[0][1], times[1][1]):
+                self.err(tc.span, f"`time {tc.low.attr} .. {tc.high.attr}`: {tc.low.attr} may come after "
+                                  f"{tc.high.attr}",
+                         "the low end must never be after the high end: take both from one event "
+                         "(`A.lo .. A.hi`) or from one run (`R.first.t .. R.last.t`)")
+        ok, self.ok = self.ok, before and self.ok
+        if not ok:
+            return None
+        return AsEventInfo(source, ae.time.low.attr, ae.time.high.attr if ae.time.high is not None else None)
+
+    def _stamp_time(self, e):
+        """``(variable, member, stamp end)`` when ``e`` is a time stamp of one of the composite's
+        own events (``A.t``, ``A.lo``, ``R.first.t``, ``R.last.hi``, ``R.lo``), else None."""
+        if not isinstance(e, A.Attr) or e.name not in STAMP_ATTRS:
+            return None
+        if e.var in self.run_names and e.var in self.vars:
+            if e.member in ("first", "last"):
+                return (e.var, e.member, e.name)
+            if e.member is None and e.name in ("lo", "hi"):
+                return (e.var, "run", e.name)
+            return None
+        if e.member is None and e.var in self.vars:
+            return (e.var, None, e.name)
+        return None
+
     # ---------------------------------------------------------------- boundedness
     def _bounds(self) -> int | None:
         """SPEC §4: partial matches must not live forever.
@@ -701,6 +819,32 @@ class PhraseChecker:
                      "or link them with `successive(A, B)`")
             return None
         return span_bound(self.p, self.c.types)
+
+
+#: a stamp time is never after another: ((member, end), (member, end)) within one event or run
+_ORDER = {((m, a), (m, b)) for m in (None, "first", "last") for a, b in (("lo", "t"), ("t", "hi"), ("lo", "hi"))}
+# a run's events are one type's, in local-time order, and hi - t is the same for each
+_ORDER |= {(("first", "t"), ("last", "t")), (("first", "hi"), ("last", "hi"))}
+
+
+def _not_after(a: tuple, b: tuple) -> bool:
+    """Whether stamp time ``a`` (:meth:`PhraseChecker._stamp_time`) is never after ``b``."""
+    if a == b:
+        return True
+    if a[0] != b[0]:
+        return False
+    if a[1] == "run":
+        return a[2] == "lo"
+    if b[1] == "run":
+        return b[2] == "hi"
+    seen, todo = {(a[1], a[2])}, [(a[1], a[2])]
+    while todo:
+        x = todo.pop()
+        for u, v in _ORDER:
+            if u == x and v not in seen:
+                seen.add(v)
+                todo.append(v)
+    return (b[1], b[2]) in seen
 
 
 def _show(a) -> str:

@@ -97,7 +97,9 @@ def _load(path: Path, text: str | None, out: Loaded, stack: list[Path], seen: se
                      "include names a .spatec file of declarations")
             return
         out.diagnostics.extend(e.diagnostics)
-        return
+        if e.module is None:
+            return
+        module = e.module       # slips read past (`90 mins`): check the rest of the program too
     for decl in module.decls:
         if isinstance(decl, A.Include):
             target = (path.parent / decl.path)

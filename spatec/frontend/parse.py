@@ -34,7 +34,7 @@ TERMINAL_TEXT = {
     "MONTH": "a month (`January` … `December`)",
     "DATETIME": "a date-time", "DATE": "a date (`2026-12-24`)", "CLOCK": "a clock time (`07:30`)",
     "NUMBER": "a number", "SIGNED_NUMBER": "a number", "STRING": "a string in quotes",
-    "NAME": "a name", "LPAR": "`(`", "RPAR": "`)`", "COMMA": "`,`", "COLON": "`:`",
+    "NAME": "a name", "PLACE_ID": "a stop id (`0500CCITY423`)", "LPAR": "`(`", "RPAR": "`)`", "COMMA": "`,`", "COLON": "`:`",
     "EQUAL": "`=`", "DOT": "`.`", "__ANON_0": "`->`", "$END": "the end of the file",
 }
 
@@ -98,7 +98,7 @@ def _terminal_text(name: str, p: Lark) -> str:
     return name.lower()
 
 
-_DECL_KEYWORDS = {"PHRASE", "EVENT", "PLACE", "PLACES", "INCLUDE", "TIMEZONE", "CRS", "SOURCE", "TIME"}
+_DECL_KEYWORDS = {"PHRASE", "EVENT", "PLACE", "PLACES", "INCLUDE", "TIMEZONE", "CRS", "SOURCE", "TIME", "AS"}
 _PATTERN_STARTS = {"DAY", "MONTH", "BETWEEN", "ON", "FROM", "AT", "IN", "WITHIN", "CERTAINLY"}
 
 
@@ -165,6 +165,14 @@ def _num(tok: Token) -> float:
 
 _ST_CANON = {"≠": "<>", "‖": "||"}
 
+#: units as an analyst may write them (the grammar reads them as units) → the unit to write
+UNIT_SLIPS = {**{u: "min" for u in ("minutes", "minute", "mins")},
+              **{u: "s" for u in ("seconds", "second", "secs", "sec")},
+              **{u: "h" for u in ("hours", "hour", "hrs", "hr")}, **{u: "d" for u in ("days", "day")},
+              **{u: "m" for u in ("metres", "meters", "metre", "meter")},
+              **{u: "km" for u in ("kilometres", "kilometers", "kilometre", "kilometer", "kms")},
+              **{u: "km/h" for u in ("km/hr", "kmh", "kph", "mph")}}
+
 
 def canonical_op(op: str) -> str:
     """Map the Unicode spellings to ASCII: `‖=` → `||=`, `;≠` → `;<>`."""
@@ -186,8 +194,9 @@ class _Builder:
         self.file = file
         self.problems: list[_Positioned] = []  # reported together after the whole tree is built
 
-    def problem(self, span: Span, message: str, hint: str | None = None) -> None:
-        self.problems.append(_Positioned(span, message, hint))
+    def problem(self, span: Span, message: str, hint: str | None = None, soft: bool = False) -> None:
+        """``soft``: a slip whose meaning is plain (the tree is built as if written right)."""
+        self.problems.append(_Positioned(span, message, hint, soft))
 
     def _str(self, tok: Token) -> str:
         try:
@@ -235,6 +244,17 @@ class _Builder:
         return A.PlaceSetDecl(str(name), self._str(path), span=self._s(meta), name_span=self._t(name),
                               path_span=self._t(path))
 
+    def places_gtfs(self, meta, c):
+        path, table, _pm, widen = c
+        return A.PlacesFile(self._str(path), span=self._s(meta), path_span=self._t(path), gtfs=str(table),
+                            widen=widen, table_span=self._t(table))
+
+    def place_set_gtfs(self, meta, c):
+        name, path, table, _pm, widen = c
+        clause = A.PlaceClause(widen=widen, span=widen.span) if widen is not None else None
+        return A.PlaceSetDecl(str(name), self._str(path), clause, span=self._s(meta), name_span=self._t(name),
+                              path_span=self._t(path), gtfs=str(table), table_span=self._t(table))
+
     def include(self, meta, c):
         return A.Include(self._str(c[0]), span=self._s(meta), path_span=self._t(c[0]))
 
@@ -244,10 +264,14 @@ class _Builder:
         return A.EventDecl(str(name), attrs, span=self._s(meta), name_span=self._t(name))
 
     def attr_decl(self, meta, c):
-        return A.AttrDecl(str(c[0]), str(c[1]), span=self._s(meta))
+        column = self._str(c[2]) if c[2] is not None else None
+        return A.AttrDecl(str(c[0]), str(c[1]), span=self._s(meta), column=column)
 
     def source_clause(self, meta, c):
-        return A.SourceClause(str(c[0]), span=self._s(meta))
+        return A.SourceClause(str(c[0]), span=self._s(meta), more=tuple(str(x) for x in c[1:]))
+
+    def as_event(self, meta, c):
+        return A.AsEvent(span=self._s(meta))
 
     def time_point(self, meta, c):
         bound, _pm, widen = c
@@ -310,8 +334,19 @@ class _Builder:
     def number(self, meta, c):
         return self._num(c[0])
 
+    def _unit(self, tok: Token) -> str:
+        """A unit as written, or (a slip such as `mins`, reported) the unit it stands for."""
+        unit = str(tok)
+        if unit in A.UNIT_DIMENSION:
+            return unit
+        right = UNIT_SLIPS[unit]
+        hint = (f"write `{right}`: the units are `s`, `min`, `h`, `d`, `m`, `km`, `m/s`, `km/h`"
+                if unit != "mph" else "miles are not a unit of SpaTeC: 1 mph is 1.609 km/h")
+        self.problem(self._t(tok), f"unknown unit `{unit}`; did you mean `{right}`?", hint, soft=True)
+        return right
+
     def quantity(self, meta, c):
-        return A.Quantity(self._num(c[0]), str(c[1]), span=self._s(meta))
+        return A.Quantity(self._num(c[0]), self._unit(c[1]), span=self._s(meta))
 
     # ------------------------------------------------------------ phrases
     def phrase(self, meta, c):
@@ -436,6 +471,16 @@ class _Builder:
         return A.AtPlace(self._place(c[0]), str(c[1]), span=self._s(meta), place_span=self._t(c[0]),
                          var_span=self._t(c[1]))
 
+    def p_at_nearest(self, meta, c):
+        return A.AtPlace(self._place(c[0]), str(c[1]), span=self._s(meta), place_span=self._t(c[0]),
+                         var_span=self._t(c[1]), nearest=True, nearest_span=self._s(meta))
+
+    def p_at_nearest_unbound(self, meta, c):
+        self.problem(self._s(meta), "`at nearest` chooses the place to bind: name a variable for it",
+                     f"write `at nearest {self._place(c[0])} -> S`; to match any of the places, `at "
+                     f"{self._place(c[0])}`")
+        return A.AtPlace(self._place(c[0]), span=self._s(meta), place_span=self._t(c[0]))
+
     def p_in(self, meta, c):
         return A.InShape(c[0], span=self._s(meta))
 
@@ -465,7 +510,7 @@ class _Builder:
         return A.Num(self._num(c[0]), span=self._s(meta))
 
     def e_quantity(self, meta, c):
-        return A.Quantity(self._num(c[0]), str(c[1]), span=self._s(meta))
+        return A.Quantity(self._num(c[0]), self._unit(c[1]), span=self._s(meta))
 
     def e_str(self, meta, c):
         return A.Str(self._str(c[0]), span=self._s(meta))
@@ -496,8 +541,8 @@ class _Builder:
 
 
 class _Positioned(Exception):
-    def __init__(self, span: Span, message: str, hint: str | None = None):
-        self.span, self.message, self.hint = span, message, hint
+    def __init__(self, span: Span, message: str, hint: str | None = None, soft: bool = False):
+        self.span, self.message, self.hint, self.soft = span, message, hint, soft
 
 
 def _token_problem(tok: Token, message: str, hint: str | None = None) -> _Positioned:
@@ -508,11 +553,43 @@ def _token_problem(tok: Token, message: str, hint: str | None = None) -> _Positi
 def _attach_clauses(items, file: str, problems: list) -> A.Module:
     """Fold `source`/`time`/`place` clause items into the event declaration before them."""
     decls: list = []
+    orphan = False      # clauses after a misplaced `as event` are its own: not reported again
     for item in items:
+        if isinstance(item, A.AsEvent):
+            prev = decls[-1] if decls else None
+            orphan = True
+            if not isinstance(prev, A.Phrase):
+                problems.append(_Positioned(item.span, "`as event` stands after a phrase",
+                                            "it gives the phrase's composites, as events, a source and a "
+                                            "time of their own: `phrase P = ... emit ... as event source F "
+                                            "time G`"))
+            elif prev.as_event is not None:
+                problems.append(_Positioned(item.span, f"phrase {prev.name} has two `as event` clauses"))
+            else:
+                decls[-1] = _with_as_event(prev, item, file)
+                orphan = False
+            continue
+        if orphan and isinstance(item, (A.SourceClause, A.TimeClause, A.PlaceClause)):
+            continue
+        orphan = False
         if isinstance(item, (A.SourceClause, A.TimeClause, A.PlaceClause)):
             kw = {A.SourceClause: "source", A.TimeClause: "time", A.PlaceClause: "place"}[type(item)]
             prev = decls[-1] if decls else None
+            if isinstance(prev, A.Phrase) and prev.as_event is not None:
+                problems.extend(_as_event_clause(prev, item, kw, decls, file))
+                continue
+            if isinstance(item, A.SourceClause) and item.more and isinstance(prev, A.EventDecl):
+                problems.append(_Positioned(item.span, f"the source of event {prev.name} is one attribute",
+                                            f"write `source {item.attr}`; several fields may be the source "
+                                            "of a phrase's composites (`as event source line, direction`)"))
+                item = A.SourceClause(item.attr, span=item.span)
             if kw == "place" and isinstance(prev, A.PlaceSetDecl):
+                if prev.gtfs is not None:
+                    problems.append(_Positioned(item.span, f"places {prev.name}: a GTFS table brings its own "
+                                                           "regions", "widen them on the `places` line: "
+                                                           f"`places {prev.name} = gtfs \"{prev.path}\" "
+                                                           f"{prev.gtfs} ± 40 m`"))
+                    continue
                 if prev.place is not None:
                     problems.append(_Positioned(item.span, f"places {prev.name} has two `place` clauses"))
                     continue
@@ -522,7 +599,8 @@ def _attach_clauses(items, file: str, problems: list) -> A.Module:
                 continue
             if not isinstance(prev, A.EventDecl):
                 hint = ("a place declaration needs `=`: `place NAME = circle(lon, lat, 100 m)`"
-                        if kw == "place" else f"put `{kw}` right after an `event` declaration")
+                        if kw == "place" else f"put `{kw}` right after an `event` declaration, or after a "
+                        "phrase's `as event`")
                 problems.append(_Positioned(item.span, f"`{kw}` clause outside an event declaration", hint))
                 continue
             if getattr(prev, kw) is not None:
@@ -535,6 +613,30 @@ def _attach_clauses(items, file: str, problems: list) -> A.Module:
         else:
             decls.append(item)
     return A.Module(file, tuple(decls), span=Span(file, 1, 1, 1, 1))
+
+
+def _with_as_event(p: A.Phrase, ae: A.AsEvent, file: str, end: Span | None = None) -> A.Phrase:
+    """Phrase ``p`` with its ``as event`` clause (the phrase's span then reaches to the end of
+    the clause, or of ``end``, a clause of it)."""
+    end = end or ae.span
+    span = Span(file, p.span.line, p.span.col, end.end_line, end.end_col) if p.span.line else p.span
+    return A.Phrase(p.name, p.match, per=p.per, where=p.where, within=p.within, emit=p.emit, span=span,
+                    per_span=p.per_span, name_span=p.name_span, as_event=ae)
+
+
+def _as_event_clause(p: A.Phrase, item, kw: str, decls: list, file: str) -> list:
+    """Attach a `source` or `time` clause to phrase ``p``'s `as event` (``decls[-1]``); the
+    problems of doing so."""
+    ae = p.as_event
+    if kw == "place":
+        return [_Positioned(item.span, "the place of a phrase's composites is their convex hull: `as event` "
+                                       "has no `place` clause",
+                            "give its events a `source` and a `time`; their location stamp stays the hull")]
+    if getattr(ae, kw) is not None:
+        return [_Positioned(item.span, f"phrase {p.name}'s `as event` has two `{kw}` clauses")]
+    ae = A.AsEvent(**{"source": ae.source, "time": ae.time, kw: item}, span=ae.span)
+    decls[-1] = _with_as_event(p, ae, file, item.span)
+    return []
 
 
 def _line(text: str, n: int) -> str | None:
@@ -563,7 +665,8 @@ def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str, p: Lark) -> Dia
         after = text[tok.start_pos - 1] if tok.type != "$END" and tok.start_pos else ""
         hint = _hint_for(tok, set(e.accepts or e.expected), after, p)
         span = Span(file, line, col, line, col + width)
-        in_condition = _pattern_in_condition(tok, set(e.accepts or e.expected), text, file)
+        in_condition = _pattern_in_condition(tok, set(e.accepts or e.expected), text, file) \
+            or _clock_in_condition(tok, text, file)
         if in_condition is not None:
             span, msg, hint = in_condition
         elif hint is None:
@@ -654,6 +757,29 @@ def _pattern_in_condition(tok: Token, expected: set[str], text: str, file: str):
     return span, f"`{shown}` is a pattern: patterns cannot stand in a condition", hint
 
 
+_CLOCK_BEFORE = re.compile(r"(\d{1,2})$")
+_CLOCK_AFTER = re.compile(r":\d{2}(:\d{2})?")
+
+
+def _clock_in_condition(tok: Token, text: str, file: str):
+    """(span, message, hint) when a clock time was written in a condition (`where A.t > 09:00`):
+    a condition compares instants; a time of day is a pattern of the match."""
+    if tok.type == "$END" or str(tok) != ":" or not tok.start_pos:
+        return None
+    before = _CLOCK_BEFORE.search(text, 0, tok.start_pos)
+    after = _CLOCK_AFTER.match(text, tok.start_pos)
+    if before is None or after is None:
+        return None
+    start, end = before.start(1), after.end()
+    line = text.count("\n", 0, start) + 1
+    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    clock = text[start:end]
+    return (Span(file, line, col, line, col + len(clock)),
+            f"`{clock}` is a time of day: a condition compares instants (`A.t`, a date-time) and durations",
+            f"for the events of a time of day, put the pattern in the match: `BusGPS -> A and between "
+            f"{clock} and 17:00`; to compare with an instant, write a date-time: `A.t > 2019-10-01T{clock}`")
+
+
 def _glued_keyword(tok: Token, text: str, file: str, e: UnexpectedToken):
     """(span, message, hint) when the word before the token was read as a keyword and a name
     (`andd` as `and` `d`, `emitt` as `emit` `t`): a slip of the keyword."""
@@ -723,7 +849,7 @@ def parse_text(text: str, file: str = "<string>") -> A.Module:
     if builder.problems:
         problems = sorted(builder.problems, key=lambda p_: (p_.span.line, p_.span.col))
         raise ParseError([Diagnostic(p_.span, p_.message, p_.hint, _line(text, p_.span.line))
-                          for p_ in problems])
+                          for p_ in problems], module=module if all(p_.soft for p_ in problems) else None)
     return module
 
 
@@ -753,8 +879,3 @@ def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
     return out
 
 
-def parse_file(path: str | Path) -> A.Module:
-    from spatec.frontend.source import read_program
-
-    path = Path(path)
-    return parse_text(read_program(path), str(path))

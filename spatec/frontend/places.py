@@ -30,7 +30,7 @@ class PlaceDef:
     """A named place, resolved: a circle (centre + radius) or a polygon, in lon/lat."""
 
     name: str
-    kind: str                      # "circle" | "polygon"
+    kind: str                      # "circle" | "polygon" | "line" (a GTFS shape: ``widen`` makes it a corridor)
     lon: float = 0.0
     lat: float = 0.0
     radius: float = 0.0            # metres, circles only (a point place has radius = its widening)
@@ -75,7 +75,10 @@ def _at(span: Span, message: str, hint: str | None, line: str | None) -> Diagnos
 
 
 def load_named_features(target: Path, decl: A.PlacesFile, report: Report, line_of: LineOf) -> dict:
-    """``places "FILE.geojson"``: {name: PlaceDef} of every feature with a ``name`` property."""
+    """``places "FILE.geojson"``: {name: PlaceDef} of every feature with a ``name`` property;
+    ``places gtfs "feed.zip" TABLE``: every row of the table, by its name (:func:`gtfs.place_name`)."""
+    if decl.gtfs is not None:
+        return _gtfs_named(target, decl, report, line_of)
     import shapely
     from shapely.geometry import shape as to_shape
 
@@ -258,6 +261,25 @@ def _field_starts(line: str) -> list[int]:
     return starts
 
 
+def _unclosed_quote(line: str) -> int | None:
+    """The 0-based offset of a quote that opens a field of ``line`` and is not closed on it
+    (inside a quoted field, `""` is a quote)."""
+    i, n, field_start = 0, len(line), True
+    while i < n:
+        if field_start and line[i] == '"':
+            at, i = i, i + 1
+            while i < n and not (line[i] == '"' and line[i + 1:i + 2] != '"'):
+                i += 2 if line[i] == '"' else 1
+            if i >= n:
+                return at
+            field_start = False
+            i += 1
+            continue
+        field_start = line[i] == ","
+        i += 1
+    return None
+
+
 def _number(text: str) -> float | None:
     try:
         v = float(text)
@@ -294,6 +316,13 @@ def load_place_set(decl: A.PlaceSetDecl, base: Path, report: Report, line_of: Li
     """Read a place set; report every problem; None if it cannot be used."""
     target = base / decl.path
     r = _SetReader(decl, target, report, line_of)
+    if decl.gtfs is not None:
+        got = _gtfs_places(decl, target, r.widen() if r.check_clause(_GEOJSON_COLUMNS) else None,
+                           r.program_error, report)
+        if got is None:
+            return None
+        attrs, places, values = got
+        return PlaceSet(decl.name, r.shown, attrs, tuple(places), tuple(values), span=decl.span)
     if not target.is_file():
         r.program_error(decl.path_span, f"cannot read places \"{decl.path}\": no such file ({r.shown})",
                         "places paths are relative to the including file")
@@ -388,14 +417,14 @@ def _read_csv(r: _SetReader, text: str):
             line_no = reader.line_num
             if not fields or all(not f.strip() for f in fields):
                 continue
-            rows.append((start, fields))
+            rows.append((start, fields, line_no))
     except csv.Error as e:
         r.row_error(line_no + 1, 1, 1, lines[line_no] if line_no < len(lines) else None,
                     f"not CSV: {e}")
         return None
     index = {c: i for i, c in enumerate(columns)}
     places, cells = [], []
-    for start, fields in rows:
+    for start, fields, end in rows:
         raw = lines[start - 1] if start - 1 < len(lines) else None
 
         def bad(col_name: str | None, message: str, hint: str | None = None, _s=start, _raw=raw,
@@ -407,6 +436,14 @@ def _read_csv(r: _SetReader, text: str):
             r.row_error(_s, col, width, _raw, message, hint)
 
         if len(fields) != len(columns):
+            quote = _unclosed_quote(raw or "")
+            if quote is not None:
+                runs = f" (it runs on to line {end}, the rows after it read into it)" if end > start else ""
+                r.row_error(start, quote + 1, 1, raw, f"an unclosed quote: the field at column {quote + 1} has no "
+                            f"closing `\"`{runs}",
+                            'close the quote (`"Drummer Street, Bay 4"`), or write a quote inside a quoted field '
+                            'twice (`""`)')
+                continue
             bad(None, f"the row has {len(fields)} fields, the header {len(columns)}")
             continue
         if pc.geom is not None:
@@ -554,3 +591,79 @@ def _read_geojson(r: _SetReader, text: str):
     attrs = {k: _json_type([p.get(k) for p in props_list]) for k in keys}
     values = [{k: _json_value(p.get(k), attrs[k]) for k in keys} for p in props_list]
     return attrs, places, values
+
+
+# ------------------------------------------------------------------------------ GTFS feeds
+
+
+def _gtfs_places(decl, target: Path, widen: float | None, program_error, report: Report):
+    """``(attrs, places, values)`` of a GTFS table, each place a PlaceDef; None (and every problem
+    reported) when the feed or the table cannot give places."""
+    from spatec.frontend import gtfs
+
+    name = getattr(decl, "name", None)
+    label = f"places {name}" if name else "places"
+    table_span = decl.table_span if decl.table_span.line else decl.span
+    if widen is None:
+        return None
+    if decl.gtfs not in gtfs.TABLES:
+        program_error(table_span, f"{label}: a GTFS feed has no table {decl.gtfs} to make places of",
+                      _did_you_mean(decl.gtfs, gtfs.TABLES) or "tables: " + ", ".join(gtfs.TABLES))
+        return None
+    if decl.gtfs != "stops" and widen <= 0:
+        program_error(table_span, f"{label}: the {decl.gtfs} of a feed are lines; a line needs a width to be "
+                                  "a corridor", "widen it: `" + decl.gtfs + " ± 30 m`")
+        return None
+    try:
+        feed = gtfs.read_feed(target)
+        attrs, regions, values = gtfs.table_places(feed, decl.gtfs, target)
+    except gtfs.FeedProblem as p:
+        shown = os.path.normpath(str(target))
+        span, text = gtfs.problem_span(target, shown, p, decl.path_span if decl.path_span.line else decl.span)
+        if text is None:
+            program_error(span, f"{label}: cannot read GTFS feed \"{decl.path}\": {p.message}", p.hint)
+        else:
+            report(_at(span, f"{label}: {p.message}", p.hint, text))
+        return None
+    places = []
+    for i, reg in enumerate(regions):
+        pname = f"{name}:{i + 1}" if name else gtfs.place_name(decl.gtfs, values[i])
+        if reg[0] == "point":
+            places.append(PlaceDef(pname, "circle", reg[1], reg[2], widen, span=decl.span))
+        else:
+            import shapely
+
+            places.append(PlaceDef(pname, "line", wkt=shapely.to_wkt(reg[1], rounding_precision=-1), widen=widen,
+                                   span=decl.span))
+    return attrs, places, values
+
+
+def _gtfs_named(target: Path, decl: A.PlacesFile, report: Report, line_of: LineOf) -> dict:
+    ok = [True]
+
+    def program_error(span, message, hint=None):
+        ok[0] = False
+        report(_at(span, message, hint, line_of(span)))
+
+    widen = 0.0
+    if decl.widen is not None:
+        if decl.widen.dimension != "distance" or not (0 <= decl.widen.metres() < 4e7):
+            program_error(decl.widen.span, "a widening must be a distance from 0 to 40,000 km",
+                          "distances use `m` or `km`")
+            return {}
+        widen = decl.widen.metres()
+    got = _gtfs_places(decl, target, widen, program_error, report)
+    if got is None:
+        return {}
+    out, twice = {}, []
+    for pd in got[1]:
+        if pd.name in out:
+            twice.append(pd.name)
+        out[pd.name] = pd
+    if twice:
+        shown = ", ".join(f'"{n}"' for n in twice[:3]) + (", ..." if len(twice) > 3 else "")
+        program_error(decl.path_span, f"places gtfs \"{decl.path}\" {decl.gtfs}: {len(twice)} name"
+                                      f"{'s are' if len(twice) > 1 else ' is'} used twice ({shown})",
+                      f"to match them as a set, write `places NAME = gtfs \"{decl.path}\" {decl.gtfs}`")
+        return {}
+    return out

@@ -68,7 +68,7 @@ _PLACE_ID = re.compile(r"[0-9][A-Za-z0-9_]*")
 KEYWORDS = frozenset((
     "timezone", "crs", "places", "include", "event", "source", "time", "place", "point", "circle",
     "polygon", "phrase", "per", "where", "within", "emit", "or", "and", "not", "certainly", "between",
-    "on", "from", "to", "at", "in", "of", "true", "false", "run", "while", "gap",
+    "on", "from", "to", "at", "in", "of", "true", "false", "run", "while", "gap", "nearest", "as",
     "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "weekday", "weekend",
     "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
     "November", "December", *A.UNIT_DIMENSION))
@@ -160,7 +160,7 @@ def _pattern(m) -> str:
     if isinstance(m, A.DatePattern):
         return f"on {m.start}" if m.single else f"from {m.start} to {m.end}"
     if isinstance(m, A.AtPlace):
-        text = f"at {print_place_name(m.place)}"
+        text = f"at {'nearest ' if m.nearest else ''}{print_place_name(m.place)}"
         return text if m.var is None else f"{text} -> {m.var}"
     if isinstance(m, A.InShape):
         return f"in {print_shape(m.shape)}"
@@ -280,21 +280,28 @@ def _time_bound(b: A.TimeBound) -> str:
 
 
 def print_event(d: A.EventDecl) -> str:
-    attrs = ", ".join(f"{a.name}: {a.type}" for a in d.attrs)
+    attrs = ", ".join(f"{a.name}: {a.type}" + (f" from {print_string(a.column)}" if a.column is not None else "")
+                      for a in d.attrs)
     lines = [f"event {d.name}({attrs})"]
-    if d.source is not None:
-        lines.append(f"    source {d.source.attr}")
-    if d.time is not None:
-        tc = d.time
-        text = _time_bound(tc.low)
-        if tc.high is not None:
-            text += f" .. {_time_bound(tc.high)}"
-        elif tc.widen is not None:
-            text += f" ± {print_quantity(tc.widen)}"
-        lines.append(f"    time   {text}")
+    lines += _source_time(d.source, d.time)
     if d.place is not None:
         lines.append(f"    place  {_place_clause(d.place)}")
     return "\n".join(lines)
+
+
+def _source_time(source: A.SourceClause | None, time: A.TimeClause | None) -> list:
+    """The `source` and `time` lines of an event declaration or of a phrase's `as event`."""
+    lines = []
+    if source is not None:
+        lines.append(f"    source {', '.join(source.attrs)}")
+    if time is not None:
+        text = _time_bound(time.low)
+        if time.high is not None:
+            text += f" .. {_time_bound(time.high)}"
+        elif time.widen is not None:
+            text += f" ± {print_quantity(time.widen)}"
+        lines.append(f"    time   {text}")
+    return lines
 
 
 def _place_clause(pc: A.PlaceClause) -> str:
@@ -316,6 +323,9 @@ def print_phrase(p: A.Phrase) -> str:
         lines.append(f"  within {print_quantity(p.within)}")
     if p.emit:
         lines.append("  emit " + ", ".join(f"{f.name} = {print_expr(f.expr)}" for f in p.emit))
+    if p.as_event is not None:
+        lines.append("  as event")
+        lines += _source_time(p.as_event.source, p.as_event.time)
     return "\n".join(lines)
 
 
@@ -331,7 +341,14 @@ def print_decl(d: A.Decl) -> str:
     if isinstance(d, A.CrsDecl):
         return f"crs {print_string(d.name)}"
     if isinstance(d, A.PlacesFile):
+        if d.gtfs is not None:
+            return (f"places gtfs {print_string(d.path)} {d.gtfs}"
+                    + (f" ± {print_quantity(d.widen)}" if d.widen is not None else ""))
         return f"places {print_string(d.path)}"
+    if isinstance(d, A.PlaceSetDecl) and d.gtfs is not None:
+        widen = d.place.widen if d.place is not None else None
+        return (f"places {d.name} = gtfs {print_string(d.path)} {d.gtfs}"
+                + (f" ± {print_quantity(widen)}" if widen is not None else ""))
     if isinstance(d, A.PlaceSetDecl):
         text = f"places {d.name} = {print_string(d.path)}"
         return text if d.place is None else f"{text}\n    place {_place_clause(d.place)}"

@@ -48,15 +48,40 @@ class EventType:
 
     name: str
     attrs: Optional[dict]
-    source: Optional[str] = None          # the source attribute; derived types have none
+    source: Optional[str] = None          # the source attribute of a declared type
     has_place: bool = True                # derived types: the composite's convex hull
     stamp_length: Optional[int] = None    # longest time stamp (µs); None: unbounded
     phrase: Optional[str] = None          # the producing phrase, for a derived type
     span: Span = field(default=NO_SPAN, compare=False)
+    #: a derived type whose phrase says ``as event source F, ...``: the emit fields that
+    #: together are its events' source (SPEC §8); () for every other derived type
+    source_fields: tuple = ()
 
     @property
     def derived(self) -> bool:
         return self.phrase is not None
+
+    @property
+    def has_source(self) -> bool:
+        """Whether its events have a source (a declared `source`, or a phrase's `as event source`)."""
+        return self.source is not None or bool(self.source_fields)
+
+
+@dataclass(frozen=True)
+class AsEventInfo:
+    """A phrase's ``as event`` (SPEC §8): its composites, as events, have a source and a time
+    of their own, built from emit fields.
+
+    ``source``: the emit fields whose values together are the source (() for none); the
+    time stamp is ``[low, high]`` of the emit fields named (``time F``: ``high`` is None and
+    the stamp is the instant F), the local time ``t`` its upper end. The checker allows only
+    fields that are times of the composite's own events (``A.t``, ``R.first.t``, ``R.lo``,
+    ...), so the stamp lies within the composite's, and ``low`` never after ``high``.
+    """
+
+    source: tuple
+    low: str
+    high: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +133,8 @@ class PlaceBinding:
     certainly: bool
     attrs: dict
     node: Optional[A.AtPlace] = field(default=None, compare=False, repr=False)
+    #: ``at nearest SET -> S``: only the place whose centre is nearest the stamp's (SPEC §9)
+    nearest: bool = False
 
 
 @dataclass
@@ -124,6 +151,7 @@ class PhraseInfo(FlatContainer):
     places: dict = field(default_factory=dict)      # place variable → PlaceBinding
     inputs: tuple = ()    # the phrases whose composites this phrase matches (positively or negated)
     constructs: frozenset = frozenset()  # RUNS, DERIVED, PLACE_SETS, PLACE_BINDINGS used
+    as_event: Optional[AsEventInfo] = None   # `as event`: its composites' source and time as events
 
     @property
     def name(self) -> str:

@@ -9,7 +9,7 @@ from spatec.frontend import ast as A
 from spatec.frontend.check import Program
 from spatec.plan.nodes import PhrasePlan, walk_nodes
 from spatec.plan.physical import PhysicalPlan
-from spatec.plan.types import attr_names, source_attr
+from spatec.plan.types import attr_names, source_attrs
 
 
 def attributes_read(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
@@ -26,8 +26,6 @@ def attributes_read(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> P
     out = []
     for t in phys.types:
         want = set(named)
-        src = source_attr(program, t)
-        if src is not None:
-            want.add(src)
+        want.update(source_attrs(program, t))
         out.append((t, tuple(a for a in attr_names(program, t) if a in want)))
     return dataclasses.replace(phys, attributes=tuple(out))

@@ -84,7 +84,8 @@ def logical_plan(program: Program, info: PhraseInfo) -> PhrasePlan:
         name=p.name, root=root, leaves=leaves, vars=dict(info.vars), negated=dict(info.negated),
         key=key, key_source=key_source, within=p.within.micros() if p.within else None,
         span_bound=info.span_bound, deferred=tuple(deferred), emit=p.emit, schema=tuple(info.schema),
-        max_gap=max(gaps, default=0), types=info.types, places=dict(info.places), run_keys=run_keys)
+        max_gap=max(gaps, default=0), types=info.types, places=dict(info.places), run_keys=run_keys,
+        as_event=info.as_event)
 
 
 def physical_plan(program: Program, plan: PhrasePlan, stats=None) -> PhysicalPlan:

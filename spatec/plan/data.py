@@ -6,8 +6,10 @@ a tuple as ``{"@t": [...]}``, a dict as ``{"@d": [[key, value], ...]}`` (keys ma
 be nodes), a set as ``{"@s": [...]}``, a syntax node met before as ``{"@r": n}``; :func:`from_data` reads that back into
 equal objects (only the classes of :data:`MODULES` are ever made: reading data
 cannot run code). ``meaning=True`` leaves out what does not change the meaning
-(source spans, fields that take no part in equality): :func:`fingerprint` hashes
-that, so a plan's fingerprint is the same wherever and however it is written.
+(source spans, fields that take no part in equality, fields at their plain default):
+:func:`fingerprint` hashes that, so a plan's fingerprint is the same wherever and however
+it is written, and a field added later with a default keeps the fingerprints of the plans
+that do not use it.
 """
 from __future__ import annotations
 
@@ -71,7 +73,10 @@ def _to_data(obj, meaning: bool, seen: dict):
         for f in dataclasses.fields(obj):
             if meaning and (not f.compare or f.name == "span"):
                 continue
-            out[f.name] = yield from sub(getattr(obj, f.name))
+            value = getattr(obj, f.name)
+            if meaning and f.default is not dataclasses.MISSING and _is_default(value, f.default):
+                continue    # (a field added with a default leaves the meaning of plans without it alone)
+            out[f.name] = yield from sub(value)
         if node:
             seen[key] = len(seen)
         return out
@@ -91,6 +96,13 @@ def _to_data(obj, meaning: bool, seen: dict):
             items.append(x if _scalar(x) else (yield _to_data(x, meaning, {})))
         return {"@s": sorted(items, key=_json)}
     raise TypeError(f"{type(obj).__name__} is not plan data")
+
+
+def _is_default(value, default) -> bool:
+    """Whether a field's value is its default, a plain one (None, a bool, a number, text, ())."""
+    if type(value) is not type(default):
+        return False
+    return value == default if isinstance(default, (type(None), bool, int, float, str, tuple)) else False
 
 
 def from_data(data):

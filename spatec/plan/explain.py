@@ -171,6 +171,14 @@ def flow_dict(plan: PhrasePlan, program: Program | None) -> dict:
     return out
 
 
+def as_event_dict(ae) -> dict:
+    """A phrase's ``as event`` (SPEC §8): its composites' source and time stamp as events."""
+    stamp = ae.low if ae.high is None else f"{ae.low} .. {ae.high}"
+    return {"source": list(ae.source) or None, "time": stamp, "t": ae.high or ae.low,
+            "order": ("exact per source, by t (successive applies)" if ae.source
+                      else "by the declared stamp (no source)")}
+
+
 def plan_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
     return {
         "phrase": plan.name,
@@ -185,8 +193,12 @@ def plan_dict(plan: PhrasePlan, program: Program | None = None) -> dict:
                    ["events", "map"]] + ([["places", "map"]] if plan.places else [])
         + [list(x) for x in plan.schema],
         **({"places": {v: {"set": b.place, "test": "certainly at" if b.certainly else "at",
-                       "matched": "one match per place, candidates from a spatial index (STRtree)"}
+                       "matched": ("one match, at the place whose centre is nearest the stamp's (ties: the "
+                                   "first in the file), candidates from a spatial index (STRtree)"
+                                   if getattr(b, "nearest", False) else
+                                   "one match per place, candidates from a spatial index (STRtree)")}
                    for v, b in sorted(plan.places.items())}} if plan.places else {}),
+        **({"as_event": as_event_dict(plan.as_event)} if plan.as_event is not None else {}),
         "tree": node_dict(plan.root),
         "physical": physical_dict(plan, program),
     }
@@ -274,6 +286,10 @@ def _text_tree(d: dict) -> str:
                      + "; ".join(flow["frontier"]))
     for v, b in d.get("places", {}).items():
         lines.append(f"  place {v}: {b['test']} {b['set']}, {b['matched']}")
+    ae = d.get("as_event")
+    if ae:
+        lines.append(f"  as event: source {', '.join(ae['source']) if ae['source'] else '(none)'}; "
+                     f"time {ae['time']}; ordered {ae['order']}")
 
     def one(n, depth):
         pad = "  " * depth

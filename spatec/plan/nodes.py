@@ -174,6 +174,9 @@ class PhrasePlan(FlatContainer):
     places: dict = field(default_factory=dict)
     #: attributes every event of a run must share (``per KEY`` when KEY is not the run's source)
     run_keys: tuple = ()
+    #: ``as event`` (SPEC §8, :class:`~spatec.frontend.program.AsEventInfo`): the source and the
+    #: time its composites have as events; None: no source, the composite's stamp
+    as_event: Optional[object] = None
 
 
 def walk_nodes(n):

@@ -10,8 +10,10 @@ fails them ends it). An absence's X restricted to a region (``not (BusGPS -> X a
 (at hospital or at station))``) is blocked only by events in it: one elsewhere
 cannot be an X, and when the absence is decided depends on the input's time,
 which the runners take from every event (the final watermark), not from the
-filtered ones. A place set is no pre-filter region (the automaton matches it with
-a spatial index). Results are the same with and without the pre-filter.
+filtered ones. A place set is one pre-filter region of many places (``at stops``:
+an event must possibly meet one of them; the runners join the events against every
+place of the set, Sedona's broadcast index join where the events are Spark rows).
+Results are the same with and without the pre-filter.
 """
 from __future__ import annotations
 
@@ -57,15 +59,16 @@ def prefilter_regions(program: Program, plan: PhrasePlan, phys: PhysicalPlan) ->
 
 def necessary(p, sets=()) -> tuple | None:
     """Regions an event must possibly meet to satisfy pattern ``p`` (one of them); None: no such
-    set (``sets``: the names of place sets, which are not regions here). Without recursion."""
+    set (``sets``: the names of place sets: a set is one region, any of its places). Without
+    recursion."""
     got = A.trampoline(_necessary(p, sets))
     return None if got is None else tuple(got)
 
 
 def _necessary(p, sets):
     # a list of regions or None, as a generator for A.trampoline (chains of any length)
-    if isinstance(p, (A.AtPlace, A.NearPlace)) and p.place in sets:
-        return None
+    if isinstance(p, A.AtPlace) and p.place in sets:
+        return [Region(p.place, A.AtPlace(p.place, span=p.span))]       # (any of its places)
     if isinstance(p, A.AtPlace):
         return [Region(p.place, A.AtPlace(p.place, span=p.span))]
     if isinstance(p, A.NearPlace):

@@ -8,7 +8,7 @@ import dataclasses
 from spatec.frontend.check import Program
 from spatec.plan.nodes import Leaf, PhrasePlan, walk_nodes
 from spatec.plan.physical import PhysicalPlan, is_successive
-from spatec.plan.types import attr_names, derived_types, source_attr
+from spatec.plan.types import attr_names, derived_types, source_attrs
 
 
 def route_keys(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> PhysicalPlan:
@@ -45,6 +45,6 @@ def source_history(program: Program, plan: PhrasePlan, phys: PhysicalPlan) -> Ph
     successive = any(is_successive(e) for e in exprs)
     history = ()
     if phys.key and successive:
-        history = tuple(t for t in phys.keyed if (source_attr(program, t) is not None
-                                                 and tuple(phys.key) != (source_attr(program, t),)))
+        history = tuple(t for t in phys.keyed if (source_attrs(program, t)
+                                                 and tuple(phys.key) != source_attrs(program, t)))
     return dataclasses.replace(phys, successive=successive, source_history=history)

@@ -39,11 +39,22 @@ def has_attr(program, name, attr: str) -> bool:
 
 
 def source_attr(program, name) -> str | None:
-    """The attribute that is the source of type ``name``; None for types without one (derived too)."""
+    """The attribute that is the source of declared type ``name``; None for types without one
+    and for derived types (whose source, if any, may be several fields: :func:`source_attrs`)."""
     decl = program.events.get(name)
     if decl is not None and decl.source is not None:
         return decl.source.attr
     return None
+
+
+def source_attrs(program, name) -> tuple:
+    """The attributes whose values together are the source of type ``name``: a declared type's
+    `source`, a phrase's `as event source F, ...` (SPEC §8); () for types without one."""
+    src = source_attr(program, name)
+    if src is not None:
+        return (src,)
+    t = _event_type(program, name)
+    return tuple(t.source_fields) if t is not None and t.derived else ()
 
 
 def type_length(program, name) -> int | None:

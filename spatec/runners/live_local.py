@@ -77,7 +77,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from spatec.automata.machine import NEG_INF
-from spatec.events.read import write_rejects
+from spatec.events.read import wanted_columns, write_rejects
 from spatec.feeds.ingest import MAX_AHEAD, live_events
 from spatec.feeds.lateness import AutoLateness
 from spatec.feeds.sources import DirSource, HttpFeedSource
@@ -672,7 +672,7 @@ def open_local(compiled: Compiled, sources: Sequence[str], sinks: Sequence[str],
         if spec.type not in program.events:
             known = ", ".join(sorted(program.events)) or "none"
             raise SpatecError(f"--source {s!r}: the program declares no event type {spec.type} (declared: {known})")
-        srcs.append(open_source(spec, state_dir / "spool", [a.name for a in program.events[spec.type].attrs]))
+        srcs.append(open_source(spec, state_dir / "spool", wanted_columns(program.events[spec.type])))
     if not srcs:
         raise SpatecError("no input: give at least one --source TYPE=URL, e.g. BusGPS=sirivm+http://127.0.0.1:8080/")
     sink_set = SinkSet([open_sink(u, state_dir, **(webhook or {})) for u in sinks],

@@ -1,101 +1,45 @@
-"""Batch replay plumbing shared by the runners: ingest every input (rejects
-written and counted), run, write one output file per phrase."""
+"""Batch replay helpers shared by the runners and the tests: every input read into
+canonical frames at once (:func:`ingest`), and ``spatec replay --runner local``
+(:func:`replay_local`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
+from spatec.exec.decide import IngestSummary  # noqa: F401  (re-exported: the counts per input)
+from spatec.exec.inprocess import phrase_events  # noqa: F401  (re-exported)
 from spatec.plan.program import Compiled
-from spatec.runtime.rows import time_fields
 
 
-@dataclass
-class IngestSummary:
-    """How many rows each input had, and what became of them."""
-
-    rows: list = field(default_factory=list)   # (type, path, read, used, rejected)
-
-    @property
-    def read(self) -> int:
-        return sum(r[2] for r in self.rows)
-
-    @property
-    def used(self) -> int:
-        return sum(r[3] for r in self.rows)
-
-    @property
-    def rejected(self) -> int:
-        return sum(r[4] for r in self.rows)
-
-
-def ingest(compiled: Compiled, inputs, out: Path, ui=None):
-    """Read every input into canonical frames by type; write rejects under ``out/_rejects``."""
-    from spatec.events.read import read_events, write_rejects
+def ingest(compiled: Compiled, inputs, out: Path | None = None, ui=None):
+    """Read every input (``[(type, path)]``) into canonical frames by type, with the rule of
+    every runner for copies across files and inputs; ``(frames, summary)``. With ``out``, the
+    rejects are written to ``out/_rejects/<type>.jsonl``."""
+    from spatec.events.read import write_rejects
+    from spatec.exec.context import RunContext
+    from spatec.exec.inprocess import ingest_results
+    from spatec.exec.splits import plan_splits, read_split
 
     program = compiled.program
-    frames: dict = {}
-    summary = IngestSummary()
-    rejects = []
-    seen = seen_across(inputs)
-    for type_name, path in inputs:
+    ctx = RunContext(compiled, tuple(inputs), None, None)
+    splits = plan_splits(program, list(inputs), ctx.settings.split_rows, 1)
+    read = []
+    for s in splits:
         if ui:
-            ui.stage(f"reading {type_name} from {path}")
-        res = read_events(path, program.events[type_name], tz=program.timezone, seen=seen.get(type_name))
-        summary.rows.append((type_name, path, res.read, res.used, res.rejected))
-        frames.setdefault(type_name, []).append(res.events)
-        if res.rejected:
-            rejects.append(res.rejects)
-        if ui:
-            ui.ingested(type_name, path, res.read, res.used, res.rejected)
-    frames = {t: pd.concat(fs, ignore_index=True) if len(fs) > 1 else fs[0] for t, fs in frames.items()}
-    if rejects:
-        write_rejects(pd.concat(rejects, ignore_index=True), out)
-    return frames, summary
-
-
-def phrase_events(compiled: Compiled, frames: dict, phrases=None) -> dict:
-    """Phrase → how many events it reads (of ``frames``: type → events), in the order the
-    phrases run: the measure of matching's progress."""
-    return {p.name: sum(len(frames[t]) for t in p.physical.types if t in frames)
-            for p in compiled.plans if not phrases or p.name in phrases}
-
-
-def seen_across(inputs) -> dict:
-    """An empty set of ids seen for each type read from several inputs, to share across
-    them: a copy of an event of an earlier input is then a duplicate (a reject,
-    ``duplicate of <id>``), as a copy within one input is."""
-    types = [t for t, _ in inputs]
-    return {t: set() for t in types if types.count(t) > 1}
-
-
-def write_outputs(compiled: Compiled, frames: dict, out: Path, fmt: str, tz: str | None = None) -> dict:
-    from spatec.sinks.files import extension, writer
-
-    write = writer(fmt)
-    paths = {}
-    for plan in compiled.plans:
-        if plan.name not in frames:
-            continue
-        path = out / f"{plan.name}.{extension(fmt)}"
-        write(frames[plan.name], path, time_fields(plan), tz)
-        paths[plan.name] = path
-    return paths
+            ui.stage(f"reading {s.type} from {s.file}")
+        read.append((s, read_split(s, program)))
+    got = ingest_results(ctx, read)
+    if ui:
+        for row in got.summary.rows:
+            ui.ingested(*row)
+    rejects = got.rejected.get("frame")
+    if out is not None and rejects is not None and len(rejects):
+        write_rejects(rejects, out)
+    return got.events, got.summary
 
 
 def replay_local(compiled: Compiled, inputs, out: Path, fmt: str = "jsonl", crs=None, phrases=None, ui=None,
                  tz: str | None = None):
-    from spatec.runners.local import replay_frames
+    """``spatec replay --runner local`` (:func:`spatec.runners.local.local_replay`)."""
+    from spatec.runners.local import local_replay
 
-    frames, summary = ingest(compiled, inputs, out, ui)
-    if ui:
-        ui.stage("matching")
-        ui.matching(phrase_events(compiled, frames, phrases))
-    result = replay_frames(compiled, frames, crs=crs, phrases=phrases,
-                           progress=ui.partition if ui else None)
-    if ui:
-        ui.matched()
-    result.ingest = summary
-    result.paths = write_outputs(compiled, result.frames, out, fmt, tz)
-    return result
+    return local_replay(compiled, inputs, out, fmt=fmt, crs=crs, phrases=phrases, ui=ui, tz=tz)

@@ -5,7 +5,9 @@ own, the producer's *frontier*.
 A derived event: type = the phrase, id = the composite's id, no source, ``t = lo..hi`` =
 the composite's time stamp (``t = hi``), location stamp = its convex hull (exact: the
 composite's own stamp, never a polygon read back from text), attributes = the emit
-values as conditions compute them (:func:`~spatec.runtime.rows.emit_values`).
+values as conditions compute them (:func:`~spatec.runtime.rows.emit_values`). A phrase
+with ``as event source F time G`` gives its events the source and the stamp those emit
+fields say (:func:`derived_event`).
 
 The frontier of a producer P is the least ``lo`` that a composite still undecided in P
 could have. In a batch replay the producers run first, so only its value at the end of
@@ -31,6 +33,8 @@ phrases yet (:func:`~spatec.plan.support.require_flow` refuses them).
 """
 from __future__ import annotations
 
+import json
+
 from spatec.automata.machine import NEG_INF, Composite, Ev, RunState
 from spatec.automata.runs import floor as runs_floor
 from spatec.automata.step import undecided_low
@@ -38,8 +42,38 @@ from spatec.runtime.rows import emit_values
 
 
 def derived_event(am, c: Composite, state: RunState | None = None) -> Ev:
-    """Composite ``c`` of ``am``'s phrase as an event of the type named after the phrase."""
-    return Ev(am.name, c.id, None, c.hi, c.lo, c.hi, c.loc, emit_values(am, c, state))
+    """Composite ``c`` of ``am``'s phrase as an event of the type named after the phrase.
+
+    With ``as event`` (SPEC §8; :class:`~spatec.frontend.program.AsEventInfo`) its source is
+    the text of its source fields' values and its time stamp the emit fields named by
+    ``time``, which lie within the composite's ``[lo, hi]`` (the checker allows only times of
+    its own events): every ``lo`` of a derived event is still at least its producer's frontier."""
+    attrs = emit_values(am, c, state)
+    ae = am.plan.as_event
+    if ae is None:
+        return Ev(am.name, c.id, None, c.hi, c.lo, c.hi, c.loc, attrs)
+    lo = attrs[ae.low]
+    hi = attrs[ae.high] if ae.high is not None else lo
+    return Ev(am.name, c.id, source_text(attrs, ae.source), hi, lo, hi, c.loc, attrs)
+
+
+def source_text(attrs: dict, fields: tuple):
+    """The source of a derived event: its field's value as text (as an input event's source
+    is), several fields' as a JSON array of their texts; None (no source) when there is no
+    field or a value is missing."""
+    if not fields:
+        return None
+    texts = []
+    for f in fields:
+        v = attrs.get(f)
+        if v is None:
+            return None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        texts.append(v if isinstance(v, str) else str(v))
+    if len(texts) == 1:
+        return texts[0]
+    return json.dumps(texts, ensure_ascii=False, separators=(",", ":"))
 
 
 def derived_from_rows(am, rows, evs_by_id: dict) -> list:

@@ -163,10 +163,13 @@ def rows_frame(plan: PhrasePlan, rows: list) -> pd.DataFrame:
     cols = output_columns(plan)
     if isinstance(rows, ColumnRows) and len(rows):
         return _columns_frame(cols, rows.columns)
-    df = pd.DataFrame(rows, columns=cols)
-    if len(df):
-        df = df.sort_values(["lo", "hi", "id"], kind="mergesort").reset_index(drop=True)
-    return df
+    rows = list(rows)
+    if not rows:
+        return pd.DataFrame(rows, columns=cols)
+    columns = {c: [r.get(c) for r in rows] for c in cols}
+    for c in ("lo", "hi"):
+        columns[c] = np.asarray(columns[c], dtype=np.int64)
+    return _columns_frame(cols, columns)
 
 
 def _columns_frame(cols: list, columns: dict) -> pd.DataFrame:
@@ -209,31 +212,40 @@ def _columns_frame(cols: list, columns: dict) -> pd.DataFrame:
 
 
 def _emit_arrays(columns: dict) -> dict:
-    """The emit fields' columns (lists of Python values) as numpy arrays of the dtypes
-    pandas infers for them from records (``pd.DataFrame(list_of_tuples)``: column by
-    column). A column of only ``str``, only ``float`` or only ``int`` (each in int64)
-    is made directly (object, float64, int64: what that inference gives); the others
-    go through the records' inference together."""
-    out, rest = {}, []
+    """The emit fields' columns (lists of Python values) as arrays whose dtype follows from the
+    kinds of values they hold, never from the values' mix alone: text, floats (NaN for a
+    missing one), ints (int64; ``Int64`` with a missing one), booleans (``boolean`` with a
+    missing one), else Python objects as they are. A value is then written the same whatever
+    the other rows hold (an int stays an int beside a missing value), so each part of an
+    output is the bytes of its rows in the whole."""
+    out = {}
     for c, v in columns.items():
+        if isinstance(v, np.ndarray) and v.dtype != object:
+            out[c] = v
+            continue
         kinds = set(map(type, v))
-        if kinds == {str}:
-            a = np.empty(len(v), dtype=object)
-            a[:] = v
-            out[c] = a
-        elif kinds == {float}:
-            out[c] = np.array(v, dtype=np.float64)
+        missing = type(None) in kinds or (float in kinds and any(x != x for x in v if type(x) is float))
+        kinds.discard(type(None))
+        a = None
+        if kinds == {str} and not missing:
+            a = _objects(v)
+        elif kinds <= {float}:
+            a = np.array([np.nan if x is None else x for x in v], dtype=np.float64)
         elif kinds == {int}:
             try:
-                out[c] = np.array(v, dtype=np.int64)
-            except OverflowError:       # (beyond int64: the records' inference decides)
-                rest.append(c)
-        else:
-            rest.append(c)
-    if rest:
-        emit = pd.DataFrame(list(zip(*(columns[c] for c in rest))), columns=rest)
-        out.update({c: emit[c].to_numpy() for c in rest})
-    return {c: out[c] for c in columns}
+                a = pd.array(v, dtype="Int64") if missing else np.array(v, dtype=np.int64)
+            except (OverflowError, TypeError):
+                a = None        # (beyond int64: Python ints)
+        elif kinds == {bool}:
+            a = pd.array(v, dtype="boolean") if missing else np.array(v, dtype=bool)
+        out[c] = a if a is not None else _objects(v)
+    return out
+
+
+def _objects(values) -> np.ndarray:
+    a = np.empty(len(values), dtype=object)
+    a[:] = list(values)
+    return a
 
 
 class _Cols:

@@ -21,7 +21,7 @@ The metric CRS the detectors measure in (and the hub's areas) is replay's rule (
 zone of the median position, REFERENCE decision 6) over the first :data:`CRS_SPAN` of the
 input log, unless the program or ``--crs`` names one; the first process to decide it
 writes it to the ``spatec_meta`` bucket, and every process and every later start uses
-that one (REFERENCE decision 40). Detection waits for it; the input is logged meanwhile.
+that one (REFERENCE decision 50). Detection waits for it; the input is logged meanwhile.
 
 A source's process that fails is started again (its runner from its checkpoint), with
 backoff (1 s to 60 s), and ``/status`` reports it while it fails.
@@ -351,6 +351,7 @@ def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trig
     import logging as logging_
     import traceback
 
+    from spatec.events.read import wanted_columns
     from spatec.runners.live_local import LocalLive
     from spatec.service.broker import Broker, die_with_parent
     from spatec.service.quality import OutageGate
@@ -395,7 +396,7 @@ def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trig
             poller.stop.set()
             return
         gate = OutageGate(compiled, outage) if outage is not None else None
-        cols = [a.name for a in compiled.program.events[spec.type].attrs]
+        cols = wanted_columns(compiled.program.events[spec.type])
         parts["src"] = src = LogSource(spec, broker, loop, cols, gate)
         sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(d / "delivered.jsonl"), gate=gate)
         parts["runner"] = runner = LocalLive(compiled, [src], sinks, d, d, lateness=lateness, crs=crs,

@@ -41,7 +41,6 @@ from spatec.events.raw import to_arrow
 from spatec.events.timefmt import format_times, parse_times, time_texts
 from spatec.spatial.hullcol import hull_array, hull_wkb
 from spatec.spatial.wkb import wkb_column
-from spatec.storage import directio
 from spatec.storage.atomic import atomic_write
 
 FIXED = ("phrase", "id", "lo", "hi", "hull", "events")
@@ -178,7 +177,23 @@ def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str], tz: str | None 
 _CHUNK = 4096
 
 
-def _json_columns(df: pd.DataFrame, names: list, time_fields: Collection[str], tz: str | None = None) -> list:
+def jsonl_texts(df: pd.DataFrame, time_fields: Collection[str] = (), tz: str | None = None) -> pa.Array:
+    """Each row's line of :func:`write_jsonl` (rows in the frame's order), without its newline,
+    as an Arrow string array: the same bytes as the file's lines."""
+    names = [*FIXED, *_emit_fields(df)]
+    if not len(df):
+        return pa.array([], pa.string())
+    if len(set(names)) != len(names) or not all(type(n) is str for n in names):
+        dumps = json.dumps
+        return pa.array([dumps(row, ensure_ascii=False, allow_nan=False) for row in json_rows(df, time_fields, tz)],
+                        pa.string())
+    columns = _json_columns(df, names, time_fields, tz, end="}")
+    chunks = [_jsonl_chunk(columns, a, min(a + _CHUNK, len(df))) for a in range(0, len(df), _CHUNK)]
+    return pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
+
+
+def _json_columns(df: pd.DataFrame, names: list, time_fields: Collection[str], tz: str | None = None,
+                  end: str = "}\n") -> list:
     """The lines' pieces for the whole frame, in order: the text before and between the
     columns (str) and the columns of JSON text (Arrow string arrays, or dictionary arrays
     of them), column by column rather than row by row (:func:`_jsonl_chunk` joins them).
@@ -198,7 +213,7 @@ def _json_columns(df: pd.DataFrame, names: list, time_fields: Collection[str], t
         for col, after in zip(cols, between[1:]):
             pieces += [text, col if isinstance(col, pa.Array) else pa.array(col, pa.string())]
             text = after
-    pieces.append(text + "}\n")         # (the fixed fields always give columns to join)
+    pieces.append(text + end)         # (the fixed fields always give columns to join)
     return pieces
 
 
@@ -344,141 +359,6 @@ _SCALAR = {
 }
 
 
-def write_jsonl_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (),
-                     tz: str | None = None) -> pa.Table:
-    """Write :func:`write_jsonl`'s lines for one part of a phrase's composites
-    (a Spark task's groups) to ``path``; return the keys that
-    :func:`merge_jsonl_parts` orders and joins the parts by: ``lo``, ``hi``,
-    ``id`` and the byte offset where each line ends, with the column kinds
-    the lines were rendered with in the schema metadata.
-
-    A value's text depends on its column's pandas dtype (an integer column
-    with a missing value is a float column), so parts whose kinds differ
-    cannot be joined as they are; the merge then reads them back."""
-    # a frame already in order with the default index is read as it is (no copy)
-    plain = isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1
-    df = df if plain and all(c in df.columns for c in FIXED) and _in_order(df) else _ordered(df)
-    lengths = []
-    with open(path, "wb") as f:
-        for block, sizes in _jsonl_lines(df, time_fields, tz):
-            f.write(block)
-            lengths += sizes
-    ends = np.cumsum(np.array(lengths, dtype=np.int64))
-    keys = pa.table({"lo": pa.array(df["lo"].to_numpy(dtype=np.int64)),
-                     "hi": pa.array(df["hi"].to_numpy(dtype=np.int64)),
-                     "id": pa.array(df["id"].tolist(), pa.string()), "end": pa.array(ends)})
-    kinds = {c: str(df[c].dtype) for c in _emit_fields(df)} if len(df) else {}
-    return keys.replace_schema_metadata({b"kinds": json.dumps(kinds).encode()})
-
-
-#: Bytes of the merged file filled and written at a time (:func:`~spatec.storage.directio.write_segments`).
-MERGE_SEGMENT = directio.SEGMENT
-#: Write the merged file around the page cache (``O_DIRECT``) where the file system allows it.
-MERGE_DIRECT = True
-
-
-def merged_order(keys: pa.Table) -> np.ndarray:
-    """The rows of the parts' keys (``lo``, ``hi``, ``id``, the parts' in order) in the
-    output's order, ``(lo, hi, id)`` (ids by their UTF-8 bytes: the order of their code
-    points, as Python's), each composite once: one in two parts (the same id, so the same
-    ``lo`` and ``hi``) is taken from the first. The sort is stable, so a composite's copies
-    are next to one another, the first one's first."""
-    order = pc.sort_indices(keys, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")]).to_numpy()
-    if len(order) < 2:
-        return order
-    lo, hi = keys.column("lo").to_numpy().take(order), keys.column("hi").to_numpy().take(order)
-    maybe = np.flatnonzero((lo[1:] == lo[:-1]) & (hi[1:] == hi[:-1])) + 1
-    if not len(maybe):
-        return order
-    ids = keys.column("id")
-    again = pc.equal(ids.take(pa.array(order[maybe])), ids.take(pa.array(order[maybe - 1])))
-    keep = np.ones(len(order), dtype=bool)
-    keep[maybe[pc.fill_null(again, False).to_numpy(zero_copy_only=False)]] = False
-    return order[keep]
-
-
-def merge_jsonl_parts(parts: list, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> int:
-    """The JSON lines file of the composites in ``parts`` (``[(path, keys)]`` from
-    :func:`write_jsonl_part`, in order): what :func:`write_jsonl` writes for
-    all of them at once, a composite in two parts (same id) taken from the
-    first. Returns the number of composites written.
-
-    When the parts rendered a column with different kinds, their lines are
-    read back and written again from one frame, as :func:`write_jsonl` would."""
-    parts = [(p, k) for p, k in parts if k.num_rows]
-    kinds = {k.schema.metadata[b"kinds"] for _, k in parts}
-    if len(kinds) > 1:
-        df = _read_parts(parts, time_fields)
-        write_jsonl(df, path, time_fields, tz)
-        return len(df)
-    if not parts:
-        atomic_write(path, lambda tmp: open(tmp, "wb").close())
-        return 0
-    keys = pa.concat_tables([k for _, k in parts]).combine_chunks()
-    ends = keys.column("end").to_numpy()
-    which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
-    first = np.r_[True, which[1:] != which[:-1]]
-    starts = np.where(first, 0, np.r_[0, ends[:-1]])
-    order = merged_order(keys)
-    # where each line goes in the output: segments of it are filled and written apart, at once
-    which, starts, ends = which[order], starts[order], ends[order]
-    at = np.r_[0, np.cumsum(ends - starts)]
-    total = int(at[-1])
-    seg = MERGE_SEGMENT
-    names = [p for p, _ in parts]
-
-    def write(tmp: str) -> None:
-        fds = []
-        try:
-            for p in names:
-                fds.append(os.open(p, os.O_RDONLY))
-            directio.write_segments(tmp, total, lambda view, s0, s1: _fill(view, fds, names, s0, s1, at, which,
-                                                                           starts),
-                                    segment=seg, direct=MERGE_DIRECT)
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    atomic_write(path, write)
-    return len(order)
-
-
-def _fill(view: memoryview, fds: list, names: list, s0: int, s1: int, at: np.ndarray, which: np.ndarray,
-          starts: np.ndarray) -> None:
-    """Bytes ``[s0, s1)`` of the merged file into ``view``: line ``i`` of the output is bytes
-    ``[at[i], at[i + 1])`` there, taken from part ``which[i]`` from byte ``starts[i]``. A part's
-    lines come in its own order (both are in key order), so its lines in a segment are one
-    stretch of it (but where a duplicate was left out): one vectored read each, straight
-    to the lines' places."""
-    i0 = int(np.searchsorted(at, s0, "right")) - 1
-    i1 = int(np.searchsorted(at, s1, "left"))
-    a, b = at[i0:i1], at[i0 + 1:i1 + 1]
-    lo, hi = np.maximum(a, s0), np.minimum(b, s1)        # the lines' bytes in this segment
-    src, dst, n = starts[i0:i1] + (lo - a), lo - s0, hi - lo
-    js = which[i0:i1]
-    k = np.argsort(js, kind="stable")                    # by part, each part's in its order
-    js, src, dst, n = js[k], src[k], dst[k], n[k]
-    # a read per stretch: a new part, or a gap in one (a duplicate's line not written)
-    cut = np.flatnonzero((js[1:] != js[:-1]) | (src[1:] != src[:-1] + n[:-1])) + 1
-    for r0, r1 in zip(np.r_[0, cut].tolist(), np.r_[cut, len(js)].tolist()):
-        j = int(js[r0])
-        bufs = [view[x:x + m] for x, m in zip(dst[r0:r1].tolist(), n[r0:r1].tolist())]
-        directio.read_into(fds[j], bufs, int(src[r0]), names[j])
-
-
-def _read_parts(parts: list, time_fields: Collection[str]) -> pd.DataFrame:
-    """Parts' composites read back, each id once, as the frame they were made from."""
-    rows, seen = [], set()
-    for p, _ in parts:
-        with open(p, encoding="utf-8") as f:
-            for line in f:
-                row = json.loads(line)
-                if row["id"] not in seen:
-                    seen.add(row["id"])
-                    rows.append(row)
-    return _frame_back(rows, time_fields)
-
-
 def read_jsonl_composites(path: PathLike, time_fields: Collection[str] = ()) -> pd.DataFrame:
     """Composites written by :func:`write_jsonl`, with ``lo``, ``hi`` and ``time_fields`` back as µs."""
     with open(path, encoding="utf-8") as f:
@@ -567,9 +447,16 @@ def write_parquet(df: pd.DataFrame, path: PathLike, time_fields: Collection[str]
     atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
-def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = ()) -> pa.Table:
+#: The Arrow type of an emit field of each checker type in GeoParquet (every file and part of a
+#: phrase the same schema, whatever values it happens to hold).
+PARQUET_TYPES = {"str": pa.string(), "bool": pa.bool_(), "int": pa.int64(), "geometry": pa.string()}
+
+
+def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = (), plan=None) -> pa.Table:
     """Ordered composites as the Arrow table :func:`write_parquet` writes, with its
-    GeoParquet metadata (``geo``)."""
+    GeoParquet metadata (``geo``). With ``plan`` (the phrase's), each emit field has its
+    type's Arrow type (:data:`PARQUET_TYPES`; numbers of every unit float64), so that every
+    part of a phrase's output has one schema."""
     hulls = hull_array(df["hull"])        # (the fast path's WKB, for Spark tasks' parts)
     hull = hull_wkb(hulls) if hulls is not None else wkb_column(_text_column(df["hull"]))
     arrays = {
@@ -587,6 +474,13 @@ def parquet_table(df: pd.DataFrame, time_fields: Collection[str] = ()) -> pa.Tab
             arrays[c] = _timestamps(df[c])
         else:
             arrays[c] = to_arrow(df[c]) if len(df) else pa.array([], pa.null())
+    if plan is not None:
+        types = dict(plan.schema)
+        for c in list(arrays):
+            if c in types and c not in time_fields and c not in MAPS:
+                want = PARQUET_TYPES.get(types[c], pa.float64())
+                if arrays[c].type != want:
+                    arrays[c] = arrays[c].cast(want)
     table = pa.table(arrays)
     return table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(hull.types, hull.bbox)).encode()})
 
@@ -597,68 +491,31 @@ def _text_column(s: pd.Series):
     return arr if arr is not None else s.to_numpy(dtype=object)
 
 
-def write_parquet_part(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = ()) -> pa.Table:
-    """:func:`write_parquet`'s table for one part of a phrase's composites (a Spark
-    task's groups), in order, as an Arrow IPC file at ``path`` (memory-mapped by the
-    merge); return the keys :func:`merge_parquet_parts` orders the parts' rows by:
-    ``lo``, ``hi``, ``id``, with the part's GeoParquet metadata."""
-    df = _ordered(df)
-    table = parquet_table(df, time_fields)
-    with pa.OSFile(os.fspath(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-        w.write_table(table)
-    keys = pa.table({"lo": pa.array(df["lo"].to_numpy(dtype=np.int64)),
-                     "hi": pa.array(df["hi"].to_numpy(dtype=np.int64)),
-                     "id": table.column("id")})
-    return keys.replace_schema_metadata({b"geo": table.schema.metadata[b"geo"]})
-
-
-#: Rows of the merged GeoParquet file gathered and written at a time (one row group each).
-MERGE_ROWS = 131_072
-
-
-def merge_parquet_parts(parts: list, path: PathLike, empty: pd.DataFrame, time_fields: Collection[str] = ()) -> int:
-    """The GeoParquet file of the composites in ``parts`` (``[(path, keys)]`` from
-    :func:`write_parquet_part`, in order): the rows :func:`write_parquet` writes for
-    all of them at once (a composite in two parts taken from the first), gathered
-    :data:`MERGE_ROWS` at a time from the memory-mapped parts, so the merge never
-    holds the composites. A column whose type differs between parts (a part with no
-    value of it, an integer column with a missing value in another) takes the type
-    that holds both, as the whole frame's would. ``empty``: the phrase's frame of no
-    rows (the file's columns when there is no composite). Returns the rows written."""
-    parts = [(p, k) for p, k in parts if k.num_rows]
-    if not parts:
-        write_parquet(empty, path, time_fields)
-        return 0
-    keys = pa.concat_tables([k.replace_schema_metadata(None) for _, k in parts]).combine_chunks()
-    which = np.repeat(np.arange(len(parts)), [k.num_rows for _, k in parts])
-    row = np.concatenate([np.arange(k.num_rows) for _, k in parts])
-    order = merged_order(keys)
-    which, row = which[order], row[order]
-    paths = [os.fspath(p) for p, _ in parts]
-    schema = pa.unify_schemas([_part(p).schema.remove_metadata() for p in paths], promote_options="permissive")
-    geos = [json.loads(k.schema.metadata[b"geo"])["columns"]["hull"] for _, k in parts]
-    schema = schema.with_metadata({b"geo": json.dumps(_merged_geo(geos)).encode()})
-
-    def write(tmp: str) -> None:
-        with pq.ParquetWriter(tmp, schema) as w:
-            for s0 in range(0, len(order), MERGE_ROWS):
-                wh, rw = which[s0:s0 + MERGE_ROWS], row[s0:s0 + MERGE_ROWS]
-                by_part = np.argsort(wh, kind="stable")     # gathered part by part, then put in order
-                pieces = []
-                for j in np.unique(wh).tolist():       # mapped for this block only: the rows
-                    take = rw[by_part[wh[by_part] == j]]  # taken are copies, the mapping goes
-                    pieces.append(_part(paths[j]).take(pa.array(take)).cast(schema.remove_metadata()))
-                block = pa.concat_tables(pieces).take(pa.array(np.argsort(by_part, kind="stable")))
-                w.write_table(block.replace_schema_metadata(schema.metadata))
-
-    atomic_write(path, write)
-    return len(order)
-
-
-def _part(path: str) -> pa.Table:
-    """A part written by :func:`write_parquet_part`, memory-mapped (nothing read until used;
-    unmapped when the table goes, so the merge's resident memory stays one block's)."""
-    return pa.ipc.open_file(pa.memory_map(path)).read_all()
+def merge_parquet_files(files: list, path: PathLike) -> int:
+    """GeoParquet parts (each in order, the parts in order) as one file, row group after row
+    group (never the whole table in memory), with the parts' ``geo`` metadata put together;
+    the rows written. The parts of one phrase have one schema (:func:`parquet_table` with its
+    plan); they are cast to the first's should they differ."""
+    files = [os.fspath(f) for f in files]
+    schemas = [pq.read_schema(f) for f in files]
+    geos = [json.loads(sc.metadata[b"geo"])["columns"]["hull"] for sc in schemas
+            if sc.metadata and b"geo" in sc.metadata]
+    schema = schemas[0].remove_metadata()
+    meta = dict(schemas[0].metadata or {})
+    if geos:
+        meta[b"geo"] = json.dumps(_merged_geo(geos)).encode()
+    schema = schema.with_metadata(meta)
+    n = 0
+    with pq.ParquetWriter(os.fspath(path), schema) as w:
+        for f in files:
+            pf = pq.ParquetFile(f)
+            for g in range(pf.metadata.num_row_groups):
+                t = pf.read_row_group(g)
+                if t.schema.remove_metadata() != schema.remove_metadata():
+                    t = t.cast(schema.remove_metadata())
+                w.write_table(t.replace_schema_metadata(schema.metadata))
+                n += t.num_rows
+    return n
 
 
 def _merged_geo(columns: list) -> dict[str, Any]:
@@ -697,24 +554,39 @@ def read_parquet_composites(path: PathLike) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- GeoJSON
 
-def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
-    """A FeatureCollection: geometry = hull; properties = phrase, id, lo, hi, events, emit fields
-    (times in UTC, or with ``tz`` in that zone with its offset)."""
-    df = _ordered(df)
-    geoms = shapely.from_wkt(df["hull"].to_numpy(dtype=object)) if len(df) else np.array([], dtype=object)
-    geojson = shapely.to_geojson(geoms) if len(df) else []
-    features = []
+#: A GeoJSON file is this, its features' texts joined by :data:`GEOJSON_BETWEEN`, then :data:`GEOJSON_TAIL`:
+#: the bytes ``json.dump`` writes for the FeatureCollection.
+GEOJSON_HEAD = '{"type": "FeatureCollection", "features": ['
+GEOJSON_BETWEEN = ", "
+GEOJSON_TAIL = "]}\n"
+
+
+def geojson_texts(df: pd.DataFrame, time_fields: Collection[str] = (), tz: str | None = None) -> pa.Array:
+    """Each row's feature of :func:`write_geojson` (rows in the frame's order) as JSON text:
+    geometry = hull; properties = phrase, id, lo, hi, events, emit fields (times in UTC, or
+    with ``tz`` in that zone with its offset)."""
+    if not len(df):
+        return pa.array([], pa.string())
+    geoms = shapely.from_wkt(np.asarray(_text_column(df["hull"]), dtype=object))
+    geojson = shapely.to_geojson(geoms)
+    dumps = json.dumps
+    out = []
     for row, g in zip(json_rows(df, time_fields, tz), geojson):
         properties = {k: v for k, v in row.items() if k != "hull"}
-        features.append({"type": "Feature", "id": row["id"],
-                         "geometry": json.loads(g) if g is not None else None,
-                         "properties": properties})
+        out.append(dumps({"type": "Feature", "id": row["id"], "geometry": json.loads(g) if g is not None else None,
+                          "properties": properties}, ensure_ascii=False, allow_nan=False))
+    return pa.array(out, pa.string())
+
+
+def write_geojson(df: pd.DataFrame, path: PathLike, time_fields: Collection[str] = (), tz: str | None = None) -> None:
+    """A FeatureCollection of the composites (:func:`geojson_texts`)."""
+    texts = geojson_texts(_ordered(df), time_fields, tz)
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"type": "FeatureCollection", "features": features}, f, ensure_ascii=False,
-                      allow_nan=False)
-            f.write("\n")
+            f.write(GEOJSON_HEAD)
+            f.write(GEOJSON_BETWEEN.join(texts.to_pylist()))
+            f.write(GEOJSON_TAIL)
 
     atomic_write(path, write)
 

@@ -1,9 +1,11 @@
 """Composites on a map: one HTML page that works offline.
 
 The page (:func:`write_map`) draws every phrase's composites as one deck.gl
-layer (WebGL) over a Leaflet map, with the program's places, a legend, a
-choice of the field to colour by, a time slider and a popup per composite
-with its times in the program's time zone. Leaflet and deck.gl come from the
+layer (WebGL) over a Leaflet map, with the places the program uses (place sets
+clustered when many, labels placed so that none overlaps another), a background
+of the input's own positions (the roads the buses drive: no tiles needed), a
+legend, a choice of the field to colour by, a time slider and a popup per
+composite with its times in the program's time zone. Leaflet and deck.gl come from the
 npm packages that ``scripts/setup.sh`` installs in ``web/node_modules``
 (pinned by ``web/package-lock.json``) and are inlined into the page: no CDN,
 no request at all unless a tile server is asked for (``tiles``).
@@ -174,25 +176,145 @@ def encode_layer(blob: Blob, df: pd.DataFrame, schema: list, origin: tuple) -> d
     return spec
 
 
-def places_geojson(program) -> dict:
-    """The program's places as GeoJSON: circles as points with a ``radius`` (metres),
-    polygons as they are declared (lon/lat)."""
+def used_places(program) -> tuple[list, list]:
+    """The names of the single places and of the place sets the program's phrases use
+    (``at P``, ``within D of P``), in the order they are first used: the map draws these
+    only, not every place an included file declares."""
+    from spatec.frontend import ast as A
+
+    singles, sets = {}, {}
+    for info in (program.phrases if program is not None else ()):
+        for node in A.walk(info.phrase):
+            name = getattr(node, "place", None) if isinstance(node, (A.AtPlace, A.NearPlace)) else None
+            if name is None:
+                continue
+            if name in program.place_sets:
+                sets.setdefault(name, None)
+            elif name in program.places:
+                singles.setdefault(name, None)
+    return list(singles), list(sets)
+
+
+def _display_geometry(pd_):
+    """A place's region as the page draws it, in lon/lat: a line widened into its corridor
+    (buffered in the UTM zone of its centre), a polygon widened likewise; None for a circle."""
+    if pd_.kind == "circle":
+        return None
+    g = shapely.from_wkt(pd_.wkt)
+    if not pd_.widen:
+        return g
+    from pyproj import Transformer
+
+    from spatec.spatial.crs import utm_epsg
+
+    c = g.centroid
+    crs = utm_epsg(c.x, c.y)
+    fwd = Transformer.from_crs("EPSG:4326", crs, always_xy=True)
+    back = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
+    metric = shapely.transform(g, lambda xy: np.column_stack(fwd.transform(xy[:, 0], xy[:, 1])))
+    grown = shapely.simplify(shapely.buffer(metric, pd_.widen, quad_segs=4), 1.0)
+    return shapely.transform(grown, lambda xy: np.column_stack(back.transform(xy[:, 0], xy[:, 1])))
+
+
+def _feature(geom_or_circle, props: dict) -> dict:
+    return {"type": "Feature", "geometry": geom_or_circle, "properties": props}
+
+
+def places_geojson(program, names=None) -> dict:
+    """The program's single places (``names``: these only; default: the ones its phrases
+    use) as GeoJSON: circles as points with a ``radius`` (metres), polygons and corridors as
+    the regions they are (lon/lat)."""
+    if names is None:
+        names = used_places(program)[0]
     features = []
-    for name, pd_ in sorted((program.places if program is not None else {}).items()):
+    for name in sorted(names):
+        pd_ = program.places[name]
         if pd_.kind == "circle":
-            geom = {"type": "Point", "coordinates": [pd_.lon, pd_.lat]}
-            props = {"name": name, "radius": pd_.radius}
+            features.append(_feature({"type": "Point", "coordinates": [pd_.lon, pd_.lat]},
+                                     {"name": name, "radius": pd_.radius}))
         else:
-            geom = json.loads(shapely.to_geojson(shapely.from_wkt(pd_.wkt)))
-            props = {"name": name + (f" (+{pd_.widen:g} m)" if pd_.widen else ""), "radius": 0}
-        features.append({"type": "Feature", "geometry": geom, "properties": props})
+            geom = json.loads(shapely.to_geojson(_display_geometry(pd_)))
+            label = name + (f" (±{pd_.widen:g} m)" if pd_.widen and pd_.kind != "line" else "")
+            features.append(_feature(geom, {"name": label, "radius": 0}))
     return {"type": "FeatureCollection", "features": features}
+
+
+#: the attribute a set's place is labelled by, the first of these it has (else its id)
+LABEL_ATTRS = ("name", "stop_name", "route_short_name", "shape_id", "stop_id", "route_id", "id")
+
+
+def place_sets_meta(program, names=None) -> list:
+    """Each used place set for the page: its circles as ``[lon, lat, radius]``, its other
+    places as GeoJSON features, and a label per place (the page clusters them when many)."""
+    if names is None:
+        names = used_places(program)[1]
+    out = []
+    for name in names:
+        ps = program.place_sets[name]
+        attr = next((a for a in LABEL_ATTRS if a in ps.attrs), None)
+        labels = [str(v.get(attr)) if attr and v.get(attr) is not None else ps.place_id(i)
+                  for i, v in enumerate(ps.values)]
+        points, shapes = [], []
+        for i, p in enumerate(ps.places):
+            if p.kind == "circle":
+                points.append([round(p.lon, 7), round(p.lat, 7), p.radius, i])
+            else:
+                g = _display_geometry(p)
+                c = g.representative_point()
+                shapes.append(_feature(json.loads(shapely.to_geojson(shapely.set_precision(g, 1e-6))),
+                                       {"index": i, "at": [round(c.x, 7), round(c.y, 7)]}))
+        out.append({"name": name, "n": len(ps), "labels": labels, "points": points,
+                    "shapes": {"type": "FeatureCollection", "features": shapes}})
+    return out
+
+
+# ------------------------------------------------------------------------------ the background
+
+#: positions further apart than these are not joined by a line (a gap in the feed, a jump)
+BACKGROUND_GAP_S = 120
+BACKGROUND_JUMP_M = 500.0
+#: at most this many segments: past it, coarser grids until the repeats merge
+BACKGROUND_SEGMENTS = 300_000
+
+
+def background_segments(events: dict | None) -> tuple[np.ndarray, float]:
+    """The roads the buses drive, from the input's own positions: each source's successive
+    fixes (of event types with a source and a point), joined where they are close in time and
+    space, as unique segments ``[x0, y0, x1, y1]`` on a grid of ``quantum`` degrees
+    (1e-5, about a metre; coarser while there are more than :data:`BACKGROUND_SEGMENTS`)."""
+    if not events:
+        return np.zeros((0, 4), dtype=np.int64), 1e-5
+    parts = [df[["_source", "_t", "_lon", "_lat"]] for df in events.values()
+             if len(df) and "_place" in df.columns and df["_source"].notna().any()]
+    parts = [p[p["_lon"].notna() & p["_lat"].notna()] for p in parts]
+    if not parts or not sum(len(p) for p in parts):
+        return np.zeros((0, 4), dtype=np.int64), 1e-5
+    df = pd.concat(parts, ignore_index=True).sort_values(["_source", "_t"], kind="stable")
+    src = df["_source"].astype(str).to_numpy()
+    t = df["_t"].to_numpy(np.int64) / 1e6
+    lon, lat = df["_lon"].to_numpy(float), df["_lat"].to_numpy(float)
+    k = 111_320.0 * np.cos(np.radians(lat[1:]))
+    step = np.hypot((lon[1:] - lon[:-1]) * k, (lat[1:] - lat[:-1]) * 110_540.0)
+    join = (src[1:] == src[:-1]) & (t[1:] - t[:-1] <= BACKGROUND_GAP_S) & (step <= BACKGROUND_JUMP_M)
+    a, b = np.flatnonzero(join), np.flatnonzero(join) + 1
+    quantum = 1e-5
+    while True:
+        x0, y0 = np.rint(lon[a] / quantum), np.rint(lat[a] / quantum)
+        x1, y1 = np.rint(lon[b] / quantum), np.rint(lat[b] / quantum)
+        seg = np.column_stack([x0, y0, x1, y1]).astype(np.int64)
+        flip = (seg[:, 0] > seg[:, 2]) | ((seg[:, 0] == seg[:, 2]) & (seg[:, 1] > seg[:, 3]))
+        seg[flip] = seg[flip][:, [2, 3, 0, 1]]
+        seg = seg[(seg[:, 0] != seg[:, 2]) | (seg[:, 1] != seg[:, 3])]   # standing still draws nothing
+        seg = np.unique(seg, axis=0)
+        if len(seg) <= BACKGROUND_SEGMENTS:
+            return seg, quantum
+        quantum *= 2
 
 
 # ------------------------------------------------------------------------------ the page
 
 def write_map(frames: dict, path, program=None, plans=None, tz: str | None = None, colour: str | None = None,
-              tiles: str | None = None, title: str | None = None) -> Path:
+              tiles: str | None = None, title: str | None = None, background: dict | None = None) -> Path:
     """Write ``frames`` (phrase → output rows, as the runners return them) as an HTML map.
 
     ``program``: its places are drawn and its time zone is the popups' (``tz``
@@ -200,7 +322,10 @@ def write_map(frames: dict, path, program=None, plans=None, tz: str | None = Non
     guessed from the columns); ``colour``: the emit field to colour by at
     first (the page can change it); ``tiles``: a tile URL template for a
     background map (off by default: it is the only thing that would leave
-    the machine)."""
+    the machine); ``background``: the input's canonical events (type → frame),
+    whose positions draw the roads the buses drive (:func:`background_segments`).
+    Only the places the phrases use are drawn: single places with their names,
+    place sets clustered by the page when many."""
     path = Path(path)
     tz = tz or (program.timezone if program is not None else "UTC")
     blob = Blob()
@@ -229,11 +354,22 @@ def write_map(frames: dict, path, program=None, plans=None, tz: str | None = Non
         known = ", ".join(sorted(fields_seen)) or "none"
         raise MapError(f"--map-colour {colour!r}: no phrase emits a field of that name (fields: {known})")
     b = np.array(bounds) if bounds else None
+    singles, sets = used_places(program)
+    seg, quantum = background_segments(background)
+    bg_origin = seg.min(axis=0)[:2] if len(seg) else np.zeros(2, dtype=np.int64)
+    rel = (seg - np.tile(bg_origin, 2)).astype(np.int32) if len(seg) else np.zeros((0, 4), dtype=np.int32)
     meta = {"title": title or (Path(program.root).name if program is not None else "spatec"),
             "tz": tz, "t0": t0, "t1": t1, "origin": list(origin), "layers": layers,
             "bounds": [float(b[:, 0].min()), float(b[:, 1].min()), float(b[:, 2].max()), float(b[:, 3].max())]
             if b is not None else None,
-            "places": places_geojson(program), "colour": colour or "", "tiles": tiles}
+            "places": places_geojson(program, singles) if program is not None else places_geojson(None, []),
+            "sets": place_sets_meta(program, sets) if program is not None else [],
+            "background": {"n": int(len(seg)), "quantum": quantum, "origin": [int(v) for v in bg_origin],
+                           "segments": blob.add(rel.reshape(-1))},
+            "colour": colour or "", "tiles": tiles}
+    if meta["bounds"] is None and len(seg):     # no composite: the input's extent
+        lo_, hi_ = (seg[:, :2].min(axis=0) * quantum).tolist(), (seg[:, 2:].max(axis=0) * quantum).tolist()
+        meta["bounds"] = [lo_[0], lo_[1], hi_[0], hi_[1]]
     base = assets_dir()
     css = "\n".join(_inline_css(_asset(s), (base / s).parent) for s in STYLES)
     page = PAGE.format(title=html.escape(meta["title"]), css=css, style=STYLE,
@@ -289,7 +425,11 @@ html, body, #map { margin: 0; height: 100%; font: 13px/1.35 system-ui, sans-seri
 .sw.place { border: 2px dashed #222; background: transparent; margin-right: 4px; }
 .ramp { height: 10px; margin: 4px 0 2px; border-radius: 2px; }
 .spatec-time input[type=range] { width: 260px; display: block; }
-.place-label { background: rgba(255,255,255,.8); border: 0; box-shadow: none; font-weight: 600; }
+.place-label { background: rgba(255,255,255,.85); border-radius: 3px; font: 600 12px/18px system-ui, sans-serif;
+  color: #111; text-align: center; white-space: nowrap; box-shadow: 0 0 2px rgba(0,0,0,.35); }
+.place-label.set { font-weight: 500; color: #37474f; }
+.cluster-count { color: #fff; font: 600 11px system-ui, sans-serif; display: flex; align-items: center;
+  justify-content: center; }
 .leaflet-popup-content table { border-collapse: collapse; margin-top: 4px; }
 .leaflet-popup-content th { text-align: left; padding-right: 8px; color: #555; font-weight: 500; }
 .leaflet-popup-content td.id { font-family: monospace; font-size: 11px; }

@@ -129,12 +129,24 @@
   }
 
   // ------------------------------------------------------------------ layers
+  function backgroundLayer() {
+    // the roads the buses drive: the input's own successive positions, under everything
+    const bg = state.background;
+    if (!bg || !bg.n) return [];
+    return [new deck.LineLayer({
+      id: "background",
+      data: {length: bg.n, attributes: {getSourcePosition: {value: bg.from, size: 2},
+                                        getTargetPosition: {value: bg.to, size: 2}}},
+      getColor: [120, 120, 128, 150], getWidth: 1.6, widthUnits: "pixels", widthMinPixels: 1,
+      positionFormat: "XY", pickable: false})];
+  }
+
   function deckLayers() {
     const w = state.window;
     const range = w ? [[-1e9, w[1] - T0], [w[0] - T0, 1e9]] : [[-1e9, 1e9], [-1e9, 1e9]];
     const filter = () => [new deck.DataFilterExtension({filterSize: 2})];
     const near = state.map && state.map.getZoom() >= DETAIL_ZOOM;
-    return state.layers.map(l => {
+    return backgroundLayer().concat(state.layers.map(l => {
       const visible = state.visible[l.phrase] !== false;
       const trigger = {getFillColor: state.colour};
       // the positions are binary; the rest is per composite, by accessor (deck.gl spreads
@@ -157,7 +169,7 @@
         getFillColor: fill, getFilterValue: times,
         _normalize: false, positionFormat: "XY", pickable: true, visible, updateTriggers: trigger,
         extensions: filter(), filterRange: range});
-    });
+    }));
   }
   function redraw() {
     state.overlay.setProps({layers: deckLayers()});
@@ -199,7 +211,12 @@
            `<div class="row entry ends"><span>${esc(f(scale.lo))}</span><span>${esc(f(scale.hi))}</span></div>` +
            `<div class="row entry"><span class="sw" style="background:rgb(${OTHER})"></span>none</div>`;
     }
-    if (META.places.features.length) h += `<div class="section"><span class="sw place"></span>places of the program</div>`;
+    if (META.places.features.length || (META.sets || []).length) h += `<div class="section"><span class="sw place"></span>places of the program</div>`;
+    (META.sets || []).forEach(set => {
+      h += `<div class="row entry">${esc(set.name)}: ${set.n.toLocaleString("en")} places` +
+           `${set.points.length >= CLUSTER_MIN ? " (clustered when zoomed out)" : ""}</div>`;
+    });
+    if (state.background) h += `<div class="row entry"><span class="sw" style="background:rgb(120,120,128)"></span>the input's positions (roads driven)</div>`;
     return h;
   }
 
@@ -259,6 +276,130 @@
     }));
   }
 
+  // ------------------------------------------------------------------ places: sets and labels
+  const CLUSTER_PX = 56;           // places of a set nearer than this on screen are one cluster
+  const CLUSTER_MIN = 40;          // a set of fewer places is always drawn place by place
+  const SINGLE_ZOOM = 16;          // from this zoom on every place of a set is drawn
+  const measure = document.createElement("canvas").getContext("2d");
+  const LABEL_FONT = "600 12px system-ui, sans-serif";
+
+  function setPlaces(set) {
+    // every place of a set as {lon, lat, i, radius?, feature?}
+    if (!set._places) {
+      set._places = set.points.map(p => ({lon: p[0], lat: p[1], radius: p[2], i: p[3]}))
+        .concat(set.shapes.features.map(f => ({lon: f.properties.at[0], lat: f.properties.at[1],
+                                               i: f.properties.index, feature: f})));
+    }
+    return set._places;
+  }
+
+  function drawPlace(p, group) {
+    const style = {color: "#333", weight: 1.5, dashArray: "3 3", fillOpacity: 0.06, interactive: false};
+    if (p.feature) L.geoJSON(p.feature, {style}).addTo(group);
+    else L.circle([p.lat, p.lon], Object.assign({radius: p.radius || 1}, style)).addTo(group);
+  }
+
+  function drawPlaceSets() {
+    const map = state.map;
+    state.setLayer.clearLayers();
+    const view = map.getBounds().pad(0.25), zoom = map.getZoom();
+    const labels = [];              // candidates: {text, lon, lat, priority}
+    state.clusters = [];
+    (META.sets || []).forEach(set => {
+      // corridors and polygons are drawn whole wherever they meet the view (a cluster of lines
+      // kilometres long would say nothing); points are clustered when many
+      setPlaces(set).filter(p => p.feature && view.intersects(featureBounds(p))).forEach(p => {
+        drawPlace(p, state.setLayer);
+        labels.push({text: set.labels[p.i], lon: p.lon, lat: p.lat, priority: 1});
+      });
+      const inView = setPlaces(set).filter(p => !p.feature && view.contains([p.lat, p.lon]));
+      if (set.points.length < CLUSTER_MIN || zoom >= SINGLE_ZOOM) {
+        inView.forEach(p => { drawPlace(p, state.setLayer); labels.push({text: set.labels[p.i], lon: p.lon, lat: p.lat, priority: 1}); });
+        return;
+      }
+      const cells = new Map();
+      inView.forEach(p => {
+        const pt = map.latLngToContainerPoint([p.lat, p.lon]);
+        const key = Math.floor(pt.x / CLUSTER_PX) + ":" + Math.floor(pt.y / CLUSTER_PX);
+        if (!cells.has(key)) cells.set(key, []);
+        cells.get(key).push(p);
+      });
+      cells.forEach(ps => {
+        if (ps.length === 1) {
+          drawPlace(ps[0], state.setLayer);
+          labels.push({text: set.labels[ps[0].i], lon: ps[0].lon, lat: ps[0].lat, priority: 1});
+          return;
+        }
+        const lat = ps.reduce((a, p) => a + p.lat, 0) / ps.length, lon = ps.reduce((a, p) => a + p.lon, 0) / ps.length;
+        const r = 9 + 3 * Math.log10(ps.length);
+        L.circleMarker([lat, lon], {radius: r, color: "#fff", weight: 1.5, fillColor: "#455a64", fillOpacity: 0.85,
+                                    interactive: false}).addTo(state.setLayer);
+        L.marker([lat, lon], {interactive: false, keyboard: false, icon: L.divIcon({className: "cluster-count",
+          html: String(ps.length), iconSize: [2 * r, 2 * r], iconAnchor: [r, r]})}).addTo(state.setLayer);
+        const at = map.latLngToContainerPoint([lat, lon]);
+        state.clusters.push({set: set.name, n: ps.length, lon, lat, r, x: at.x, y: at.y});
+      });
+    });
+    META.places.features.forEach(f => {
+      const c = f.geometry.type === "Point" ? f.geometry.coordinates : featureCentre(f);
+      labels.unshift({text: f.properties.name, lon: c[0], lat: c[1], priority: 0});
+    });
+    placeLabels(labels);
+  }
+
+  function featureBounds(p) {
+    if (!p._bounds) p._bounds = L.geoJSON(p.feature).getBounds();
+    return p._bounds;
+  }
+
+  function featureCentre(f) {
+    const b = L.geoJSON(f).getBounds().getCenter();
+    return [b.lng, b.lat];
+  }
+
+  function placeLabels(cands) {
+    // greedy: the program's places first, then the sets' (nearest to the view's centre first);
+    // each label tries four sides of its place and is left out where every side meets one placed
+    const map = state.map, size = map.getSize();
+    measure.font = LABEL_FONT;
+    const clusters = state.clusters.map(c => {
+      const p = map.latLngToContainerPoint([c.lat, c.lon]);
+      return [p.x - c.r, p.y - c.r, p.x + c.r, p.y + c.r];
+    });
+    // the panels (legend, time, zoom, scale) are taken: a label is never hidden under one
+    const m = document.getElementById("map").getBoundingClientRect();
+    const taken = [...document.querySelectorAll(".leaflet-control")].map(el => {
+      const r = el.getBoundingClientRect();
+      return [r.left - m.left, r.top - m.top, r.right - m.left, r.bottom - m.top];
+    });
+    const centre = L.point(size.x / 2, size.y / 2);
+    const items = cands.map(c => Object.assign({pt: map.latLngToContainerPoint([c.lat, c.lon])}, c))
+      .filter(c => c.pt.x >= -50 && c.pt.y >= -50 && c.pt.x <= size.x + 50 && c.pt.y <= size.y + 50)
+      .sort((a, b) => a.priority - b.priority || a.pt.distanceTo(centre) - b.pt.distanceTo(centre));
+    state.labelLayer.clearLayers();
+    state.labels = [];
+    const meets = (a, b) => a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+    let clustersTaken = false;
+    for (const c of items) {
+      // the program's own places are labelled first; then the clusters' discs are taken, and
+      // the places of sets are labelled where neither a label nor a cluster is
+      if (c.priority && !clustersTaken) { taken.push(...clusters); clustersTaken = true; }
+      const w = Math.ceil(measure.measureText(c.text).width) + 8, h = 18, gap = 6;
+      const sides = [[-w / 2, -h - gap], [gap, -h / 2], [-w / 2, gap], [-w - gap, -h / 2]];
+      for (const [dx, dy] of sides) {
+        const box = [c.pt.x + dx, c.pt.y + dy, c.pt.x + dx + w, c.pt.y + dy + h];
+        if (box[0] < 0 || box[1] < 0 || box[2] > size.x || box[3] > size.y) continue;
+        if (taken.some(t => meets(t, box))) continue;
+        taken.push(box);
+        L.marker([c.lat, c.lon], {pane: "spatec-labels", interactive: false, keyboard: false,
+          icon: L.divIcon({className: "place-label" + (c.priority ? " set" : ""), html: esc(c.text),
+                           iconSize: [w, h], iconAnchor: [-dx, -dy]})}).addTo(state.labelLayer);
+        state.labels.push({text: c.text, box});
+        break;
+      }
+    }
+  }
+
   // ------------------------------------------------------------------ popups
   function popupHtml(l, i) {
     let h = `<b>${esc(l.phrase)}</b><br>${esc(formatTime(l.lo[i]))} – ${esc(formatTime(l.hi[i]))}`;
@@ -304,6 +445,17 @@
               starts, positions, centres, lo, hi, times,
               ids: column(buf, m.ids), idValues: m.id_values || null};
     });
+    const bgm = META.background;
+    if (bgm && bgm.n) {
+      const q = column(buf, bgm.segments), from = new Float64Array(2 * bgm.n), to = new Float64Array(2 * bgm.n);
+      for (let i = 0; i < bgm.n; i++) {       // a segment: x0 y0 x1 y1 in grid units from the origin
+        from[2 * i] = (bgm.origin[0] + q[4 * i]) * bgm.quantum;
+        from[2 * i + 1] = (bgm.origin[1] + q[4 * i + 1]) * bgm.quantum;
+        to[2 * i] = (bgm.origin[0] + q[4 * i + 2]) * bgm.quantum;
+        to[2 * i + 1] = (bgm.origin[1] + q[4 * i + 3]) * bgm.quantum;
+      }
+      state.background = {n: bgm.n, from, to};
+    }
     state.timings.decode = (performance.now() - t) / 1000;
     const map = L.map("map", {preferCanvas: true, zoomSnap: 0.25});
     state.map = map;
@@ -315,9 +467,11 @@
     state.places = L.geoJSON(META.places, {
       style: {color: "#222", weight: 2, dashArray: "5 4", fill: true, fillOpacity: 0.04, interactive: false},
       pointToLayer: (f, ll) => L.circle(ll, {radius: f.properties.radius, color: "#222", weight: 2, dashArray: "5 4",
-                                             fillOpacity: 0.04, interactive: false}),
-      onEachFeature: (f, layer) => layer.bindTooltip(esc(f.properties.name), {permanent: true, direction: "top",
-                                                                               className: "place-label"})}).addTo(map);
+                                             fillOpacity: 0.04, interactive: false})}).addTo(map);
+    state.setLayer = L.layerGroup().addTo(map);
+    state.labelLayer = L.layerGroup().addTo(map);
+    map.createPane("spatec-labels").style.zIndex = 650;      // labels above the composites
+    map.on("zoomend moveend", drawPlaceSets);
     state.scale = scaleFor(state.colour);
     state.layers.forEach(l => { l.fill = paint(l, state.scale); });
     state.overlay = new DeckGlLeaflet.LeafletLayer({layers: deckLayers(),
@@ -337,6 +491,7 @@
     legend.addTo(map);
     renderLegend();
     timeControl(map);
+    drawPlaceSets();                          // (after the panels: labels keep clear of them)
     let near = map.getZoom() >= DETAIL_ZOOM;
     map.on("zoomend", () => {               // dots or hulls
       if ((map.getZoom() >= DETAIL_ZOOM) !== near) { near = !near; redraw(); }
@@ -362,6 +517,15 @@
     },
     setWindow, setColour, formatTime,
     legend: () => document.getElementById("legend").innerText,
+    // the labels drawn (text, box in the map's pixels: what was placed) and the boxes the page
+    // shows them in (measured), the clusters, the background's segments
+    labels: () => [...document.querySelectorAll(".place-label")].map(el => {
+      const r = el.getBoundingClientRect(), m = document.getElementById("map").getBoundingClientRect();
+      return {text: el.textContent, box: [r.left - m.left, r.top - m.top, r.right - m.left, r.bottom - m.top]};
+    }),
+    clusters: () => state.clusters || [],
+    background: () => (state.background ? state.background.n : 0),
+    project: (lon, lat) => { const p = state.map.latLngToContainerPoint([lat, lon]); return [p.x, p.y]; },
   };
   start().catch(e => { state.error = String(e && e.stack || e); console.error(e); });
 })();

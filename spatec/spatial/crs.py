@@ -405,7 +405,26 @@ def choose_crs(program, frames: dict, override: str | None = None, cells: dict |
     warning = crs_warning(crs, found)
     if warning:
         log.warning("%s", warning)
+    if found and not override:
+        swapped = swapped_warning(program, median_centre(found))
+        if swapped:
+            log.warning("%s", swapped)
     return crs
+
+
+def swapped_warning(program, centre: tuple) -> str | None:
+    """A warning when the input's positions (their median ``centre``, lon/lat) lie far from
+    every place of the program and, with longitude and latitude swapped, beside one."""
+    from spatec.spatial.lonlat import program_places, swapped_beside
+
+    found = swapped_beside(centre, program_places(program))
+    if found is None:
+        return None
+    name, far, near = found
+    return (f"the input's positions lie {far:,} km from every place of the program (their median is "
+            f"longitude {centre[0]:g}, latitude {centre[1]:g}); with longitude and latitude swapped they "
+            f"lie {near:g} km from {name}: are the input's longitude and latitude columns swapped? "
+            "(`place point(LON, LAT)` takes the longitude first)")
 
 
 def _place_cells(program) -> dict:

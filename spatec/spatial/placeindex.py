@@ -42,6 +42,7 @@ class PlaceIndex:
         self.tree = shapely.STRtree(shapely.box(*np.array(boxes, dtype=float).T)) if boxes else None
         self._grown: dict = {}
         self._union = None
+        self._centres: dict | None = None
 
     def __len__(self) -> int:
         return len(self.locs)
@@ -100,6 +101,39 @@ class PlaceIndex:
             return False
         u = shapely.union_all([_inner(self.locs[i]) for i in cand])
         return S.certainly_in(loc, S.Loc.of(u, 0.0))
+
+    def nearest(self, loc, indices: list) -> list:
+        """Of the places ``indices`` (ascending), the one whose centre is nearest the stamp's
+        centre (``at nearest SET -> S``, SPEC §9), as a list of at most one index: a disc's
+        centre, else its region's centroid (:func:`~spatial.stamps.centroid`); ties go to the
+        first. A stamp without a location (UNIVERSE) is as near to every place: the first.
+
+        >>> from spatec.spatial.stamps import Loc
+        >>> ix = PlaceIndex([Loc.disc(0, 0, 40), Loc.disc(60, 0, 40), Loc.disc(30, 0, 40)])
+        >>> ix.nearest(Loc.disc(40, 0, 15), [0, 1, 2]), ix.nearest(Loc.disc(45, 0, 15), [0, 1])
+        ([2], [1])
+        """
+        if len(indices) < 2:
+            return list(indices)
+        x, y = S.centroid(loc)
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return [indices[0]]
+        best, best_d = indices[0], math.inf
+        for i in indices:
+            cx, cy = self.centre(i)
+            d = math.hypot(cx - x, cy - y)
+            if d < best_d:
+                best, best_d = i, d
+        return [best]
+
+    def centre(self, i: int) -> tuple:
+        """Place ``i``'s centre: a disc's, else its region's centroid (made once)."""
+        if self._centres is None:
+            self._centres = {}
+        c = self._centres.get(i)
+        if c is None:
+            c = self._centres[i] = S.centroid(self.locs[i])
+        return c
 
     def union_geom(self):
         """The union of every place as one geometry, circles drawn within 1 cm outside

@@ -77,7 +77,7 @@ ATTRS = {"Bus": ["vehicle", "line", "x", "lon", "lat", "ts"],
          "Trip": ["vehicle", "x", "lon", "lat", "start", "stop"],
          "Cell": ["cell", "x", "start", "stop", "area"],
          # examples/bus.spatec (the rows of test_oracle_spec_examples.fix)
-         "BusGPS": ["vehicle", "line", "operator", "lon", "lat", "ts"]}
+         "BusGPS": ["vehicle", "line", "operator", "direction", "lon", "lat", "ts"]}
 
 
 def iso(t: int) -> str:
@@ -132,7 +132,8 @@ def frames(rows) -> dict:
                 "_geom": pd.Series([r["geom"] for r in rs], dtype=object)}
         for a in ATTRS[type_]:
             vals = [r["attrs"].get(a) for r in rs]
-            cols[a] = pd.Series(vals, dtype=object if a in ("x", "vehicle", "line", "operator", "cell", "area") else None)
+            cols[a] = pd.Series(vals, dtype=object if a in ("x", "vehicle", "line", "operator", "direction", "cell",
+                                                            "area") else None)
         out[type_] = pd.DataFrame(cols)
     return out
 
@@ -192,6 +193,8 @@ def both_all(compiled, rows) -> dict:
     out = {}
     for p in compiled.plans:
         df = result.frames[p.name]
-        sut = sorted((r.id, int(r.lo), int(r.hi), tuple(sorted(r.events.items()))) for r in df.itertuples())
+        sut = sorted((r["id"], int(r["lo"]), int(r["hi"]), tuple(sorted({**r["events"], **(r.get("places") or {})}
+                                                                         .items())))
+                     for r in df.to_dict("records"))
         out[p.name] = (sorted(g[:4] for g in o.phrase(p.name)), sut)
     return out

@@ -1,7 +1,8 @@
 """Phrases over phrases (SPEC §8) of the spec and of examples/ in the local runner, against the
 oracle, on small hand-made traces whose answers are worked out by hand: stuck_together (runs,
 then a phrase over them), examples/stuck_together (three levels: episodes, pairs, blockages) and
-examples/headway (an absence between derived events, decided by the producer's frontier)."""
+examples/headway (`successive` between calls with a source and a time of their own, decided by
+the producer's frontier)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -57,24 +58,28 @@ def away(vehicle, t_s, line="U"):
     return fix(vehicle, t_s, 0.0, line=line)      # at the centre, 1.5 km from the station
 
 
-def test_headway_absence_between_calls():
+def test_headway_successive_calls():
+    """examples/headway: calls of a line and direction are events with that source and their
+    arrival as time (`as event`); a headway is two successive ones by two buses."""
     path = EXAMPLES / "headway" / "headway.spatec"
     rows = (call("a", 0) + [away("a", 60)] + call("b", 600) + [away("b", 660)]
             + call("d", 900, line="V") + [away("d", 960, line="V")]
             + call("c", 1200) + [away("c", 1260)])
     got = runner_equals_oracle(path, rows)
     assert len(got["StationCall"]) == 4
-    by_id = {}
-    o_pairs = [dict(b)["C1"] + ">" + dict(b)["C2"] for *_x, b in got["Headway"]]
-    calls = {c[0]: c for c in got["StationCall"]}
-    assert len(o_pairs) == 2                      # a then b, b then c; not a then c (b in between)
-    assert all(i in calls for p in o_pairs for i in p.split(">"))
-    del by_id
+    calls = {c[0] for c in got["StationCall"]}
+    pairs = [(dict(b)["C1"], dict(b)["C2"]) for *_x, b in got["Headway"]]
+    assert len(pairs) == 2                        # a then b, b then c; not a then c (b in between)
+    assert all(i in calls for p in pairs for i in p)
     # bus e's call is open at the end of the data (no fix elsewhere, no five silent minutes):
-    # StationCall's frontier stops at its lo, so b then c (c ends at 1,240 s) is not decided
+    # StationCall's frontier stops at its lo (1,220 s), after c's arrival (1,200 s): no call
+    # can still arrive between b and c, both headways are decided
     got = runner_equals_oracle(path, rows + call("e", 1250))
-    assert len(got["StationCall"]) == 4
-    assert len(got["Headway"]) == 1
+    assert len(got["StationCall"]) == 4 and len(got["Headway"]) == 2
+    # an open call that began before c arrived may still arrive between b and c: b then c is
+    # not decided (a then b is: b arrived before it)
+    got = runner_equals_oracle(path, rows + call("e", 1190, n=4))
+    assert len(got["StationCall"]) == 4 and len(got["Headway"]) == 1
 
 
 def test_corpus_convoy_three_levels_with_an_absence_between():

@@ -1,7 +1,9 @@
 """Phrases over phrases (SPEC §8) against the brute-force oracle: random small traces, a
-random producer phrase (leaf, pair, successive chain, both absence forms) and a random
-phrase over its composites (every operator, both absence forms over derived events,
-patterns on composites, ``per``), sometimes a third phrase over the second. Each phrase's
+random producer phrase (leaf, pair, successive chain, both absence forms, a run), its
+composites as events with or without a source and a time of their own (``as event``), and
+a random phrase over them (every operator, both absence forms over derived events,
+patterns on composites, ``successive`` between sourced ones, ``per``), sometimes a third
+phrase over the second. Each phrase's
 composites are compared, so that what a consumer reports, and what the end of the input
 leaves undecided in a producer (its frontier), are both checked."""
 from __future__ import annotations
@@ -43,13 +45,38 @@ PREDS = ["C.vehicle != D.vehicle", "C.x <= D.x", "distance(C, D) < 100 m", "C.ve
          "C.t0 < D.t0"]
 
 
+#: `as event` (SPEC §8): the producer's composites with a source and a time of their own
+AS_EVENT = ["\n  as event\n    source vehicle\n    time t0", "\n  as event\n    source line\n    time t0",
+            "\n  as event\n    source line, vehicle\n    time a_lo .. t0", "\n  as event\n    time t0",
+            "\n  as event\n    source vehicle\n    time a_lo .. a_hi", "\n  as event\n    source x\n    time a_hi"]
+#: consumers that relate sourced derived events by `successive`
+SUCCESSIVE = [
+    "Pr -> C ; Pr -> D\n  where successive(C, D)",
+    "Pr -> C ;= Pr -> D\n  where successive(C, D) and C.vehicle != D.vehicle\n  within 5 min",
+    "Pr -> C ; Pr -> D\n  where not successive(C, D)\n  within 3 min",
+    "Pr -> C ; not Pr -> X ; Pr -> D\n  where successive(C, D) or C.x == D.x\n  within 5 min",
+    "(Pr -> C ; Pr -> D) ; Pr -> E\n  where successive(C, D, E)",
+]
+RUN_PRODUCER = ("run Bus -> A gap 1 min",
+                "vehicle = A.vehicle, line = A.line, x = A.x, t0 = A.first.t, d = duration(A), a_lo = A.first.lo, "
+                "a_hi = A.last.t")
+
+
 @st.composite
 def programs(draw):
-    prod = draw(st.sampled_from(PRODUCERS)).format(pat=draw(st.sampled_from(PATTERNS)),
-                                                   win=draw(st.sampled_from(["30 s", "1 min", "2 min"])))
+    prod = draw(st.sampled_from(PRODUCERS + [RUN_PRODUCER[0]])).format(
+        pat=draw(st.sampled_from(PATTERNS)), win=draw(st.sampled_from(["30 s", "1 min", "2 min"])))
+    emit = RUN_PRODUCER[1] if prod == RUN_PRODUCER[0] else \
+        "vehicle = A.vehicle, line = A.line, x = A.x, t0 = A.t, d = duration(A), a_lo = A.lo, a_hi = A.hi"
+    cons = draw(st.sampled_from(CONSUMERS + SUCCESSIVE))
+    as_event = ""
+    if cons in SUCCESSIVE:
+        as_event = draw(st.sampled_from([a for a in AS_EVENT if "source" in a]))
+    elif draw(st.booleans()):
+        as_event = draw(st.sampled_from(AS_EVENT))
     per = draw(st.sampled_from(["", "", " per vehicle"]))
-    text = f"phrase Pr{per} =\n    {prod}\n  emit vehicle = A.vehicle, x = A.x, t0 = A.t, d = duration(A)\n\n"
-    cons = draw(st.sampled_from(CONSUMERS)).format(
+    text = f"phrase Pr{per} =\n    {prod}\n  emit {emit}{as_event}\n\n"
+    cons = cons.format(
         op=draw(st.sampled_from(OPS)), pred=draw(st.sampled_from(PREDS)),
         win=draw(st.sampled_from(["30 s", "1 min", "3 min"])), pat=draw(st.sampled_from(PATTERNS)))
     cper = draw(st.sampled_from(["", "", " per vehicle"]))

@@ -32,13 +32,14 @@ def lonlat(dx: float, dy: float = 0.0) -> tuple[float, float]:
     return LON0 + dx * M_LON, LAT0 + dy * M_LAT
 
 
-def fix(vehicle: str, t_s: float, dx: float, dy: float = 0.0, line: str = "U") -> dict:
+def fix(vehicle: str, t_s: float, dx: float, dy: float = 0.0, line: str = "U", direction: str = "INBOUND") -> dict:
     """A BusGPS fix of bus.spatec: reported ``t_s`` seconds after T0, ``dx`` m east of the origin."""
     t = T0 + int(t_s * US)
     lon, lat = lonlat(dx, dy)
     return {"type": "BusGPS", "id": f"BusGPS:{vehicle}:{t_s:g}", "source": vehicle, "t": t, "lo": t - 30 * US,
             "hi": t, "place": "point", "lon": lon, "lat": lat, "r": 15.0, "geom": None,
-            "attrs": {"vehicle": vehicle, "line": line, "operator": "SCCM", "lon": lon, "lat": lat, "ts": t}}
+            "attrs": {"vehicle": vehicle, "line": line, "operator": "SCCM", "direction": direction, "lon": lon,
+                      "lat": lat, "ts": t}}
 
 
 def stay(vehicle: str, start_s: float, n: int, dx: float, every: float = 20.0, line: str = "U") -> list:
@@ -53,7 +54,8 @@ def spec(tmp_path):
         pytest.skip("the shared spec examples are not available")
     folder = tmp_path / "spec" / "examples"
     folder.mkdir(parents=True)
-    for name in ("bus", "stuck_episodes", "stuck_together", "dwell_at_stops"):
+    for name in ("bus", "stuck_episodes", "stuck_together", "dwell_at_stops", "dwell_nearest_stop",
+                 "headway_at_stop"):
         shutil.copy(SPEC / f"{name}.spatec", folder / f"{name}.spatec")
     stops = tmp_path / "datasets" / "cambridge"
     stops.mkdir(parents=True)
@@ -169,7 +171,7 @@ def test_a_set_as_a_pattern(spec):
     edge = oracle.S.Loc.disc(float(x), float(y), 15.0)
     assert pat.test(at_stops, 0, 0, edge) == (True, False)
     assert pat.test(certainly, 0, 0, edge)[0] is False
-    places = [binds[0][1].id for binds, _ in pat.bindings(A.AtPlace("stops", "S"))]
+    places = [binds[0][1].id for binds, _, _ in pat.bindings(A.AtPlace("stops", "S"))]
     assert places == ["stops:1", "stops:2", "stops:3", "stops:4"]
 
 

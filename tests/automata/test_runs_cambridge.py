@@ -1,7 +1,7 @@
 """SPEC's run examples on the real Cambridge hour through ``spatec replay --runner local``:
-``stuck_episodes`` and ``dwell_at_stops`` (/work/shared/spec/examples) give the counts the
-brute-force oracle gives on the whole hour (tests/oracle_counts.py: StuckEpisode 1,524,
-DwellAtStop 137), and exactly the oracle's composites (ids, stamps, bound stop, emit
+``stuck_episodes``, ``dwell_at_stops`` and ``dwell_nearest_stop`` (/work/shared/spec/examples)
+give the counts the brute-force oracle gives on the whole hour (tests/oracle_counts.py:
+StuckEpisode 1,524, DwellAtStop 137, Dwell at the nearest stop 56), and exactly the oracle's composites (ids, stamps, bound stop, emit
 values) for a sample of the buses, each composite of a bus being decided by that bus's
 fixes alone (``per vehicle``; runs are cut per source)."""
 from __future__ import annotations
@@ -22,7 +22,8 @@ SHARED = Path(__file__).resolve().parents[3] / "shared"
 HOUR = SHARED / "datasets" / "cambridge" / "sirivm_2019-10-01_0854-1000.csv.gz"
 SPEC_EXAMPLES = SHARED / "spec" / "examples"
 #: the oracle's counts on the whole hour (tests/oracle_counts.py)
-CASES = [("stuck_episodes", "StuckEpisode", 1524), ("dwell_at_stops", "DwellAtStop", 137)]
+CASES = [("stuck_episodes", "StuckEpisode", 1524), ("dwell_at_stops", "DwellAtStop", 137),
+         ("dwell_nearest_stop", "Dwell", 56)]
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not HOUR.exists(), reason=f"the Cambridge hour is not at {HOUR}")]
@@ -49,7 +50,7 @@ def sample_of(hour, got, phrase) -> list:
     every run against each of the 1,388 stops, ~10 s a bus) every 15th bus with a dwell
     and two buses without."""
     buses = sorted(hour["vehicle"].unique())
-    if phrase != "DwellAtStop":
+    if phrase not in ("DwellAtStop", "Dwell"):
         return buses[::5]
     dwelt = sorted({r["vehicle"] for r in got})
     return dwelt[::15] + [b for b in buses if b not in dwelt][:2]

@@ -1,7 +1,7 @@
 """Runs (SPEC §7) and place sets (SPEC §9) in the automaton against the brute-force oracle
 (tests/oracle.py): random small traces, random phrases from templates (runs with and
 without `while`, `gap`, patterns, aggregates; runs joined to other events; place sets as
-patterns and bound places); the same events stepped live in random batches, shuffled
+patterns and bound places, the nearest of them too); the same events stepped live in random batches, shuffled
 within the lateness, and through the state codec between batches."""
 from __future__ import annotations
 
@@ -121,19 +121,23 @@ def phrases(draw):
                                      "Bus -> A and at stops", "Bus -> A and certainly at stops",
                                      "Bus -> A and not at stops", "Bus -> A and certainly not at stops",
                                      "Bus -> A and (at stops or at P)", "Bus -> A and within 30 m of stops",
-                                     "Bus -> A and at stops -> S and not at P"]))
+                                     "Bus -> A and at stops -> S and not at P",
+                                     "Bus -> A and at nearest stops -> S", "Bus -> A and certainly at nearest stops -> S",
+                                     "Bus -> A and at nearest stops -> S and not at P"]))
         where = [draw(st.sampled_from(["", 'S.name != "Second"', "distance(A, S) < 10 m", "A.x > 2"]))] \
             if "-> S" in body else [draw(st.sampled_from(["", "A.x > 2"]))]
         emit = "v = A.vehicle" + (", stop = S.stop_id, name = S.name" if "-> S" in body else "")
     elif form == "setrun":
         body = draw(st.sampled_from([f"({run}) and certainly at stops -> S", f"({run}) and at stops -> S",
-                                     f"({run}) and not at stops"]))
+                                     f"({run}) and not at stops", f"({run}) and at nearest stops -> S",
+                                     f"({run}) and certainly at nearest stops -> S"]))
         if "-> S" in body:
             where.append(draw(st.sampled_from(["distance(R, S) < 5 m", "S.stop_id != \"s3\"",
                                                "overlap(R.last, S)"])))
             emit = EMIT + ", stop = S.stop_id"
     elif form == "pair_at":
-        body = "(Bus -> A ; Bus -> B) and at stops -> S"
+        body = draw(st.sampled_from(["(Bus -> A ; Bus -> B) and at stops -> S",
+                                     "(Bus -> A ; Bus -> B) and at nearest stops -> S"]))
         within = " within 2 min"
         emit = "stop = S.name"
     else:

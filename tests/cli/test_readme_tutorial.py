@@ -23,7 +23,7 @@ def test_the_tutorial_has_its_steps():
     kinds = [k for k, _ in blocks()]
     assert kinds.count("sh") >= 4 and kinds.count("python") >= 1
     text = "".join(b for _, b in blocks())
-    assert "spatec check" in text and "spatec replay" in text and "--map" in text
+    assert "spatec check" in text and "spatec replay" in text and "--map" in text and "spatec sql" in text
 
 
 @pytest.mark.slow
@@ -38,6 +38,8 @@ def test_the_tutorial_runs(tmp_path):
         cmd = ["bash", "-eu", "-c", code] if kind == "sh" else [sys.executable, "-c", code]
         r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, f"{kind} block failed:\n{code}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+        if "spatec sql" in code:       # the median journey time per line: a table with a row per line
+            assert "median_minutes" in r.stdout and "│ 1 " in r.stdout, r.stdout
         if kind == "python":
             assert "HospitalToStation" in r.stdout and "rows read" in r.stdout
     out = root / "tutorial" / "out"

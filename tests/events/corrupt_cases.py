@@ -19,8 +19,8 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
-PROGRAM = REPO / "examples" / "stuck" / "stuck.spatec"      # BusGPS(vehicle, line, operator, lon, lat, ts)
-HEADER = ["vehicle", "line", "operator", "lon", "lat", "ts", "extra"]
+PROGRAM = REPO / "examples" / "stuck" / "stuck.spatec"      # BusGPS(vehicle, line, operator, direction, lon, lat, ts)
+HEADER = ["vehicle", "line", "operator", "direction", "lon", "lat", "ts", "extra"]
 T0 = 1569916778
 
 # what an edit puts in: the characters that break parsers, and some that do not
@@ -48,7 +48,7 @@ def fixes(n: int) -> list[dict]:
     out = []
     for i in range(n):
         v = i % 3
-        out.append({"vehicle": f"WP-{100 + v}", "line": str(400 + v), "operator": "WP",
+        out.append({"vehicle": f"WP-{100 + v}", "line": str(400 + v), "operator": "WP", "direction": "INBOUND",
                     "lon": f"{0.1245 + 0.0001 * (i // 6):.7f}", "lat": f"{52.2052 + 0.00005 * v:.7f}",
                     "ts": str(T0 + 20 * (i // 3)), "extra": f"x{i}"})
     return out

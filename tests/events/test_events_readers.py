@@ -104,15 +104,14 @@ class TestTexts:
 
     @staticmethod
     def same_as_the_frame(result, decl):
-        from spatec.runners.spark.staging import canonical_table
+        from spatec.exec.tasks import _column
 
         ev = result.events
         for c, arr in result.texts.items():
             assert arr.type == pa.string() and arr.to_pylist() == ev[c].tolist(), c
-        columns = event_columns(decl)
-        converted = canonical_table(None, decl.name, ev, columns)
-        handed = canonical_table(None, decl.name, ev, columns, texts=result.texts)
-        assert handed.schema == converted.schema and handed.equals(converted)
+            converted = _column(ev[c], pa.string())
+            handed = _column(ev[c], pa.string(), result.texts[c])
+            assert handed.equals(converted), c
 
     def test_bus_with_rejects_blanks_and_duplicates(self, tmp_path, bus_header):
         rows = bus_rows({}, {"ts": ""}, {"line": "  ", "vehicle": "WP-103"}, {"vehicle": ""}, {},
@@ -178,7 +177,7 @@ class TestRejects:
             (4, "lon: missing coordinate"),
             (5, 'lat: cannot parse "north" as a float'),
             (6, 'lon: "-200" out of range [-180, 180]'),
-            (7, 'lat: "95.5" out of range [-90, 90]'),
+            (7, 'lat: "95.5" out of range [-90, 90] (a longitude? `place point(lon, lat)` takes the longitude first)'),
             (8, "vehicle: empty source"),
             (9, "vehicle: empty source"),
             (10, "duplicate of BusGPS:WP-101:2019-10-01T07:59:38Z"),
@@ -441,3 +440,23 @@ def test_repeats_hashed_or_sorted_agree():
             want.append(k in seen)
             seen.add(k)
         assert _repeats(codes, t.astype(np.int64)).tolist() == want
+
+
+def test_a_parquet_binary_text_column_is_read_as_utf8_and_its_bad_bytes_are_rejects(tmp_path):
+    """A Parquet ``binary`` column (bytes, not text) is read as the UTF-8 text it holds, as a
+    CSV file's is: ids are its text, never hex; a value whose bytes are not UTF-8 makes its
+    record a reject naming the byte (``BUS-\\xe9`` and ``BUS-\\xe8`` are never one vehicle)."""
+    import pyarrow.parquet as pq
+
+    t = pa.table({"vehicle": pa.array([b"BUS-1", b"BUS-\xe9", b"BUS-\xe8", "BÜS-2".encode()], pa.binary()),
+                  "line": ["1"] * 4, "operator": ["X"] * 4, "lon": [0.12] * 4, "lat": [52.2] * 4,
+                  "ts": [1569916778 + i for i in range(4)]})
+    path = tmp_path / "b.parquet"
+    pq.write_table(t, path)
+    r = counted(read_events(path, BUS))
+    assert r.events["vehicle"].tolist() == ["BUS-1", "BÜS-2"]
+    assert r.events["_id"].tolist() == ["BusGPS:BUS-1:2019-10-01T07:59:38Z", "BusGPS:BÜS-2:2019-10-01T07:59:41Z"]
+    assert r.rejects["row"].tolist() == [2, 3]
+    assert r.rejects["reason"].tolist() == [
+        "vehicle: not UTF-8 (byte 0xE9 at character 5); convert the column to UTF-8 text",
+        "vehicle: not UTF-8 (byte 0xE8 at character 5); convert the column to UTF-8 text"]

@@ -11,7 +11,7 @@ KEYWORDS = {
     "on", "from", "to", "at", "in", "of", "true", "false",
     "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "weekday", "weekend",
     "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-    "November", "December", "run", "while", "gap", *A.UNIT_DIMENSION,
+    "November", "December", "run", "while", "gap", "nearest", "as", *A.UNIT_DIMENSION,
 }
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "weekday", "weekend")
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
@@ -48,6 +48,7 @@ pattern_atoms = st.one_of(
     date.map(lambda d: A.DatePattern(d, d, True)),
     st.builds(A.DatePattern, date, date, st.just(False)),
     st.builds(A.AtPlace, place_names, st.none() | names),
+    st.builds(A.AtPlace, place_names, names, nearest=st.just(True)),     # at nearest SET -> S
     st.builds(A.InShape, shapes),
     st.builds(A.NearPlace, distances, place_names),
 )
@@ -113,13 +114,6 @@ runs = st.builds(
     st.none() | exprs, st.none() | durations)
 matches = st.recursive(st.one_of(event_refs, pattern_atoms, runs), _extend, max_leaves=10)
 
-phrases = st.builds(
-    A.Phrase, names, matches, per=st.none() | names, where=st.none() | exprs,
-    within=st.none() | durations,
-    emit=st.lists(st.builds(A.EmitField, names, exprs), max_size=3).map(tuple),
-)
-
-
 def _time_bound():
     signed = st.builds(lambda q, neg: A.Quantity(-q.value if neg else q.value, q.unit), durations, st.booleans())
     return st.builds(A.TimeBound, names, st.none() | signed)
@@ -129,14 +123,26 @@ time_clauses = st.one_of(
     st.builds(A.TimeClause, _time_bound(), st.none(), st.none() | durations),
     st.builds(A.TimeClause, _time_bound(), _time_bound(), st.none()),
 )
+source_clauses = st.builds(A.SourceClause, names)
+# a phrase's `as event` (SPEC 8): a source of one or more emit fields, a time
+as_events = st.builds(A.AsEvent, st.none() | st.builds(A.SourceClause, names,
+                                                       more=st.lists(names, max_size=2).map(tuple)),
+                      st.none() | time_clauses)
+
+phrases = st.builds(
+    A.Phrase, names, matches, per=st.none() | names, where=st.none() | exprs,
+    within=st.none() | durations,
+    emit=st.lists(st.builds(A.EmitField, names, exprs), max_size=3).map(tuple),
+    as_event=st.none() | as_events,
+)
 place_clauses = st.one_of(
     st.builds(A.PlaceClause, geom=names, widen=st.none() | distances),
     st.builds(A.PlaceClause, lon=names, lat=names, widen=st.none() | distances),
 )
 events = st.builds(
     A.EventDecl, names,
-    st.lists(st.builds(A.AttrDecl, names, names), max_size=4).map(tuple),
-    source=st.none() | st.builds(A.SourceClause, names),
+    st.lists(st.builds(A.AttrDecl, names, names, column=st.none() | st.text(max_size=8)), max_size=4).map(tuple),
+    source=st.none() | source_clauses,
     time=st.none() | time_clauses,
     place=st.none() | place_clauses,
 )

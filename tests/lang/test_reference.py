@@ -2,7 +2,8 @@
 
 - ```spatec blocks must check cleanly: the block that starts `# bus.spatec`
   is written beside them as bus.spatec (with lang/corpus/stops.geojson,
-  stops.csv and named_stops.geojson beside it), and put in front of any block
+  stops.csv, named_stops.geojson and feed.zip, lang/corpus/gtfs_feed zipped,
+  beside it), and put in front of any block
   that declares no event type and includes nothing.
 - ```spatec error blocks must fail with exactly the output of the ```text
   block that follows them (the program is checked as example.spatec).
@@ -41,6 +42,8 @@ def workdir(tmp_path, monkeypatch):
     (tmp_path / "bus.spatec").write_text(PRELUDE, encoding="utf-8")
     for name in ("stops.geojson", "stops.csv", "named_stops.geojson"):
         shutil.copy(ROOT / "lang" / "corpus" / name, tmp_path / name)
+    # the GTFS examples read feed.zip: the corpus's small feed, zipped
+    shutil.make_archive(str(tmp_path / "feed"), "zip", ROOT / "lang" / "corpus" / "gtfs_feed")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -1,6 +1,7 @@
 """Phrases over phrases (SPEC §8) in the local live runner, on the recorded Cambridge feed:
-examples/stuck_together (three levels: episodes, pairs, blockages) and examples/headway (an
-absence between derived events) live, the polls shuffled within the lateness and read in
+examples/stuck_together (three levels: episodes, pairs, blockages), examples/headway and the
+spec's headway_at_stop (calls as events with a source and a time, `successive` between them)
+and dwell_nearest_stop live, the polls shuffled within the lateness and read in
 batches of 1-3 polls, report the replay's composites, each once; the phrases over phrases
 report while the feed plays, not only at its end; a run killed (SIGKILL) and restarted on its
 checkpoint delivers each of them once."""
@@ -71,6 +72,29 @@ def test_headway_live_equals_batch(tmp_path, recording):
     assert len(want["StationCall"]) > 20 and len(want["Headway"]) > 5
     assert_same_alerts(sink_alerts(sink, compiled), want)
     assert early.get("Headway", 0) > 0
+
+
+SPEC_EXAMPLES = EXAMPLES.parent.parent / "shared" / "spec" / "examples"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, phrase", [("headway_at_stop", "Headway"), ("dwell_nearest_stop", "Dwell")])
+def test_spec_as_event_and_nearest_live_equal_batch(tmp_path, recording, name, phrase):
+    """The spec's examples of SPEC §8's `as event` and §9's `at nearest` live, the polls
+    shuffled within the lateness and read in random batches of 1-3: the replay's composites,
+    each once, reported while the feed plays."""
+    path = SPEC_EXAMPLES / f"{name}.spatec"
+    if not path.exists():
+        pytest.skip(f"{path} is not there")
+    polls = minutes(recording, 15)
+    compiled = compile_program(path)
+    runner, sink, early = live(compiled, _reshuffle(polls, 8, seed=7), tmp_path)
+    late = late_ids(tmp_path / "ck")
+    assert runner.state.counts["late"] == len(late)
+    want = batch_alerts(compiled, feed_events(compiled, polls), exclude=late)
+    assert len(want[phrase]) >= 3
+    assert_same_alerts(sink_alerts(sink, compiled), want)
+    assert early.get(phrase, 0) > 0
 
 
 @pytest.mark.slow

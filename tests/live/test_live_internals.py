@@ -163,9 +163,9 @@ def test_directory_run_collects_only_the_young_generation_and_saves_offsets(tmp_
     compiled = compile_program(program_of(tmp_path, "stuck"))
     d = tmp_path / "in"
     d.mkdir()
-    header = "vehicle,line,operator,lon,lat,ts\n"
+    header = "vehicle,line,operator,direction,lon,lat,ts\n"
     for k in range(3):
-        (d / f"{k}.csv").write_text(header + "".join(f"V{v},1,OP,0.1{v},52.1,{1569916778 + 20 * k + v}\n"
+        (d / f"{k}.csv").write_text(header + "".join(f"V{v},1,OP,INBOUND,0.1{v},52.1,{1569916778 + 20 * k + v}\n"
                                                       for v in range(5)))
     cols = [a.name for a in compiled.program.events["BusGPS"].attrs]
 

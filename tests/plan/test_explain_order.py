@@ -14,10 +14,10 @@ PROGRAM = ROOT / "bench" / "two_stuck.spatec"
 
 def _csv(path: Path) -> Path:
     """Three buses, 40 fixes each, 20 s apart, two of them 30 m apart."""
-    lines = ["vehicle,operator,line,ts,lon,lat"]
+    lines = ["vehicle,operator,line,direction,ts,lon,lat"]
     for i in range(40):
         for v, dx in (("V1", 0.0), ("V2", 0.0004), ("V3", 0.05)):
-            lines.append(f"{v},WP,1,{1569916800 + 20 * i + int(v[1])},{0.12 + dx:.6f},{52.2 + 0.00001 * i:.6f}")
+            lines.append(f"{v},WP,1,INBOUND,{1569916800 + 20 * i + int(v[1])},{0.12 + dx:.6f},{52.2 + 0.00001 * i:.6f}")
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -102,6 +102,8 @@ def test_shallow_trees_pickle_byte_for_byte_as_before():
             return NotImplemented
 
     for path in sorted((REPO / "examples").glob("*/*.spatec")):
+        if path.parent.name == "off_route" and not (path.parent / "cambridge_gtfs.zip").exists():
+            continue  # its feed is derived from the data set (`spatec datasets gtfs`), not in the repository
         c = compile_program(path)
         buf = io.BytesIO()
         Plain(buf, 5).dump(c)

@@ -117,6 +117,8 @@ def test_attributes_read_are_those_named_with_the_key_and_source(tmp_path):
 
 def test_plans_round_trip_as_data_and_fingerprints_do_not_depend_on_the_process():
     for path in sorted((REPO / "examples").glob("*/*.spatec")):
+        if path.parent.name == "off_route" and not (path.parent / "cambridge_gtfs.zip").exists():
+            continue  # its feed is derived from the data set (`spatec datasets gtfs`), not in the repository
         try:
             c = compile_program(path)
         except UnsupportedError:

@@ -47,3 +47,29 @@ def slice10(hour_path, tmp_path_factory):
 @pytest.fixture(scope="session")
 def slice20(hour_path, tmp_path_factory):
     return slice_minutes(hour_path, tmp_path_factory.mktemp("data") / "cambridge_20min.csv", 20)
+
+
+def outputs(result) -> dict:
+    """A replay's output files by name (a folder of parts: its parts put end to end), as bytes."""
+    out = {}
+    for name, path in sorted(result.paths.items()):
+        path = Path(path)
+        if path.is_dir():
+            out[name] = b"".join(p.read_bytes() for p in sorted(path.glob("part-*")))
+        else:
+            out[path.name] = path.read_bytes()
+    return out
+
+
+def on_spark(spark, compiled, inputs, out, conf: dict | None = None, **kw):
+    """``spatec replay`` on the shared session, with some settings for this replay only."""
+    from spatec.runners.spark.batch import replay_spark
+
+    old = {k: spark.conf.get(k, None) for k in (conf or {})}
+    for k, v in (conf or {}).items():
+        spark.conf.set(k, v)
+    try:
+        return replay_spark(compiled, inputs, out, spark=spark, **kw)
+    finally:
+        for k, v in old.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)

@@ -6,7 +6,9 @@ end of the data, a journey of exactly 90 min, a Stuck run whose B and C do
 not overlap), every DuckDB and PySpark baseline returns exactly the event-id
 tuples in the ``events`` column of spatec's output for the phrase. The PySpark
 baselines (and DuckDB's in the bench) read spatec's canonical events from a
-Parquet file, as the bench at 16x does.
+Parquet file, as the bench at 16x does. The DuckDB baseline that projects in
+SQL (:func:`B.duckdb_sql_file`) gives the same composites, and its projection
+is pyproj's within :data:`SQL_PROJECTION_TOLERANCE` (on this machine, to the bit).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pandas as pd
 import pytest
 
 from bench import baselines as B
+from bench import bench_replay as R
 from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
 from spatec.runners.replay import ingest
@@ -63,6 +66,18 @@ def _canonical_parquet(df, path: Path) -> Path:
                       else df[c].to_numpy() for c in B.CANONICAL})
     pq.write_table(table, path)
     return path
+
+
+def _sql_rows(phrase, events: Path, crs, places, tmp: Path) -> set:
+    """The DuckDB baseline projecting in SQL on the canonical events' file ``events``: a set of tuples."""
+    name = PHRASES[phrase][3]
+    con = B.duckdb_sql_file(name, str(events), crs, places=places, tmp=str(tmp))
+    try:
+        got = con.execute(f"SELECT {', '.join(B.RESULT_COLUMNS[name])} FROM res").fetchall()
+    finally:
+        con.close()
+    assert len(got) == len(set(got)), "one row per composite"
+    return set(got)
 
 
 def _spark_rows(phrase, spark, events: Path, crs, places, folder: Path) -> set:
@@ -183,6 +198,13 @@ def test_duckdb_baseline_matches_spatec_on_the_edges(phrase, edge_reference):
 
 
 @pytest.mark.parametrize("phrase", list(PHRASES))
+def test_duckdb_sql_baseline_matches_spatec_on_the_edges(phrase, edge_reference, tmp_path):
+    df, crs, places, expected = edge_reference[phrase]
+    events = _canonical_parquet(df, tmp_path / "events.parquet")
+    assert _sql_rows(phrase, events, crs, places, tmp_path) == expected
+
+
+@pytest.mark.parametrize("phrase", list(PHRASES))
 def test_pyspark_baseline_matches_spatec_on_the_edges(phrase, edge_reference, spark, tmp_path):
     df, crs, places, expected = edge_reference[phrase]
     events = _canonical_parquet(df, tmp_path / "events.parquet")
@@ -238,8 +260,7 @@ def test_duckdb_file_baseline_matches_spatec_on_the_hour(phrase, hour_reference,
     kw = {"places": places} if name == "hospital_to_station" else {}
     con = B.duckdb_file(name, str(canonical_file[0]), crs, tmp=str(tmp_path), **kw)
     try:
-        cols = {"silent": ["id"], "stuck": ["a_id", "b_id", "c_id", "d_id"], "hospital_to_station": ["id", "b_id"]}
-        assert B.digest(con, "res", cols[name]) == want
+        assert B.digest(con, "res", B.RESULT_COLUMNS[name]) == want
     finally:
         con.close()
     # one id changed: another digest
@@ -270,8 +291,7 @@ def test_pyspark_file_baseline_matches_spatec_and_duckdb_on_the_hour(phrase, hou
     kw = {"places": places} if name == "hospital_to_station" else {}
     con = B.duckdb_file(name, str(canonical_file[0]), crs, tmp=str(tmp_path), **kw)
     try:
-        cols = {"silent": ["id"], "stuck": ["a_id", "b_id", "c_id", "d_id"], "hospital_to_station": ["id", "b_id"]}
-        assert got == B.digest(con, "res", cols[name]) == B.rows_digest(expected, variables)
+        assert got == B.digest(con, "res", B.RESULT_COLUMNS[name]) == B.rows_digest(expected, variables)
     finally:
         con.close()
     table = pq.read_table(folder)
@@ -281,3 +301,118 @@ def test_pyspark_file_baseline_matches_spatec_and_duckdb_on_the_hour(phrase, hou
     changed.mkdir()
     pq.write_table(table.set_column(0, "A", pa.array(a, pa.string())), changed / "part-0.parquet")
     assert B.files_digest(changed, variables) != got
+
+
+# --------------------------------------------------------------------------- projecting in SQL
+
+#: How far (metres) the SQL projection may be from pyproj's. The overlap decision nearest its
+#: boundary on the Cambridge positions is 16 µm from it (two consecutive fixes, discs of
+#: 15 m, whose centres are 30 m ± 16 µm apart), so 1 µm a position cannot flip one there. (PROJ's series itself
+#: is good to nanometres; with the same C library the SQL steps give pyproj's bits, which
+#: this does not assert: the bench's count-and-digest check guards the decisions.)
+SQL_PROJECTION_TOLERANCE = 1e-6
+
+
+def _sql_projection(lon, lat, crs):
+    import duckdb
+    import numpy as np
+
+    con = duckdb.connect()
+    try:
+        con.register("pos", pd.DataFrame({"lon": np.asarray(lon, float), "lat": np.asarray(lat, float)}))
+        got = con.execute(B.projected_sql("pos", crs, {"lon": "lon", "lat": "lat", "x": "x", "y": "y"},
+                                          "lon", "lat")).df()
+    finally:
+        con.close()
+    return got["lon"].to_numpy(), got["lat"].to_numpy(), got["x"].to_numpy(), got["y"].to_numpy()
+
+
+def _assert_pyprojs(lon, lat, crs):
+    import numpy as np
+    import pyproj
+
+    lon, lat, x, y = _sql_projection(lon, lat, crs)
+    px, py = pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True).transform(lon, lat)
+    inside = np.isfinite(px) & np.isfinite(py)
+    assert (np.isfinite(x) & np.isfinite(y)).tolist() == inside.tolist(), "beyond the domain exactly where pyproj is"
+    assert np.abs(x[inside] - px[inside]).max() <= SQL_PROJECTION_TOLERANCE
+    assert np.abs(y[inside] - py[inside]).max() <= SQL_PROJECTION_TOLERANCE
+    return inside
+
+
+def test_sql_projection_is_pyprojs_on_the_hour(hour_reference):
+    """Every canonical position of the hour, in spatec's CRS (the UTM zone it chose), and
+    the places: as pyproj puts them, within the tolerance."""
+    df, crs, places, _ = hour_reference["Stuck"]
+    assert crs.startswith("EPSG:326"), crs      # the UTM zone spatec chose (30 for the hour)
+    assert _assert_pyprojs(df["_lon"], df["_lat"], crs).all()
+    import duckdb
+    import pyproj
+
+    con = duckdb.connect()
+    try:
+        sql = B.project_places_in_sql(con, places, crs)
+    finally:
+        con.close()
+    forward = pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
+    assert set(sql) == {"hospital", "station"}
+    for name, (x, y, r) in sql.items():
+        px, py = forward.transform(places[name][0], places[name][1])
+        assert abs(x - px) <= SQL_PROJECTION_TOLERANCE and abs(y - py) <= SQL_PROJECTION_TOLERANCE
+        assert r == places[name][2]
+
+
+@pytest.mark.parametrize("crs", ["EPSG:32631", "EPSG:32601", "EPSG:32760", "EPSG:32717"])
+def test_sql_projection_is_pyprojs_across_the_globe(crs):
+    """A grid over the whole globe, the zone's own strip densely: the same positions as
+    pyproj wherever pyproj has one (the antimeridian's wrap, the other hemisphere, the
+    poles), and beyond PROJ's domain (``inf``) exactly where pyproj is."""
+    import numpy as np
+
+    zone = int(crs[-2:])
+    mid = (zone - 1) * 6 - 180 + 3
+    lon, lat = np.meshgrid(np.linspace(-180, 180, 73), np.linspace(-90, 90, 37))
+    slon, slat = np.meshgrid(np.linspace(mid - 3, mid + 3, 61), np.linspace(-84, 84, 85))
+    inside = _assert_pyprojs(np.concatenate([lon.ravel(), slon.ravel()]),
+                             np.concatenate([lat.ravel(), slat.ravel()]), crs)
+    assert inside.sum() > slon.size and not inside.all(), "both inside and beyond the domain"
+
+
+@pytest.mark.parametrize("crs", ["EPSG:27700", "EPSG:4326", "EPSG:32661", "EPSG:32600", "EPSG:326310", "utm31"])
+def test_sql_projection_refuses_other_crs(crs):
+    with pytest.raises(ValueError, match="WGS 84 UTM zones.*" + crs):
+        B.projected_sql("pos", crs, {"x": "x", "y": "y"})
+
+
+@pytest.mark.parametrize("phrase", list(PHRASES))
+def test_duckdb_sql_file_baseline_matches_spatec_on_the_hour(phrase, hour_reference, canonical_file, tmp_path):
+    """On the bench's canonical file of the hour, the DuckDB baseline projecting in SQL
+    gives spatec's composites, row for row, and so the same digest the bench compares."""
+    df, crs, places, expected = hour_reference[phrase]
+    name, variables = PHRASES[phrase][3], PHRASES[phrase][1]
+    assert _sql_rows(phrase, canonical_file[0], crs, places, tmp_path) == expected
+    con = B.duckdb_sql_file(name, str(canonical_file[0]), crs, places=places, tmp=str(tmp_path))
+    try:
+        assert B.digest(con, "res", B.RESULT_COLUMNS[name]) == B.rows_digest(expected, variables)
+    finally:
+        con.close()
+
+
+def test_bench_table_has_each_baselines_ratio_and_the_fastest():
+    """The bench's rows: spatec against each DuckDB baseline and PySpark, and against the
+    fastest; a row that ran no baseline (another format) is put against its scale's."""
+    rows = [{"scale": 1, "program": "three", "format": "jsonl", "total_s": 12.0,
+             "duckdb_pyproj_s": 4.0, "duckdb_sql_s": 3.0, "pyspark_s": 6.0},
+            {"scale": 1, "program": "three", "format": "parquet", "total_s": 9.0},
+            {"scale": 4, "program": "three", "format": "jsonl", "total_s": 40.0, "error": "no baselines"}]
+    got = R.with_ratios(rows)
+    assert got[0]["spatec_vs_duckdb_pyproj"] == 3.0 and got[0]["spatec_vs_duckdb_sql"] == 4.0
+    assert got[0]["spatec_vs_pyspark"] == 2.0
+    assert (got[0]["fastest"], got[0]["spatec_vs_fastest"]) == ("duckdb_sql", 4.0)
+    assert (got[1]["fastest"], got[1]["spatec_vs_fastest"], got[1]["spatec_vs_duckdb_pyproj"]) == ("duckdb_sql", 3.0, 2.25)
+    assert "spatec_vs_fastest" not in got[2]
+    table = R.markdown(rows).splitlines()
+    head = [c.strip() for c in table[0].strip("|").split("|")]
+    assert head.index("spatec_vs_duckdb_pyproj") < head.index("spatec_vs_duckdb_sql") < head.index("spatec_vs_fastest")
+    assert R.ratios(10.0, {"duckdb_pyproj_s": 5.0}) == {"spatec_vs_duckdb_pyproj": 2.0, "fastest": "duckdb_pyproj",
+                                                        "spatec_vs_fastest": 2.0}

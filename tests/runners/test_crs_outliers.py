@@ -1,6 +1,6 @@
 """One far-away fix must not change everyone's results (issue 16): the CRS is the UTM zone
 of the median position, which both runners find from counts per cell (the Spark ingest
-merges its chunks' counts), and positions too far from it to be measured within 0.1 m
+adds up its splits' counts), and positions too far from it to be measured within 0.1 m
 are warned about."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.runners.conftest import REPO
 
 from spatec.plan.program import compile_program
 from spatec.runners.replay import replay_local
-from spatec.runners.spark.ingest import INGEST_ROWS_KEY
+from spatec.exec.context import SPLIT_ROWS_KEY as INGEST_ROWS_KEY
 
 STUCK = REPO / "examples" / "stuck" / "stuck.spatec"
 

@@ -1,10 +1,9 @@
 """Phrases over phrases (SPEC §8) run in the local runners (batch and live,
-tests/live/test_live_derived.py) and in Spark batch on the staged exchange
+tests/live/test_live_derived.py) and in Spark batch as stages of their own
 (tests/runners/test_spark_parity.py). What is refused, with an error naming the construct,
-the phrase and what it reads, before starting anything: Spark batch on the shuffle
-exchange; Spark batch and Spark live for a phrase that reads both composites and input
-events (REFERENCE decisions 37, 38). A program without them, or a choice of phrases that leaves them
-out, is not refused."""
+the phrase and what it reads, before starting anything: Spark batch and Spark live for a
+phrase that reads both composites and input events (REFERENCE decisions 37, 38). A program
+without them, or a choice of phrases that leaves them out, is not refused."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 from spatec.errors import UnsupportedError
 from spatec.plan.program import compile_program
 from spatec.runners.live_local import LocalLive
-from spatec.runners.spark.batch import raw_outputs, replay_spark
+from spatec.runners.spark.batch import replay_spark
 from spatec.runners.spark.live import check_streamable
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -30,26 +29,17 @@ def _refused(e):
     assert "phrase Headway reads the composites of StationCall" in str(e.value)
 
 
-class _ShuffleSession:
-    """What replay_spark asks of a session before matching: its exchange (the shuffle)."""
+class _NoSession:
+    """Refused before any Spark job: nothing is asked of the session but its settings."""
+
+    class sparkContext:  # noqa: N801
+        defaultParallelism = 2
+        master = "local[2]"
 
     class conf:  # noqa: N801
         @staticmethod
         def get(key, default=None):
-            return "shuffle" if key == "spark.spatec.exchange" else default
-
-
-def test_spark_batch_on_the_shuffle_exchange_refuses(headway, tmp_path):
-    from spatec.runners.spark.exchange import EXCHANGE_KEY
-
-    assert EXCHANGE_KEY == "spark.spatec.exchange"
-    with pytest.raises(UnsupportedError) as e:
-        replay_spark(headway, [], tmp_path / "out", spark=_ShuffleSession())
-    _refused(e)
-    assert e.value.mode == "Spark batch on the shuffle exchange"
-    with pytest.raises(UnsupportedError) as e:
-        raw_outputs(_ShuffleSession(), headway, {})
-    _refused(e)
+            return default
 
 
 def test_spark_batch_refuses_a_phrase_over_composites_and_input_events(tmp_path):
@@ -59,7 +49,7 @@ def test_spark_batch_refuses_a_phrase_over_composites_and_input_events(tmp_path)
                  "  where B.vehicle == C.vehicle\n  within 10 min\n")
     mixed = compile_program(p)
     with pytest.raises(UnsupportedError) as e:
-        replay_spark(mixed, [], tmp_path / "out", spark=None)
+        replay_spark(mixed, [], tmp_path / "out", spark=_NoSession())
     assert e.value.mode == "Spark batch"
     assert "phrase Leaving reads the composites of StationCall and input events (BusGPS)" in str(e.value)
     assert not (tmp_path / "out").exists()

@@ -1,4 +1,4 @@
-"""The leaf pre-filter's candidates (spatec.runners.spark.prefilter.candidates): a box in
+"""The leaf pre-filter's candidates (spatec.exec.prefilter.candidates): a box in
 lon/lat around each region, so that only the events near a region are projected and
 joined. It must keep every event the exact relation keeps, and few others."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 import shapely
 
-from spatec.runners.spark import prefilter as P
+from spatec.exec import prefilter as P
 from spatec.spatial.crs import Projector
 from spatec.spatial.stamps import Loc, relate_many
 

@@ -9,13 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from spatec.exec.prefilter import prefilter_regions
 from spatec.plan.program import compile_program
-from spatec.runners.local import replay_frames
-from spatec.runners.replay import ingest
-from spatec.runners.spark.batch import replay_frames_spark
-from spatec.runners.spark.exchange import EXCHANGE_KEY
-from spatec.runners.spark.prefilter import prefilter_regions
-from tests.runners.conftest import BUS, FILTERABLE, REPO, SHARED
+from spatec.runners.replay import replay_local
+from tests.runners.conftest import BUS, FILTERABLE, REPO, SHARED, on_spark, outputs
 
 SPATEC = Path(sys.executable).parent / "spatec"
 
@@ -37,41 +34,33 @@ def test_prefilter_only_where_every_leaf_has_a_region_and_no_successive(tmp_path
             assert prefilter_regions(plan, c.program, "EPSG:32631") == {}, plan.name
 
 
-@pytest.fixture(params=["staged", "shuffle"])
-def exchange(request, spark):
-    """Both ways events reach the workers (``spark.spatec.exchange``)."""
-    spark.conf.set(EXCHANGE_KEY, request.param)
-    yield request.param
-    spark.conf.unset(EXCHANGE_KEY)
+@pytest.fixture(params=["on", "off"])
+def prefilter(request):
+    """The leaf pre-filter on and off (``spark.spatec.prefilter``): the same files."""
+    return {"spark.spatec.prefilter": request.param}
 
 
 @pytest.mark.slow
-def test_prefilter_gives_the_same_rows(spark, exchange, slice20, tmp_path):
+def test_prefilter_gives_the_same_rows(spark, prefilter, slice20, tmp_path):
     p = tmp_path / "f.spatec"
     p.write_text(FILTERABLE)
     c = compile_program(p)
-    frames, _ = ingest(c, [("BusGPS", str(slice20))], tmp_path)
-    local = replay_frames(c, frames).frames["CentreThenHospital"]
-    on = replay_frames_spark(spark, c, frames, prefilter_leaves=True).frames["CentreThenHospital"]
-    off = replay_frames_spark(spark, c, frames, prefilter_leaves=False).frames["CentreThenHospital"]
-    assert len(local) > 0
-    pd.testing.assert_frame_equal(on, local)
-    pd.testing.assert_frame_equal(off, local)
+    inputs = [("BusGPS", str(slice20))]
+    local = outputs(replay_local(c, inputs, tmp_path / "local"))
+    assert len(local["CentreThenHospital.jsonl"]) > 0
+    assert outputs(on_spark(spark, c, inputs, tmp_path / "spark", prefilter)) == local
 
 
 @pytest.mark.slow
-def test_prefilter_of_an_absence_gives_the_same_rows(spark, exchange, hour_path, tmp_path):
+def test_prefilter_of_an_absence_gives_the_same_rows(spark, prefilter, hour_path, tmp_path):
     """HospitalToStation on the Cambridge hour: its X (a fix at the hospital or the station
     between A and B) pre-filtered with A's and B's places; the same journeys as without the
     pre-filter and as the local runner, among them some an X between cuts short."""
     c = compile_program(SHARED / "spec" / "examples" / "hospital_to_station.spatec")
-    frames, _ = ingest(c, [("BusGPS", str(hour_path))], tmp_path)
-    local = replay_frames(c, frames).frames["HospitalToStation"]
-    on = replay_frames_spark(spark, c, frames, prefilter_leaves=True).frames["HospitalToStation"]
-    off = replay_frames_spark(spark, c, frames, prefilter_leaves=False).frames["HospitalToStation"]
-    assert len(local) >= 10
-    pd.testing.assert_frame_equal(on, local)
-    pd.testing.assert_frame_equal(off, local)
+    inputs = [("BusGPS", str(hour_path))]
+    local = replay_local(c, inputs, tmp_path / "local")
+    assert local.counts["HospitalToStation"] >= 10
+    assert outputs(on_spark(spark, c, inputs, tmp_path / "spark", prefilter)) == outputs(local)
     # without the absence, every fix at the hospital before the station starts a journey:
     # the X between decides which are kept
     src = SHARED / "spec" / "examples"
@@ -81,7 +70,8 @@ def test_prefilter_of_an_absence_gives_the_same_rows(spark, exchange, hour_path,
     assert line in text
     (tmp_path / "free.spatec").write_text(text.replace(line, ""))
     free = compile_program(tmp_path / "free.spatec")
-    assert len(replay_frames(free, frames).frames["HospitalToStation"]) > len(local)
+    assert replay_local(free, inputs, tmp_path / "free").counts["HospitalToStation"] > \
+        local.counts["HospitalToStation"]
 
 
 @pytest.mark.slow
@@ -127,9 +117,9 @@ def test_python_api(spark, slice10, tmp_path):
 
 @pytest.fixture
 def standalone(tmp_path):
-    """A Spark standalone master and two workers on 127.0.0.1, started by
-    scripts/local_cluster.sh (the pip package's sbin/spark-daemon.sh) and stopped
-    by it whatever happens."""
+    """A Spark standalone master and two workers on 127.0.0.1, each with its own work and
+    local directories, started by scripts/local_cluster.sh (the pip package's
+    sbin/spark-daemon.sh) and stopped by it whatever happens."""
     script = REPO / "scripts" / "local_cluster.sh"
     home = tmp_path / "cluster"
     env = {**os.environ, "SPATEC_WORKER_MEMORY": "2g"}
@@ -142,10 +132,12 @@ def standalone(tmp_path):
         subprocess.run(["bash", str(script), "stop", str(home)], capture_output=True, timeout=120, env=env)
 
 
-#: Bunching keyed by its line (inferred), Silent per vehicle, and any two buses within
-#: 50 m whatever their line: no key, a Sedona distance join on the shuffle exchange
+#: Bunching keyed by its line (inferred), Silent per vehicle, any two buses within 50 m
+#: whatever their line (no key), Stuck's episodes and the pairs of buses stuck together
+#: (a phrase over a phrase)
 CLUSTER_PROGRAM = f'''
 include "{SHARED / "spec" / "examples" / "silent_and_bunching.spatec"}"
+include "{SHARED / "spec" / "examples" / "stuck_together.spatec"}"
 phrase CloseBuses =
     BusGPS -> A || BusGPS -> B
   where A.vehicle < B.vehicle and distance(A, B) < 50 m
@@ -155,31 +147,33 @@ phrase CloseBuses =
 
 @pytest.mark.slow
 def test_standalone_cluster_matches_local(standalone, slice10, tmp_path):
-    """The same files from a two-worker cluster, on the staged exchange (staging on this
-    machine) and as on a cluster without shared staging (the shuffle exchange, with
-    Sedona's joins), as from the local runner."""
-    from spatec.runners.spark.session import sedona_missing
-
+    """A two-worker cluster without a directory shared for staging: the same files as the
+    local runner, written by the executors (merged into one file on this machine, or as a
+    folder of parts per phrase: ``spark.spatec.output=dataset``)."""
     prog = tmp_path / "cluster.spatec"
     prog.write_text(CLUSTER_PROGRAM)
-    runs = {"local": ["--runner", "local"], "staged": ["--master", standalone]}
-    missing = sedona_missing()
-    if missing is None:
-        runs["sedona"] = ["--master", standalone, "--conf", "spark.spatec.staging=off",
-                          "--conf", "spark.spatec.spatial.engine=sedona-spark"]
+    runs = {"local": ["--runner", "local"],
+            "merged": ["--master", standalone],       # (the executors share this machine's disk)
+            "dataset": ["--master", standalone, "--conf", "spark.spatec.output=dataset"]}
     outs = {}
     for name, args in runs.items():
         out = tmp_path / name
         cmd = [str(SPATEC), "replay", str(prog), "--events", f"BusGPS={slice10}", "--out", str(out),
                "--quiet", *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, r.stderr[-3000:]
-        outs[name] = {p.name: p.read_bytes() for p in sorted(out.glob("*.jsonl"))}
+        got = {}
+        for p in sorted(out.glob("*.jsonl")):
+            got[p.name] = p.read_bytes()
+        for d in sorted(q for q in out.iterdir() if q.is_dir() and not q.name.startswith(("_", "."))):
+            parts = sorted(d.glob("part-*.jsonl"))
+            got[f"{d.name}.jsonl"] = b"".join(p.read_bytes() for p in parts)
+        outs[name] = got
+    assert (tmp_path / "merged" / "Silent.jsonl").is_file() and (tmp_path / "dataset" / "Silent").is_dir()
     for name in runs:
         assert outs[name] == outs["local"], name
-    assert len(outs["local"]["Bunching.jsonl"]) > 0 and len(outs["local"]["CloseBuses.jsonl"]) > 0
-    if missing is not None:     # the staged run was checked; the Sedona one could not be had
-        pytest.skip(f"the cluster's staged run equals the local runner's; its Sedona run skipped: {missing}")
+    for f in ("Bunching.jsonl", "CloseBuses.jsonl", "StuckTogether.jsonl"):
+        assert len(outs["local"][f]) > 0, f
 
 
 SUCCESSIVE_PER_LINE = f'''
@@ -192,7 +186,7 @@ phrase NextOnLine per line =
 '''
 
 
-def test_successive_sees_the_source_across_per_partitions(spark, exchange, tmp_path):
+def test_successive_sees_the_source_across_per_partitions(spark, tmp_path):
     """`per line` while a bus changes line: `successive` still means the bus's next fix
     (SPEC §4: nothing of that type and source between), on both runners."""
     p = tmp_path / "s.spatec"
@@ -202,20 +196,20 @@ def test_successive_sees_the_source_across_per_partitions(spark, exchange, tmp_p
     pd.DataFrame([{"vehicle": v, "line": l, "operator": "X", "lon": 0.12, "lat": 52.2,
                    "ts": 1569920000 + s} for v, l, s in rows]).to_csv(csv, index=False)
     c = compile_program(p)
-    frames, _ = ingest(c, [("BusGPS", str(csv))], tmp_path)
-    local = replay_frames(c, frames).frames["NextOnLine"]
-    remote = replay_frames_spark(spark, c, frames).frames["NextOnLine"]
+    inputs = [("BusGPS", str(csv))]
+    local = replay_local(c, inputs, tmp_path / "local")
     # only v1's 40 s → 60 s: 0 s → 40 s has the line-b fix between them
-    assert [dict(e) for e in local["events"]] == [{"A": "BusGPS:v1:2019-10-01T08:54:00Z",
-                                                   "B": "BusGPS:v1:2019-10-01T08:54:20Z"}]
-    pd.testing.assert_frame_equal(remote, local)
+    assert [dict(e) for e in local.frames["NextOnLine"]["events"]] == [{"A": "BusGPS:v1:2019-10-01T08:54:00Z",
+                                                                         "B": "BusGPS:v1:2019-10-01T08:54:20Z"}]
+    assert outputs(on_spark(spark, c, inputs, tmp_path / "spark")) == outputs(local)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("program", ["silent_and_bunching", "stuck", "wet_weather"])
-def test_both_exchanges_match_local(spark, exchange, slice10, hour_path, program, tmp_path):
+def test_spark_matches_local(spark, slice10, hour_path, program, tmp_path):
     """Broadcast types (rain), keys inferred from equalities (bunching), successive
-    chains and absences: the staged and the shuffle exchange give the local rows."""
+    chains and absences: the Spark executor writes the local runner's files, cut into
+    small groups and stretches of time too (``bucketRows``, ``timeWindow``)."""
     extra, bus = [], slice10
     if program == "wet_weather":
         bus = hour_path       # its two journeys are in the second half hour
@@ -224,28 +218,25 @@ def test_both_exchanges_match_local(spark, exchange, slice10, hour_path, program
     else:
         path = SHARED / "spec" / "examples" / f"{program}.spatec"
     c = compile_program(path)
-    frames, _ = ingest(c, [("BusGPS", str(bus))] + extra, tmp_path)
-    local = replay_frames(c, frames)
-    remote = replay_frames_spark(spark, c, frames)
-    assert set(remote.frames) == set(local.frames)
-    for name, df in local.frames.items():
-        pd.testing.assert_frame_equal(remote.frames[name], df, obj=name)
-    assert sum(len(df) for df in local.frames.values()) > 0
+    inputs = [("BusGPS", str(bus))] + extra
+    local = replay_local(c, inputs, tmp_path / "local")
+    assert sum(local.counts.values()) > 0
+    small = {"spark.spatec.bucketRows": "500", "spark.spatec.timeWindow": "600", "spark.spatec.ingestRows": "2000"}
+    for name, conf in (("spark", {}), ("small", small)):
+        assert outputs(on_spark(spark, c, inputs, tmp_path / name, conf)) == outputs(local), name
 
 
 @pytest.mark.slow
 def test_parquet_output_is_merged_from_the_tasks_parts(spark, slice10, tmp_path):
-    """GeoParquet like JSON lines: the tasks write their parts, the driver merges them
-    (never holding the composites); the files hold the local runner's table."""
+    """GeoParquet like JSON lines: the tasks write their parts, the driver puts them end to
+    end (never holding the composites); the files hold the local runner's table."""
     import pyarrow.parquet as pq
 
-    from spatec.runners.local import WrittenFrames
-    from spatec.runners.replay import replay_local
-    from spatec.runners.spark.batch import replay_spark
+    from spatec.exec.commit import WrittenFrames
 
     c = compile_program(REPO / "bench" / "three_phrases.spatec")
     inputs = [("BusGPS", str(slice10))]
-    got = replay_spark(c, inputs, tmp_path / "spark", fmt="parquet", spark=spark)
+    got = on_spark(spark, c, inputs, tmp_path / "spark", fmt="parquet")
     want = replay_local(c, inputs, tmp_path / "local", fmt="parquet")
     assert isinstance(got.frames, WrittenFrames)
     assert got.counts == want.counts and sum(want.counts.values()) > 0

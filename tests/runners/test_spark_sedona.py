@@ -1,22 +1,16 @@
-"""Apache Sedona on Spark, run for real: leaf space patterns as a broadcast index join
-of the events against the places, and two nearby buses of any line as a distance
-join with a time bucket as a second key; the rows are the local runner's."""
+"""Apache Sedona on Spark, run for real where it pays: a leaf pre-filter against a place
+set as a broadcast index join of the events against the places, and two nearby buses of
+any line as a distance join with a time bucket as a second key, instead of one group of
+every event; the files are the local runner's."""
 from __future__ import annotations
 
-import pandas as pd
 import pytest
-from tests.runners.conftest import BUS, FILTERABLE
+from tests.runners.conftest import BUS, SHARED, outputs
 
 from spatec.plan.program import compile_program
-from spatec.runners.local import replay_frames
-from spatec.runners.replay import ingest
-from spatec.runners.spark.batch import replay_frames_spark
-from spatec.runners.spark.exchange import EXCHANGE_KEY, phrase_groups, spark_events
-from spatec.runners.spark.prefilter import prefilter_regions
-from spatec.runners.spark.sedona import executed_plan, sedona_prefilter
+from spatec.runners.replay import replay_local
+from spatec.runners.spark.batch import context
 from spatec.runners.spark.session import ENGINE_KEY, sedona_missing
-from spatec.spatial.crs import choose_crs
-
 
 #: any two buses, whatever their line, within 50 m at the same time: no key
 CLOSE = f'''
@@ -25,13 +19,20 @@ phrase CloseBuses =
     BusGPS -> A || BusGPS -> B
   where A.vehicle < B.vehicle and distance(A, B) < 50 m
   emit first = A.vehicle, second = B.vehicle, metres = distance(A, B) / 1 m
-phrase SamePlace =
-    BusGPS -> A ||= BusGPS -> B
-  where A.vehicle < B.vehicle and A.line != B.line
-  emit first = A.vehicle, second = B.vehicle
 '''
 
-SPATIAL_JOINS = ("RangeJoin", "DistanceJoin", "BroadcastIndexJoin")
+
+#: a bus at a stop, then at the hospital: each fix must be at one of 1,388 stops or the hospital
+AT_STOPS = f'''
+include "{BUS}"
+places stops = "{SHARED / "datasets" / "cambridge" / "stops.csv"}"
+    place point(lon, lat) ± 40 m
+phrase StopThenStop per vehicle =
+    (BusGPS -> A and at stops -> S) ; (BusGPS -> B and at stops -> T)
+  where S.stop_id != T.stop_id
+  within 2 min
+  emit vehicle = A.vehicle, first = S.name, second = T.name
+'''
 
 
 @pytest.fixture
@@ -39,52 +40,43 @@ def sedona(spark):
     reason = sedona_missing()
     if reason is not None:
         pytest.skip(reason)
-    spark.conf.set(EXCHANGE_KEY, "shuffle")
     spark.conf.set(ENGINE_KEY, "sedona-spark")
     yield spark
-    spark.conf.unset(EXCHANGE_KEY)
     spark.conf.unset(ENGINE_KEY)
 
 
-def _compiled(tmp_path, text):
-    p = tmp_path / "p.spatec"
-    p.write_text(text)
-    return compile_program(p)
+def _run(spark, c, inputs, out):
+    from spatec.exec.executor import replay
+    from spatec.runners.spark.executor import SparkExecutor
+
+    ex = SparkExecutor(spark)
+    got = replay(context(spark, c, inputs, out), ex)
+    return got, ex.joins
 
 
 @pytest.mark.slow
-def test_leaf_patterns_as_broadcast_index_join(sedona, slice20, tmp_path):
-    c = _compiled(tmp_path, FILTERABLE)
-    frames, _ = ingest(c, [("BusGPS", str(slice20))], tmp_path)
-    crs = choose_crs(c.program, frames)
-    plan = c.plan("CentreThenHospital")
-    regions = prefilter_regions(plan, c.program, crs)["BusGPS"]
-    df = spark_events(sedona, c.program, "BusGPS", frames["BusGPS"])
-    kept = sedona_prefilter(df, regions, crs)
-    n = kept.count()
-    assert 0 < n < len(frames["BusGPS"])
-    assert any(j in executed_plan(kept) for j in SPATIAL_JOINS), executed_plan(kept)
-    local = replay_frames(c, frames).frames["CentreThenHospital"]
-    got = replay_frames_spark(sedona, c, frames).frames["CentreThenHospital"]
-    assert len(local) > 0
-    pd.testing.assert_frame_equal(got, local)
+def test_place_set_pre_filter_as_broadcast_index_join(sedona, slice10, tmp_path):
+    p = tmp_path / "stops.spatec"
+    p.write_text(AT_STOPS)
+    c = compile_program(p)
+    assert len(dict(c.plan("StopThenStop").physical.prefilter)["BusGPS"]) >= 1
+    inputs = [("BusGPS", str(slice10))]
+    got, joins = _run(sedona, c, inputs, tmp_path / "spark")
+    assert "BroadcastIndexJoin" in joins, joins
+    want = replay_local(c, inputs, tmp_path / "local")
+    assert sum(want.counts.values()) > 0
+    assert outputs(got) == outputs(want)
 
 
 @pytest.mark.slow
 def test_nearby_buses_of_any_line_as_distance_join(sedona, slice10, tmp_path):
-    c = _compiled(tmp_path, CLOSE)
-    frames, _ = ingest(c, [("BusGPS", str(slice10))], tmp_path)
-    crs = choose_crs(c.program, frames)
-    events = {"BusGPS": spark_events(sedona, c.program, "BusGPS", frames["BusGPS"])}
-    grouped = phrase_groups(c.plan("CloseBuses"), c.program, events, crs, "sedona-spark", 8)
+    p = tmp_path / "close.spatec"
+    p.write_text(CLOSE)
+    c = compile_program(p)
     assert c.plan("CloseBuses").physical.proximity == 50.0     # the planner's choice (tests/plan)
-    groups = grouped.groupBy("_b").count().toPandas()
-    assert len(groups) > 1                                  # not one partition
-    assert groups["count"].max() < len(frames["BusGPS"])
-    text = executed_plan(grouped)
-    assert any(j in text for j in SPATIAL_JOINS), text
-    local = replay_frames(c, frames)
-    got = replay_frames_spark(sedona, c, frames)
-    for name in ("CloseBuses", "SamePlace"):
-        assert len(local.frames[name]) > 0, name
-        pd.testing.assert_frame_equal(got.frames[name], local.frames[name], obj=name)
+    inputs = [("BusGPS", str(slice10))]
+    got, joins = _run(sedona, c, inputs, tmp_path / "spark")
+    assert {"DistanceJoin", "RangeJoin", "BroadcastIndexJoin"} & set(joins), joins     # (small: broadcast)
+    want = replay_local(c, inputs, tmp_path / "local")
+    assert want.counts["CloseBuses"] > 0
+    assert outputs(got) == outputs(want)

@@ -138,7 +138,7 @@ def test_three_subscriptions_resume_and_lease(tmp_path, recording):
         assert code == 200 and len(first) == 3
         settled(srv, [feed])
 
-        # serve measures in the CRS a replay of the same input chooses (REFERENCE decision 40)
+        # serve measures in the CRS a replay of the same input chooses (REFERENCE decision 50)
         from spatec.spatial.crs import choose_crs
 
         events = feed_events(compiled, polls)

@@ -2,7 +2,8 @@
 // what it drew: its layers, what a click at given places picks (and the popup), the legend,
 // the counts a time window leaves, and every request the page tried (all of them refused).
 // usage: node map_probe.js PAGE.html PROBES.json   (PROBES: {points: [[lon, lat], ...],
-//        colour: "field", window: [startSec, endSec], screenshot: "out.png"})
+//        colour: "field", window: [startSec, endSec], view: [lon, lat, zoom], screenshot: "out.png",
+//        project: [[lon, lat], ...] (their pixels in the view)})
 const path = require("path");
 const fs = require("fs");
 const { chromium } = require(path.join(process.env.SPATEC_WEB_MODULES || path.join(__dirname, "../../web/node_modules"),
@@ -10,7 +11,7 @@ const { chromium } = require(path.join(process.env.SPATEC_WEB_MODULES || path.jo
 
 // what a click at (lon, lat) picks, the map first centred there at zoom 17 (and drawn again)
 async function zoomedPick(page, lon, lat) {
-  await page.evaluate(([x, y]) => window.spatecMap.state.map.setView([y, x], 17, { animate: false }), [lon, lat]);
+  await page.evaluate(([x, y]) => { window.spatecMap.state.map.setView([y, x], 17, { animate: false }); }, [lon, lat]);
   await page.evaluate(() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))));
   return page.evaluate(([x, y]) => window.spatecMap.pickAt(x, y), [lon, lat]);
 }
@@ -60,7 +61,25 @@ async function zoomedPick(page, lon, lat) {
       out.popup = await page.evaluate(() => { const p = document.querySelector(".leaflet-popup-content");
                                               return p ? p.innerText : null; });
     }
+    if (probes.view) {    // a view of its own: [lon, lat, zoom], drawn (places, clusters, labels) before the shot
+      const [lon, lat, zoom] = probes.view;
+      await page.evaluate(([x, y, z]) => { window.spatecMap.state.map.setView([y, x], z, { animate: false }); },
+                          [lon, lat, zoom]);
+      await page.evaluate(() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))));
+      await page.waitForTimeout(300);
+    }
     if (probes.screenshot) await page.screenshot({ path: probes.screenshot });
+    out.labels = await page.evaluate(() => window.spatecMap.labels());
+    out.clusters = await page.evaluate(() => window.spatecMap.clusters());
+    out.background = await page.evaluate(() => window.spatecMap.background());
+    out.panels = await page.evaluate(() => { const m = document.getElementById("map").getBoundingClientRect();
+      return [...document.querySelectorAll(".leaflet-control")].map(el => { const r = el.getBoundingClientRect();
+        return [r.left - m.left, r.top - m.top, r.right - m.left, r.bottom - m.top]; }); });
+    out.size = await page.evaluate(() => { const s = window.spatecMap.state.map.getSize(); return [s.x, s.y]; });
+    out.projected = [];
+    for (const [lon, lat] of probes.project || []) {
+      out.projected.push(await page.evaluate(([x, y]) => window.spatecMap.project(x, y), [lon, lat]));
+    }
     if (probes.colour !== undefined) {
       await page.selectOption("#colour-by", probes.colour);
       out.legend_coloured = await page.evaluate(() => window.spatecMap.legend());

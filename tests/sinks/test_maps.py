@@ -223,3 +223,150 @@ def test_the_stuck_bus_day_map(tmp_path):
     hull = shapely.from_wkt(stuck.set_index("id").loc[pick["id"], "hull"])
     assert hull.buffer(1e-5).contains(shapely.Point(inside(row["hull"])))
     assert "line" in got["legend"]
+
+
+# ------------------------------------------------------------------------------ context, offline
+
+CONTEXT = """include "bus.spatec"
+places stops = "stops.csv"
+    place point(lon, lat) ± 40 m
+
+phrase AtHospital per vehicle =
+    run (BusGPS and at hospital) -> R gap 5 min
+  emit vehicle = R.vehicle, line = R.line, since = R.first.t
+
+phrase Dwell per vehicle =
+    (run BusGPS -> R while overlap(R.first, R.this)) and certainly at stops -> S
+  where R.last.t - R.first.t > 2 min
+  emit vehicle = R.vehicle, stop = S.name, minutes = (R.last.t - R.first.t) / 1 min
+"""
+
+
+def test_only_the_places_used_are_drawn_and_sets_are_listed(tmp_path):
+    from spatec.frontend.check import check_file
+
+    (tmp_path / "bus.spatec").write_text((EXAMPLES / "bus.spatec").read_text(), encoding="utf-8")
+    (tmp_path / "stops.csv").write_text("stop_id,name,lon,lat\nS1,Alpha,0.12,52.2\nS2,,0.13,52.21\n", encoding="utf-8")
+    (tmp_path / "m.spatec").write_text(CONTEXT, encoding="utf-8")
+    program = check_file(tmp_path / "m.spatec")
+    assert maps.used_places(program) == (["hospital"], ["stops"])   # station, centre: declared, not used
+    assert [f["properties"]["name"] for f in maps.places_geojson(program)["features"]] == ["hospital"]
+    (s,) = maps.place_sets_meta(program)
+    assert (s["name"], s["n"], s["labels"]) == ("stops", 2, ["Alpha", "stops:2"])   # (no name: its id)
+    assert s["points"] == [[0.12, 52.2, 40.0, 0], [0.13, 52.21, 40.0, 1]]
+
+
+def test_a_corridor_is_drawn_as_its_width(tmp_path):
+    from spatec.frontend.places import PlaceDef
+
+    line = PlaceDef("c", "line", wkt="LINESTRING (0.12 52.2, 0.13 52.2)", widen=30.0)
+    g = maps._display_geometry(line)
+    # 30 m either side of a line 685 m long: about 2 * 30 * 685 m² (+ the ends), in degrees here
+    assert g.geom_type == "Polygon" and g.bounds[1] == pytest.approx(52.2 - 30 / 111_250, rel=0, abs=2e-6)
+
+
+def test_the_background_is_the_inputs_roads():
+    ev = pd.DataFrame({"_source": ["a", "a", "a", "a", "b", "b"], "_place": "point",
+                       "_t": np.array([0, 20, 40, 400, 0, 20]) * 1_000_000,
+                       "_lon": [0.10, 0.1001, 0.1002, 0.1003, 0.1001, 0.10],
+                       "_lat": [52.2, 52.2, 52.2, 52.2, 52.2, 52.2]})
+    seg, q = maps.background_segments({"BusGPS": ev})
+    # a's three joined fixes are two segments; after 360 s a gap; b drives a's first segment back
+    assert q == 1e-5 and seg.tolist() == [[10000, 5220000, 10010, 5220000], [10010, 5220000, 10020, 5220000]]
+    many = pd.concat([ev.assign(_lon=ev["_lon"] + k * 1e-4, _source=ev["_source"] + str(k)) for k in range(30)])
+    old, maps.BACKGROUND_SEGMENTS = maps.BACKGROUND_SEGMENTS, 20
+    try:
+        seg, q = maps.background_segments({"BusGPS": many})
+    finally:
+        maps.BACKGROUND_SEGMENTS = old
+    assert len(seg) <= 20 and q > 1e-5          # coarser until the segments fit
+
+
+BACKGROUND_RGB = (244, 243, 239)      # the page's #f4f3ef
+
+
+@pytest.mark.slow
+def test_a_screenshot_of_the_map_shows_roads_places_and_labels(tmp_path):
+    """The Cambridge hour, a map around Addenbrooke's at zoom 15 in headless Chromium: the
+    roads are drawn where the buses drove and nowhere else, the hospital (used) is labelled and
+    the station and centre (declared, unused) are not, the stops are clustered, and no label
+    overlaps another or a panel."""
+    from PIL import Image
+
+    from spatec.cli.main import main
+
+    if not HOUR.exists():
+        pytest.skip(f"the Cambridge hour is not at {HOUR}")
+    browser_or_skip()
+    stops_csv = REPO.parent / "shared" / "datasets" / "cambridge" / "stops.csv"
+    (tmp_path / "bus.spatec").write_text((EXAMPLES / "bus.spatec").read_text(), encoding="utf-8")
+    (tmp_path / "stops.csv").write_bytes(stops_csv.read_bytes())
+    (tmp_path / "m.spatec").write_text(CONTEXT, encoding="utf-8")
+    page = tmp_path / "m.html"
+    assert main(["replay", str(tmp_path / "m.spatec"), "--runner", "local", "--quiet", "--events", f"BusGPS={HOUR}",
+                 "--out", str(tmp_path / "out"), "--map", str(page)]) == 0
+    _, meta, _ = page_parts(page)
+    assert [f["properties"]["name"] for f in meta["places"]["features"]] == ["hospital"]
+    assert [(s["name"], s["n"]) for s in meta["sets"]] == [("stops", 1388)] and meta["background"]["n"] > 10_000
+
+    fixes = pd.read_csv(HOUR, usecols=["lon", "lat"])
+    view = (0.1420, 52.1800)
+    near = fixes[(abs(fixes["lon"] - view[0]) < 0.01) & (abs(fixes["lat"] - view[1]) < 0.005)]
+    on_road = near.sample(300, random_state=1)[["lon", "lat"]].to_numpy()
+    # points of the view more than 150 m from every fix and stop, and 400 m from the hospital
+    gx, gy = np.meshgrid(np.linspace(view[0] - 0.0075, view[0] + 0.0075, 40),
+                         np.linspace(view[1] - 0.0045, view[1] + 0.0045, 30))
+    grid = np.column_stack([gx.ravel(), gy.ravel()])
+    stops = pd.read_csv(stops_csv)[["lon", "lat"]].to_numpy()
+    scale = np.array([111_320 * np.cos(np.radians(52.18)), 110_540])
+
+    def nearest(points, to):
+        tree = shapely.STRtree(shapely.points(to * scale))
+        return tree.query_nearest(shapely.points(points * scale), return_distance=True, all_matches=False)[1]
+    d_fix = nearest(grid, fixes[["lon", "lat"]].to_numpy())
+    d_stop = nearest(grid, stops)
+    d_h = np.hypot(*((grid - [0.14491, 52.17590]) * scale).T)
+    empty = grid[(d_fix > 150) & (d_stop > 150) & (d_h > 400)]
+    assert len(empty) > 40
+
+    shot = tmp_path / "shot.png"
+    got = probe(page, {"view": [view[0], view[1], 15], "screenshot": str(shot),
+                       "project": on_road.tolist() + empty.tolist()}, tmp_path)
+    img = Image.open(shot).convert("RGB")
+    w, h = img.size
+    px = [tuple(p) for p in got["projected"]]
+    blocked = got["panels"] + [l["box"] for l in got["labels"]] + \
+        [[c_["x"] - c_["r"], c_["y"] - c_["r"], c_["x"] + c_["r"], c_["y"] + c_["r"]] for c_ in got["clusters"]]
+
+    def clear(x, y):
+        return 2 <= x < w - 2 and 2 <= y < h - 2 and not any(b[0] - 3 <= x <= b[2] + 3 and b[1] - 3 <= y <= b[3] + 3
+                                                              for b in blocked)
+
+    def plain(x, y):       # the page's own background, nothing drawn there (within a pixel)
+        return all(max(abs(a - b) for a, b in zip(img.getpixel((x + dx, y + dy)), BACKGROUND_RGB)) <= 4
+                   for dx in (-1, 0, 1) for dy in (-1, 0, 1))
+
+    roads = [p for p in px[:len(on_road)] if clear(*map(round, p))]
+    away = [p for p in px[len(on_road):] if clear(*map(round, p))]
+    assert len(roads) > 100 and len(away) > 30
+    drawn = sum(not plain(*map(round, p)) for p in roads) / len(roads)
+    blank = sum(plain(*map(round, p)) for p in away) / len(away)
+    print(f"screenshot {shot}: {drawn:.1%} of {len(roads)} fixes' pixels drawn, {blank:.1%} of {len(away)} pixels "
+          f"far from every fix blank; {len(got['labels'])} labels, {len(got['clusters'])} clusters")
+    assert drawn > 0.9, f"only {drawn:.0%} of the fixes' pixels show a road"
+    assert blank > 0.9, f"only {blank:.0%} of the pixels far from every fix are blank"
+    # labels: the used place's, none of the unused ones, no two overlapping, none under a panel
+    texts = [l["text"] for l in got["labels"]]
+    assert "hospital" in texts and "station" not in texts and "centre" not in texts and len(texts) >= 10
+    boxes = [l["box"] for l in got["labels"]]
+
+    def meets(a, b):
+        return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    assert not [(i, j) for i in range(len(boxes)) for j in range(i) if meets(boxes[i], boxes[j])]
+    assert not [b for b in boxes for p in got["panels"] if meets(b, p)]
+    hb = boxes[texts.index("hospital")]
+    ink = sum(1 for x in range(int(hb[0]), int(hb[2])) for y in range(int(hb[1]), int(hb[3]))
+              if sum(img.getpixel((x, y))) < 300)
+    assert ink > 30, "the hospital's label has no text in the screenshot"
+    # the stops are clustered around the hospital at zoom 15: clusters of two or more
+    assert got["clusters"] and all(c_["n"] >= 2 for c_ in got["clusters"])

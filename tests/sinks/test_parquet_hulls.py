@@ -1,6 +1,6 @@
-"""A Spark task's GeoParquet part from the fast path's hulls as WKB written from their
-numbers (``arrow_hulls="wkb"``, what the match tasks ask for) is, byte for byte, the part
-written from their 7-decimal text (``arrow_hulls=True``), on the Cambridge hour."""
+"""A task's GeoParquet rows from the fast path's hulls as WKB written from their numbers
+(``arrow_hulls="wkb"``, what the match tasks ask for) are, byte for byte, the rows written
+from their 7-decimal text (``arrow_hulls=True``), on the Cambridge hour."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +10,9 @@ import pytest
 from spatec.plan.program import compile_program
 from spatec.runtime.batch import phrase_rows
 from spatec.runtime.rows import ColumnRows, rows_frame, time_fields
-from spatec.sinks.files import write_parquet_part
+import pyarrow.parquet as pq
+
+from spatec.sinks.files import parquet_table
 from spatec.spatial.crs import Projector, choose_crs
 from spatec.spatial.hullcol import HULL
 
@@ -39,7 +41,8 @@ def test_parts_from_wkb_hulls_are_the_text_parts(tmp_path):
                 if plan.name == "Stuck":    # grown hulls: WKB from the numbers (text: the few
                     assert hull.field("wkb").null_count <= len(hull) // 100   # with a 500 m edge)
             path = tmp_path / f"{plan.name}.{how}"
-            keys = write_parquet_part(rows_frame(plan, rows), path, time_fields(plan))
-            parts[how] = (path.read_bytes(), keys)
+            table = parquet_table(rows_frame(plan, rows), time_fields(plan), plan=plan)
+            pq.write_table(table, path)
+            parts[how] = (path.read_bytes(), table)
         assert parts[True][0] == parts["wkb"][0], plan.name
         assert parts[True][1].equals(parts["wkb"][1]) and parts[True][1].schema.metadata == parts["wkb"][1].schema.metadata

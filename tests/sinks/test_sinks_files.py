@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import doctest
-import errno
-import fcntl
 import json
 import os
 
@@ -115,96 +113,6 @@ def test_unknown_writer():
         writer("csv")
 
 
-def _rows_frame(rows):
-    cols = ["phrase", "id", "lo", "hi", "hull", "events", "vehicle", "count", "started"]
-    return pd.DataFrame(rows, columns=cols)
-
-
-def _row(i, count, lo=None):
-    lo = T + (lo if lo is not None else (i * 7919) % 13) * 1_000_000
-    return {"phrase": "P", "id": f"{i:04d}", "lo": lo, "hi": lo + 30_000_000, "hull": TRI,
-            "events": {"B": f"BusGPS:X:{i}", "A": f"BusGPS:Y:{i}"}, "vehicle": "é" if i % 5 else None,
-            "count": count, "started": lo if i % 3 else None}
-
-
-@pytest.mark.parametrize("mixed, segment, direct", [
-    (False, 4 << 20, True), (True, 4 << 20, True), (False, 4096, True), (False, 4096, False),
-    (False, 300, False), (False, 37, False), (False, 1, False)])
-def test_jsonl_parts_merge_to_what_one_write_gives(tmp_path, monkeypatch, mixed, segment, direct):
-    """Parts written separately (as Spark tasks write them) and merged: byte for byte
-    the file that write_jsonl writes for all their rows at once, in (lo, hi, id) order
-    across the parts, a composite in two parts written once. With ``mixed`` one part
-    has an integer column with a missing value (a float column in pandas) and another
-    not, so the parts' lines differ from the whole's: the merge writes them again.
-    ``segment``: bytes of the output filled and written at a time, by threads that write
-    their segments in any order (the file is about 11 KB: one segment; three, the last
-    padded when written around the page cache, ``direct``; or segments shorter than a
-    line, ~260 bytes, so that lines begin and end inside them and cross several)."""
-    monkeypatch.setattr(sinks, "MERGE_SEGMENT", segment)
-    monkeypatch.setattr(sinks, "MERGE_DIRECT", direct)
-    rows = [_row(i, i) for i in range(40)]
-    if mixed:
-        rows[3]["count"] = None
-    split = [rows[:15], rows[15:33], rows[33:] + rows[20:21]]      # row 20 in two parts
-    parts = []
-    for k, part in enumerate(split):
-        p = tmp_path / f"g{k}.jsonl"
-        parts.append((str(p), sinks.write_jsonl_part(_rows_frame(part), p, {"started"})))
-    kinds = {k.schema.metadata[b"kinds"] for _, k in parts}
-    assert (len(kinds) > 1) == mixed
-    sinks.merge_jsonl_parts(parts, tmp_path / "merged.jsonl", {"started"})
-    write_jsonl(_rows_frame(rows), tmp_path / "whole.jsonl", {"started"})
-    whole = (tmp_path / "whole.jsonl").read_bytes()
-    assert (tmp_path / "merged.jsonl").read_bytes() == whole
-    assert whole.count(b"\n") == 40
-    if mixed:
-        assert b'"count": 4.0' in whole        # what pandas makes of it, in both
-
-
-@pytest.mark.parametrize("mixed, rows_at_a_time", [(False, 131_072), (True, 131_072), (True, 7), (False, 1)])
-def test_parquet_parts_merge_to_what_one_write_gives(tmp_path, monkeypatch, mixed, rows_at_a_time):
-    """GeoParquet parts written separately (as Spark tasks write them) and merged a few
-    rows at a time: the table write_parquet writes for all their rows at once, in
-    (lo, hi, id) order across the parts, a composite in two parts written once, the
-    GeoParquet metadata of the whole. With ``mixed``, one part has no value of
-    ``vehicle`` (a column of nulls) and an integer column with a missing value (a
-    float column), the others not: the merged columns take the type that holds both."""
-    monkeypatch.setattr(sinks, "MERGE_ROWS", rows_at_a_time)
-    rows = [_row(i, i) for i in range(40)]
-    rows[25]["hull"] = "POINT (0.3 52.4)"
-    if mixed:
-        for r in rows[:15]:
-            r["vehicle"] = None
-        rows[3]["count"] = None
-    split = [rows[:15], rows[15:33], rows[33:] + rows[20:21]]      # row 20 in two parts
-    parts = []
-    for k, part in enumerate(split):
-        p = tmp_path / f"g{k}.arrow"
-        parts.append((str(p), sinks.write_parquet_part(_rows_frame(part), p, {"started"})))
-    n = sinks.merge_parquet_parts(parts, tmp_path / "merged.parquet", _rows_frame([]), {"started"})
-    assert n == 40
-    write_parquet(_rows_frame(rows), tmp_path / "whole.parquet", {"started"})
-    merged, whole = pq.read_table(tmp_path / "merged.parquet"), pq.read_table(tmp_path / "whole.parquet")
-    assert merged.schema.equals(whole.schema, check_metadata=True)
-    assert merged.equals(whole)
-    geo = json.loads(merged.schema.metadata[b"geo"])["columns"]["hull"]
-    assert geo["geometry_types"] == ["Point", "Polygon"] and geo["bbox"] == [0.1, 52.1, 0.3, 52.4]
-
-
-def test_parquet_merge_of_no_rows(tmp_path):
-    p = tmp_path / "g0.arrow"
-    keys = sinks.write_parquet_part(_rows_frame([]), p)
-    assert sinks.merge_parquet_parts([(str(p), keys)], tmp_path / "out.parquet", _rows_frame([])) == 0
-    assert pq.read_table(tmp_path / "out.parquet").num_rows == 0
-
-
-def test_jsonl_merge_of_no_rows(tmp_path):
-    p = tmp_path / "g0.jsonl"
-    keys = sinks.write_jsonl_part(_rows_frame([]), p)
-    assert sinks.merge_jsonl_parts([(str(p), keys)], tmp_path / "out.jsonl") == 0
-    assert (tmp_path / "out.jsonl").read_bytes() == b""
-
-
 # --- JSON lines written column by column: what json.dumps writes for each row dict ----------------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -286,7 +194,7 @@ def test_jsonl_lines_are_json_dumps_of_each_row(frame, chunk, tz):
     """The column-wise writer gives each row's json.dumps, byte for byte, for every kind
     of column (text needing escapes, %, NaN and inf, missing values, nested values,
     times, events with other variables or values), across chunk boundaries; a value
-    json.dumps refuses is refused too. write_jsonl_part's line ends are the lines'."""
+    json.dumps refuses is refused too. """
     df, time_fields = frame
     old, sinks._CHUNK = sinks._CHUNK, chunk
     try:
@@ -303,102 +211,12 @@ def test_jsonl_lines_are_json_dumps_of_each_row(frame, chunk, tz):
         sinks._CHUNK = old
 
 
-def test_jsonl_part_ends_are_line_ends(tmp_path, composites):
-    keys = sinks.write_jsonl_part(composites, tmp_path / "p.jsonl", {"started"})
-    data = (tmp_path / "p.jsonl").read_bytes()
-    assert keys.column("end").to_pylist() == [i + 1 for i, b in enumerate(data) if b == ord("\n")]
-    assert data == b"".join(_dumped(composites, {"started"}))
-
-
-def test_jsonl_merge_of_a_part_cut_short_says_which(tmp_path):
-    """A part shorter than its keys say (a task killed while writing, a full disk) is an
-    error naming the part and where it ends, not a merged file with lines missing."""
-    parts = []
-    for k, rows in enumerate([[_row(i, i) for i in range(0, 6)], [_row(i, i) for i in range(6, 12)]]):
-        p = tmp_path / f"g{k}.jsonl"
-        parts.append((str(p), sinks.write_jsonl_part(_rows_frame(rows), p, {"started"})))
-    whole = (tmp_path / "g1.jsonl").read_bytes()
-    (tmp_path / "g1.jsonl").write_bytes(whole[:len(whole) // 2])
-    with pytest.raises(OSError, match=r"g1\.jsonl: ends at byte \d+, its keys go to \d+"):
-        sinks.merge_jsonl_parts(parts, tmp_path / "merged.jsonl", {"started"})
-    assert not (tmp_path / "merged.jsonl").exists() and not list(tmp_path.glob(".*.tmp"))
-
-
-def test_merge_writes_resume_after_short_writes(tmp_path, monkeypatch):
-    """The merge's vectored writes resume where a short write stopped, inside a line or
-    between lines: the file is the same as when every write goes through whole."""
-    parts = []
-    for k, rows in enumerate([[_row(i, i) for i in range(0, 9)], [_row(i, i) for i in range(9, 20)]]):
-        p = tmp_path / f"g{k}.jsonl"
-        parts.append((str(p), sinks.write_jsonl_part(_rows_frame(rows), p, {"started"})))
-    sinks.merge_jsonl_parts(parts, tmp_path / "whole.jsonl", {"started"})
-    real = os.pwritev
-    sizes = iter([7, 1, 300, 2, 5000] * 1000)
-
-    def short(fd, bufs, offset):
-        n = next(sizes)
-        data = b"".join(bytes(b) for b in bufs)[:n]
-        return real(fd, [data], offset)
-
-    monkeypatch.setattr(os, "pwritev", short)
-    sinks.merge_jsonl_parts(parts, tmp_path / "short.jsonl", {"started"})
-    assert (tmp_path / "short.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
-
-
-def test_merge_falls_back_to_the_page_cache_where_direct_writes_are_refused(tmp_path, monkeypatch):
-    """Written around the page cache (O_DIRECT) where the file system takes it; where it
-    refuses to open the file so (tmpfs) or refuses a write (EINVAL), through it: the same
-    bytes either way, the last segment's padding cut off."""
-    parts = []
-    for k, rows in enumerate([[_row(i, i) for i in range(0, 25)], [_row(i, i) for i in range(25, 60)]]):
-        p = tmp_path / f"g{k}.jsonl"
-        parts.append((str(p), sinks.write_jsonl_part(_rows_frame(rows), p, {"started"})))
-    monkeypatch.setattr(sinks, "MERGE_SEGMENT", 4096)
-    write_jsonl(_rows_frame([_row(i, i) for i in range(60)]), tmp_path / "whole.jsonl", {"started"})
-    whole = (tmp_path / "whole.jsonl").read_bytes()
-    assert len(whole) % 4096 and len(whole) > 3 * 4096
-
-    opened, real_open, real_pwritev = [], os.open, os.pwritev
-
-    def spy_open(path, flags, *a):
-        opened.append(bool(flags & getattr(os, "O_DIRECT", 0)))
-        return real_open(path, flags, *a)
-
-    monkeypatch.setattr(os, "open", spy_open)
-    sinks.merge_jsonl_parts(parts, tmp_path / "direct.jsonl", {"started"})
-    assert (tmp_path / "direct.jsonl").read_bytes() == whole
-    assert any(opened) == hasattr(os, "O_DIRECT")
-
-    def no_direct_open(path, flags, *a):
-        if flags & getattr(os, "O_DIRECT", 0):
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_open(path, flags, *a)
-
-    monkeypatch.setattr(os, "open", no_direct_open)
-    sinks.merge_jsonl_parts(parts, tmp_path / "refused_open.jsonl", {"started"})
-    assert (tmp_path / "refused_open.jsonl").read_bytes() == whole
-
-    refused = []
-
-    def no_direct_write(fd, bufs, offset):
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0):
-            refused.append(offset)
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_pwritev(fd, bufs, offset)
-
-    monkeypatch.setattr(os, "open", real_open)
-    monkeypatch.setattr(os, "pwritev", no_direct_write)
-    sinks.merge_jsonl_parts(parts, tmp_path / "refused_write.jsonl", {"started"})
-    assert (tmp_path / "refused_write.jsonl").read_bytes() == whole
-    assert len(refused) >= (1 if hasattr(os, "O_DIRECT") and any(opened) else 0)
-
-
 def test_a_text_column_held_as_arrow_writes_the_same_lines(tmp_path):
     """The Spark tasks' hulls come as Arrow text (pandas ArrowDtype): the JSON lines are
     those of the same texts as Python strings, also when one needs escaping or is missing."""
     import pyarrow as pa
 
-    from spatec.sinks.files import write_jsonl_part
+    from spatec.sinks.files import jsonl_texts
 
     base = pd.DataFrame({"phrase": ["P"] * 3, "id": ["a", "b", "c"], "lo": [1, 2, 3], "hi": [4, 5, 6],
                          "hull": ["POLYGON ((0 0, 1 0, 1 1, 0 0))", "POINT (1 2)", "POINT (3 4)"],
@@ -406,9 +224,10 @@ def test_a_text_column_held_as_arrow_writes_the_same_lines(tmp_path):
     for hulls in (base["hull"].tolist(), ['say "hi"', "back\\slash", "tab\tand é"], ["POINT (1 2)", None, "x"]):
         plain = base.assign(hull=pd.Series(hulls, dtype=object))
         arrow = base.assign(hull=pd.array(hulls, dtype=pd.ArrowDtype(pa.string())))
-        a = write_jsonl_part(plain, tmp_path / "a.jsonl")
-        b = write_jsonl_part(arrow, tmp_path / "b.jsonl")
-        assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes() and a.equals(b)
+        a, b = jsonl_texts(plain), jsonl_texts(arrow)
+        assert a.to_pylist() == b.to_pylist() and len(a) == 3
+        write_jsonl(plain, tmp_path / "whole.jsonl")
+        assert (tmp_path / "whole.jsonl").read_text(encoding="utf-8") == "".join(t + "\n" for t in a.to_pylist())
 
 
 def test_plain_text_reads_a_slices_own_bytes():
@@ -475,37 +294,13 @@ def test_jsonl_events_of_a_struct_column_are_those_of_its_dicts(tmp_path_factory
                          "hull": ["POINT (1 2)"] * n, "events": dicts})
     struct = base.assign(events=pd.Series(pd.arrays.ArrowExtensionArray(pa.array(dicts))))
     assert struct["events"].tolist() == dicts
-    d = tmp_path_factory.mktemp("parts")
     old, sinks._CHUNK = sinks._CHUNK, chunk
     try:
-        a = sinks.write_jsonl_part(base, d / "a.jsonl")
-        b = sinks.write_jsonl_part(struct, d / "b.jsonl")
+        a = sinks.jsonl_texts(base)
+        b = sinks.jsonl_texts(struct)
     finally:
         sinks._CHUNK = old
-    assert (d / "b.jsonl").read_bytes() == (d / "a.jsonl").read_bytes() == b"".join(_dumped(base, ()))
-    assert a.equals(b, check_metadata=True)
+    assert "".join(t + "\n" for t in b.to_pylist()).encode() == "".join(t + "\n" for t in a.to_pylist()).encode() \
+        == b"".join(_dumped(base, ()))
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.sampled_from(["a", "b", "é", "ab", "Z", "b\u00e9"])),
-                min_size=0, max_size=40))
-def test_merged_order_is_the_first_copy_of_each_composite_in_key_order(rows):
-    """The merge's order (:func:`merged_order`): the parts' keys sorted by ``(lo, hi, id)``
-    (ids by code point), a composite met twice (the same id, in two parts) taken once,
-    from its first copy: what keeping each id's first row, then sorting, gives."""
-    import pyarrow as pa
-
-    from spatec.sinks.files import merged_order
-
-    # an id is one composite: the same lo and hi wherever it is met
-    first = {}
-    rows = [first.setdefault(i, (lo, hi, i)) for lo, hi, i in rows]
-    keys = pa.table({"lo": pa.array([r[0] for r in rows], pa.int64()), "hi": pa.array([r[1] for r in rows], pa.int64()),
-                     "id": pa.array([r[2] for r in rows], pa.string())})
-    seen, kept = set(), []
-    for k, r in enumerate(rows):
-        if r[2] not in seen:
-            seen.add(r[2])
-            kept.append(k)
-    want = sorted(kept, key=lambda k: (rows[k][0], rows[k][1], rows[k][2]))
-    assert merged_order(keys).tolist() == want

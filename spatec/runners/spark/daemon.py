@@ -18,8 +18,7 @@ with them on the path, 0.4–0.5 s without (issue 4's note).
 This daemon removes those entries when the same packages import from the
 environment, then runs pyspark's own daemon unchanged. An archive that is not
 a copy of an installed package (``--py-files``, a cluster's own layout) is
-left alone. The workers it forks keep the memory they free for their next
-allocations (:func:`spatec.runners.heap.keep_freed`).
+left alone.
 """
 from __future__ import annotations
 
@@ -57,9 +56,6 @@ def main() -> None:
                 p for p in os.environ["PYTHONPATH"].split(os.pathsep) if not _spark_archive(p))
     from pyspark import daemon
 
-    from spatec.runners.heap import keep_freed
-
-    keep_freed()
     daemon.manager()
 
 

@@ -149,6 +149,7 @@ def _reader_class():
         """Polls a live source; every poll ingested and spooled before its offset is returned."""
 
         def __init__(self, options):
+            from spatec.events.read import wanted_columns
             from spatec.feeds.sources import open_source, parse_source
 
             self.opts = dict(options)
@@ -160,7 +161,7 @@ def _reader_class():
             self.out = Path(self.opts["out"])
             self.max_polls = int(self.opts.get("maxPolls", "200"))
             self.lateness = int(self.opts.get("lateness", "0"))
-            self.src = open_source(self.spec, self.dir / "raw", [a.name for a in self.decl.attrs])
+            self.src = open_source(self.spec, self.dir / "raw", wanted_columns(self.decl))
             if hasattr(self.src, "settle"):
                 self.src.settle = float(self.opts.get("settle", "2"))
             cur = self._load_cursor()

@@ -107,6 +107,7 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
     """
     from pyspark.sql import SparkSession
 
+    quiet_python_loggers()
     conf = dict(conf or {})
     # the Python workers must run the driver's interpreter (the venv that has spatec)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -120,14 +121,96 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
     for k, v in settings.items():
         b = b.config(k, v)
     if log_dir is not None and SparkSession.getActiveSession() is None:
-        with logging_to(log_dir):
+        with logging_to(log_dir), watched_start():
             spark = b.getOrCreate()
     else:
-        spark = b.getOrCreate()
+        with watched_start():
+            spark = b.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
     if spark.conf.get(ENGINE_KEY, None) is None:
         spark.conf.set(ENGINE_KEY, settings[ENGINE_KEY])
     return spark
+
+
+@contextlib.contextmanager
+def watched_start():
+    """Spark's JVM started so that it never outlives this process: launched (by pyspark's
+    ``launch_gateway``) with the kernel's parent-death signal set (SIGTERM when the thread that
+    started it ends: only from the main thread, which ends with the process), and killed at
+    once if the start is interrupted (Ctrl-C while the JVM starts: it would otherwise run on,
+    its stdin watch not started yet)."""
+    import threading
+
+    import pyspark.java_gateway as jg
+
+    launched: list = []
+    real = jg.Popen
+    main = threading.current_thread() is threading.main_thread()
+
+    def popen(cmd, **kw):
+        before = kw.get("preexec_fn")
+
+        def preexec():
+            if before is not None:
+                before()
+            if main:
+                _die_with_parent()
+
+        kw["preexec_fn"] = preexec
+        proc = real(cmd, **kw)
+        launched.append(proc)
+        return proc
+
+    jg.Popen = popen
+    try:
+        yield launched
+    except BaseException:
+        for proc in launched:
+            _end(proc)
+        raise
+    finally:
+        jg.Popen = real
+
+
+def _die_with_parent() -> None:
+    """In a child before it runs its program: SIGTERM when its parent thread ends (Linux)."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)       # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _end(proc) -> None:
+    """End a JVM this process launched: SIGTERM (its shutdown hooks clean up), SIGKILL after 5 s."""
+    import subprocess
+
+    if proc.poll() is not None:
+        return
+    try:
+        proc.terminate()
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    except OSError:
+        pass
+
+
+#: PySpark's own Python loggers, which print a failed query's JSON (a Java stack trace) on
+#: standard error: spatec reports the failure in one line (:mod:`spatec.runners.spark.errors`).
+PYSPARK_LOGGERS = ("DataFrameQueryContextLogger", "PySparkLogger", "py4j", "py4j.java_gateway", "py4j.clientserver")
+
+
+def quiet_python_loggers() -> None:
+    import logging
+
+    for name in PYSPARK_LOGGERS:
+        log = logging.getLogger(name)
+        log.setLevel(logging.CRITICAL + 1)
+        log.propagate = False
 
 
 @contextlib.contextmanager
@@ -151,3 +234,9 @@ def logging_to(log_dir):
 def spatial_engine(spark) -> str:
     """The configured spatial engine name (see :mod:`spatec.spatial.engines`)."""
     return spark.conf.get(ENGINE_KEY, "sedonadb")
+
+
+def on_this_machine(spark) -> bool:
+    """Whether Spark's executors run on this machine (a ``local`` master, or a cluster manager
+    on the loopback interface): they see its files."""
+    return local_master(spark.sparkContext.master)
