@@ -7,7 +7,8 @@
 #   bash scripts/local_cluster.sh start [DIR] [WORKERS]   # prints spark://127.0.0.1:PORT
 #   bash scripts/local_cluster.sh stop  [DIR]
 #
-# DIR (default .cache/cluster) holds the pid files, logs, the workers' directories and
+# DIR (default .cache/cluster) holds the pid files, logs, the workers' work and local
+# directories (each its own: no folder shared by the workers) and
 # the master's URL (DIR/master). Stop ends exactly the daemons that start started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,9 @@ case "$cmd" in
       --host 127.0.0.1 --port "$port" --webui-port "$(free_port)" >/dev/null
     url="spark://127.0.0.1:$port"
     for i in $(seq 1 "$workers"); do
-      bash "$daemon" start org.apache.spark.deploy.worker.Worker "$i" "$url" --host 127.0.0.1 \
+      # each worker's executors spill and shuffle into a local directory of their own
+      mkdir -p "$dir/local$i"
+      SPARK_LOCAL_DIRS="$dir/local$i" bash "$daemon" start org.apache.spark.deploy.worker.Worker "$i" "$url" --host 127.0.0.1 \
         --cores 1 --memory "${SPATEC_WORKER_MEMORY:-3g}" --webui-port "$(free_port)" \
         --work-dir "$dir/work$i" >/dev/null
     done

@@ -25,8 +25,12 @@ OUTPUT_KEY = "spark.spatec.output"
 TASK_LOG_KEY = "spark.spatec.taskLog"
 ENGINE_KEY = "spark.spatec.spatial.engine"
 PREFILTER_KEY = "spark.spatec.prefilter"
+EXCHANGE_KEY = "spark.spatec.exchange"
+EXCHANGE_DIR_KEY = "spark.spatec.exchangeDir"
 #: settings of earlier versions that no longer mean anything (a warning, not an error)
-RETIRED = ("spark.spatec.exchange", "spark.spatec.staging", "spark.spatec.stagingMemory")
+RETIRED = ("spark.spatec.staging", "spark.spatec.stagingMemory")
+
+EXCHANGES = ("auto", "shuffle", "files")
 
 OUTPUTS = ("auto", "merged", "dataset")
 
@@ -51,6 +55,12 @@ class Settings:
     task_log: str | None = None
     #: the leaf pre-filter on (results are the same without it)
     prefilter: bool = True
+    #: how blobs move between stages: ``shuffle`` (in Spark's shuffle: any cluster), ``files``
+    #: (as files in a folder every executor mounts: the rows Spark moves name them), ``auto``:
+    #: files where the executors run on this machine
+    exchange: str = "auto"
+    #: the folder of the files exchange (None: a temporary one on this machine)
+    exchange_dir: str | None = None
 
     @classmethod
     def read(cls, get: Callable[[str, str | None], str | None], engine: str | None = None) -> "Settings":
@@ -79,12 +89,16 @@ class Settings:
         pre = str(get(PREFILTER_KEY, "on") or "on").strip().lower()
         if pre not in ("on", "off", "true", "false"):
             raise SpatecError(f"{PREFILTER_KEY}={pre!r}: expected on or off")
+        exchange = str(get(EXCHANGE_KEY, "auto") or "auto").strip().lower()
+        if exchange not in EXCHANGES:
+            raise SpatecError(f"{EXCHANGE_KEY}={exchange!r}: expected one of {', '.join(EXCHANGES)}")
+        where = str(get(EXCHANGE_DIR_KEY, "") or "").strip() or None
         return cls(bucket_rows=number(BUCKET_ROWS_KEY, cls.bucket_rows),
                    time_window=number(TIME_WINDOW_KEY, cls.time_window),
                    split_rows=number(SPLIT_ROWS_KEY, cls.split_rows),
                    output=output,
                    engine=str(get(ENGINE_KEY, None) or engine or cls.engine).strip(),
-                   task_log=log, prefilter=pre in ("on", "true"))
+                   task_log=log, prefilter=pre in ("on", "true"), exchange=exchange, exchange_dir=where)
 
     @classmethod
     def of(cls, conf: dict | None = None, engine: str | None = None) -> "Settings":
@@ -129,6 +143,13 @@ class RunContext:
     def shown(self) -> list:
         """The phrases whose composites are written (asked for, or all)."""
         return [p for p in self.plans if not self.phrases or p.name in self.phrases]
+
+    @property
+    def exchange(self) -> str:
+        """How blobs move between stages (``shuffle`` or ``files``; see :class:`Settings`)."""
+        if self.settings.exchange == "auto":
+            return "files" if self.local else "shuffle"
+        return self.settings.exchange
 
     @property
     def merged(self) -> bool:

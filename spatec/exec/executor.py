@@ -56,6 +56,9 @@ class Executor(ABC):
 
     #: for the progress lines: "matching <where>"
     where = "in this process"
+    #: whether a Spark DataFrame given as an input is read where its partitions are (else
+    #: it is collected to this process first)
+    spark_frames = False
 
     @property
     def cores(self) -> int:
@@ -84,7 +87,8 @@ def replay(ctx: RunContext, executor: Executor, ui=None) -> ReplayResult:
     started = time.perf_counter()
     if ui:
         ui.stage("reading the inputs")
-    splits = plan_splits(ctx.program, [(t, p) for t, p in ctx.inputs], ctx.settings.split_rows, executor.cores)
+    splits = plan_splits(ctx.program, [(t, p) for t, p in ctx.inputs], ctx.settings.split_rows, executor.cores,
+                         executor.spark_frames)
     outputs = Outputs(ctx.out, ctx.fmt, ctx.merged, [p.name for p in ctx.shown]) if ctx.out is not None else None
     try:
         got = executor.ingest(ctx, splits, ui, outputs)

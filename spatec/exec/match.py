@@ -140,6 +140,7 @@ class MatchJob:
     produce: frozenset = frozenset()    # phrases whose composites others read
     regions: dict = field(default_factory=dict)   # phrase → {type: {name: Loc}}: in-task pre-filter
     engine: str | None = None
+    log: str | None = None      # the task log (:mod:`spatec.exec.tasklog`)
 
 
 def match_item(job: MatchJob, frames: dict, history: dict, own: tuple | None = None, derived: dict | None = None,

@@ -56,7 +56,7 @@ class Split:
         return self.files[0]
 
 
-def plan_splits(program, inputs, split_rows: int, cores: int = 1) -> list:
+def plan_splits(program, inputs, split_rows: int, cores: int = 1, spark_frames: bool = False) -> list:
     """Every input (``[(type, path)]``) cut into splits, in input order. Paths are
     listed and checked here: a missing file, a format that cannot be told, a Parquet file
     that cannot be read or a CSV header without a declared column is a
@@ -67,6 +67,9 @@ def plan_splits(program, inputs, split_rows: int, cores: int = 1) -> list:
     for i, (t, path) in enumerate(inputs):
         decl = program.events[t]
         if not isinstance(path, (str, os.PathLike)):
+            if spark_frames and is_spark_frame(path):
+                out += spark_frame_splits(path, len(out), i, t, decl)
+                continue
             table = path.toArrow() if hasattr(path, "toArrow") else pa.Table.from_pandas(path, preserve_index=False)
             out.append(Split(len(out), i, t, (f"<{t} DataFrame>",), "frame", estimate=table.num_rows, table=table))
             continue
@@ -91,6 +94,25 @@ def plan_splits(program, inputs, split_rows: int, cores: int = 1) -> list:
             else:
                 out.append(Split(len(out), i, t, (file,), fmt, estimate=estimated_rows(file, "jsonl")))
     return out
+
+
+def is_spark_frame(x) -> bool:
+    """A Spark DataFrame (not imported: pandas frames and paths are the other inputs)."""
+    return hasattr(x, "sparkSession") and hasattr(x, "mapInArrow")
+
+
+def spark_frame_splits(df, first: int, i: int, t: str, decl) -> list:
+    """A Spark DataFrame given as an input, read where its partitions are: one split per
+    partition (``part``: its index; its records numbered within it, and rejects name it),
+    in partition order (the frame's order). Its columns are checked here, before any task
+    runs; its rows are counted by Spark (one job) for the grouping's sizes."""
+    name = f"<{t} DataFrame>"
+    check_columns(RawBatch.of(name, pa.table({c: pa.nulls(0) for c in dict.fromkeys(df.columns)}),
+                              present=tuple(df.columns)), decl)
+    n = max(1, df.rdd.getNumPartitions())
+    rows = df.count()
+    return [Split(first + p, i, t, (f"{name} partition {p}",), "spark", part=p, parts=n,
+                  estimate=max(1, rows // n), table=df) for p in range(n)]
 
 
 def parquet_ranges(file: str, decl, split_rows: int, cores: int) -> list:

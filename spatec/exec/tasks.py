@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from spatec.exec.decide import cell_keys
 from spatec.exec.groups import Grouping, group_of, item_rows
 from spatec.exec.match import CANONICAL, MatchJob, event_dtypes, frames_of, match_item, prefixed
+from spatec.exec.tasklog import TaskClock
 from spatec.runtime.events import attribute_names
 
 #: Kinds of a typing task's rows (:data:`TYPED`).
@@ -114,7 +115,7 @@ def blob_schema(program, t: str, attrs: tuple, tracked: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def typed_rows(split, program, keys: list, tracked: bool) -> list:
+def typed_rows(split, program, keys: list, tracked: bool, store: Store | None = None) -> list:
     """One split read and typed (:func:`~spatec.exec.splits.read_split`) as record batches of
     :data:`TYPED` (see the module). ``tracked``: events say where they came from (the type has
     other splits, so copies across them are possible)."""
@@ -175,10 +176,10 @@ def typed_rows(split, program, keys: list, tracked: bool) -> list:
                 if g >= 0:
                     plo = part.column("_lo")
                     row(GSTAT, keying=k.index, g=g, n=b - a, a=pc.min(plo).as_py(), b=pc.max(plo).as_py())
-                row(BLOB, keying=k.index, g=g, n=b - a, value=ipc(part))
+                row(BLOB, keying=k.index, g=g, n=b - a, value=ipc(part, store))
     if len(rej):
         r = rej.assign(_batch=batch_order(split, rej["file"]).astype(np.int32))
-        row(REJECTS, n=len(rej), value=ipc(pa.Table.from_pandas(r, preserve_index=False)))
+        row(REJECTS, n=len(rej), value=ipc(pa.Table.from_pandas(r, preserve_index=False), store))
     cols = list(zip(*rows))
     return [pa.RecordBatch.from_arrays([pa.array(list(c), f.type) for c, f in zip(cols, TYPED)], schema=TYPED)]
 
@@ -194,29 +195,103 @@ def _events_table(ev: pd.DataFrame, res, program, t: str, attrs: tuple, tracked:
         cols["_split"] = pa.array(np.full(len(ev), split.index, np.int32))
         cols["_batch"] = pa.array(batch_order(split, ev["_file"]).astype(np.int32))
         cols["_row"] = pa.array(ev["_row"].to_numpy(np.int64))
-    return pa.table([cols[f.name] for f in schema], schema=schema)
+    return pa.table({f.name: cols[f.name] for f in schema})     # (text columns of few values: dictionaries)
 
 
 def _column(s, typ: pa.DataType, given=None) -> pa.Array:
     if typ == pa.string():
         if given is not None and len(given) == len(s):
-            return given
-        return pa.array(np.asarray(s, dtype=object), pa.string(), from_pandas=True)
+            arr = given
+        else:
+            arr = pa.array(np.asarray(s, dtype=object), pa.string(), from_pandas=True)
+        return _small(arr)
     if isinstance(s, pd.Series):
         return pa.Array.from_pandas(s, type=typ)
     return pa.array(s, typ)
 
 
-def ipc(table: pa.Table) -> bytes:
-    """A table as the bytes of an Arrow IPC stream."""
+def _small(arr: pa.Array) -> pa.Array:
+    """A text column of few distinct values (a kind of place, vehicles, lines) as a dictionary
+    array: moved and taken as small integers (its texts are the same)."""
+    if len(arr) < 4096:
+        return arr
+    enc = arr.dictionary_encode()
+    return enc if len(enc.dictionary) * 4 <= len(arr) else arr
+
+
+def plain(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary columns as the plain columns they stand for."""
+    if not any(pa.types.is_dictionary(f.type) for f in table.schema):
+        return table
+    return pa.table({n: (c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c)
+                     for n, c in zip(table.column_names, table.columns)})
+
+
+def ipc(table: pa.Table, store: "Store | None" = None) -> bytes:
+    """A table as the bytes of an Arrow IPC stream — or, with a :class:`Files` store, as a
+    reference to the file it was written to."""
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
-    return sink.getvalue()
+    data = sink.getvalue()
+    return data if store is None else store.put(data)
 
 
-def unipc(data) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+def unipc(value) -> pa.Table:
+    """The table of a blob (:func:`ipc`): its bytes, or the file a reference names."""
+    return pa.ipc.open_stream(loaded(value)).read_all()
+
+
+# --------------------------------------------------------------------------- where blobs live
+
+#: How a blob that is a file's reference starts (an IPC stream never does).
+FILE_MARK = b"\x00spatec-file\x00"
+
+
+class Store:
+    """Where a task's blobs go on their way to the next stage: in the rows it hands on
+    (Spark's shuffle moves them: any cluster)."""
+
+    kind = "shuffle"
+
+    def put(self, data: bytes) -> bytes:
+        return data
+
+
+class Files(Store):
+    """Blobs as files in a folder every executor mounts (this machine; a shared mount): the
+    rows Spark moves hold only their names, so no blob crosses the JVM. A retried task writes
+    files of its own; only those of the attempt Spark keeps are named."""
+
+    kind = "files"
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def put(self, data: bytes) -> bytes:
+        import os
+        import uuid
+
+        os.makedirs(self.root, exist_ok=True)
+        path = os.path.join(self.root, f"{uuid.uuid4().hex}.arrow")
+        with open(path, "wb") as f:
+            f.write(data)
+        return FILE_MARK + path.encode()
+
+
+def loaded(value):
+    """A blob's bytes (a buffer): itself, or the file its reference names (memory-mapped)."""
+    if value is None:
+        return None
+    if bytes(value[:len(FILE_MARK)]) == FILE_MARK:
+        return pa.memory_map(bytes(value[len(FILE_MARK):]).decode())
+    return pa.py_buffer(value)
+
+
+def unpickled(value):
+    """A pickled blob (:func:`pickled_events`) back."""
+    got = loaded(value)
+    return pickle.loads(got.read_buffer() if isinstance(got, pa.NativeFile) else got)
 
 
 # --------------------------------------------------------------------------- to items
@@ -229,6 +304,7 @@ class Recut:
     items: tuple
     places: tuple           # item → the number placing it in its partition
     copies: frozenset = frozenset()     # (split, batch, row) of events left out: copies
+    store: Store | None = None
 
 
 def recut(job: Recut, t: str, g: int, blob, hist: bool = False) -> list:
@@ -250,7 +326,7 @@ def recut(job: Recut, t: str, g: int, blob, hist: bool = False) -> list:
     for i in np.unique(its).tolist():
         sel = rows[its == i]
         part = table if len(sel) == table.num_rows else table.take(pa.array(sel))
-        out.append((job.places[i], i, t, hist, ipc(part)))
+        out.append((job.places[i], i, t, hist, ipc(part, job.store)))
     return out
 
 
@@ -267,6 +343,7 @@ class OutputJob:
     bounds: dict            # phrase → its ranges' bounds (:func:`~spatec.exec.parts.range_bounds`)
     first: dict             # phrase → the output partition of its range 0
     places: tuple           # output partition → its placing number
+    store: Store | None = None
 
 
 def item_frames(program, types, blobs: list) -> tuple[dict, dict]:
@@ -302,12 +379,24 @@ def match_rows(job: MatchJob, out: "OutputJob | None", items: tuple, table: pa.T
     batches = []
     hulls = {"jsonl": True, "parquet": "wkb"}.get(out.fmt, False) if out is not None else False
     for i in np.unique(its).tolist():
+        clock = TaskClock(job.log, "match", item=int(i))
         at = np.flatnonzero(its == i).tolist()
         frames, history = item_frames(program, types, [(kinds[k], hists[k], vals[k]) for k in at])
+        clock.step("read")
         got = match_item(job, frames, history, own=items[int(i)].own, derived=derived, projector=proj,
                          arrow_hulls=hulls)
+        clock.step("match")
         batches += matched_rows(job, out, got)
+        clock.step("render")
+        log_matched(clock, got, sum(len(f) for f in frames.values()))
     return batches
+
+
+def log_matched(clock: TaskClock, got: list, events: int) -> None:
+    """An item's lines in the task log: one per phrase (its events and composites), as the
+    progress display reads them."""
+    for m in got:
+        clock.done(phrase=m.phrase, events=events, rows=len(m.rows) if m.rows is not None else 0)
 
 
 def matched_rows(job: MatchJob, out: "OutputJob | None", got: list) -> list:
@@ -325,7 +414,9 @@ def matched_rows(job: MatchJob, out: "OutputJob | None", got: list) -> list:
         if m.produced is not None:
             row(LOW, 0, -1, 0, 0, m.produced.low, None)
             if m.produced.events:
-                row(EVENTS, 0, -1, 0, len(m.produced.events), None, pickled_events(m.phrase, m.produced.events))
+                data = pickled_events(m.phrase, m.produced.events)
+                row(EVENTS, 0, -1, 0, len(m.produced.events), None, out.store.put(data) if out is not None
+                    and out.store is not None else data)
         if out is None or m.phrase not in out.bounds or not len(m.rows):
             continue
         df, payload = render(plans[m.phrase], m.rows, out.fmt, out.tz)
@@ -345,7 +436,7 @@ def matched_rows(job: MatchJob, out: "OutputJob | None", got: list) -> list:
                 part = part.replace_schema_metadata(payload.schema.metadata)
             else:                                   # texts: a line, a feature
                 part = pa.Table.from_arrays(key.columns + [payload.slice(a, b - a)], names=key.column_names + ["value"])
-            row(LINES, out.places[out.first[m.phrase] + r], k, r, b - a, None, ipc(part))
+            row(LINES, out.places[out.first[m.phrase] + r], k, r, b - a, None, ipc(part, out.store))
     if not kinds:
         return []
     return [pa.RecordBatch.from_arrays(
@@ -362,6 +453,10 @@ def part_table(values: list) -> pa.Table | None:
         return None
     t = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     if len(tables) > 1:
+        if any(x.schema.metadata for x in tables):       # (GeoParquet: the geo of all the blobs)
+            from spatec.sinks.files import merged_metadata
+
+            t = t.replace_schema_metadata(merged_metadata([x.schema for x in tables]))
         order = pc.sort_indices(t, [("lo", "ascending"), ("hi", "ascending"), ("id", "ascending")])
         t = t.take(order)
     if t.num_rows > 1:
@@ -379,7 +474,7 @@ def derived_events(values: list) -> dict:
     for v in values:
         if v is None:
             continue
-        phrase, evs = pickle.loads(v)
+        phrase, evs = unpickled(v)
         out.setdefault(phrase, []).extend(evs)
     return out
 

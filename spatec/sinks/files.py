@@ -498,13 +498,7 @@ def merge_parquet_files(files: list, path: PathLike) -> int:
     plan); they are cast to the first's should they differ."""
     files = [os.fspath(f) for f in files]
     schemas = [pq.read_schema(f) for f in files]
-    geos = [json.loads(sc.metadata[b"geo"])["columns"]["hull"] for sc in schemas
-            if sc.metadata and b"geo" in sc.metadata]
-    schema = schemas[0].remove_metadata()
-    meta = dict(schemas[0].metadata or {})
-    if geos:
-        meta[b"geo"] = json.dumps(_merged_geo(geos)).encode()
-    schema = schema.with_metadata(meta)
+    schema = schemas[0].remove_metadata().with_metadata(merged_metadata(schemas))
     n = 0
     with pq.ParquetWriter(os.fspath(path), schema) as w:
         for f in files:
@@ -516,6 +510,17 @@ def merge_parquet_files(files: list, path: PathLike) -> int:
                 w.write_table(t.replace_schema_metadata(schema.metadata))
                 n += t.num_rows
     return n
+
+
+def merged_metadata(schemas: list) -> dict:
+    """The schema metadata of GeoParquet parts put together: the first's, with the ``geo``
+    of them all (:func:`_merged_geo`: every geometry type, the box around every box)."""
+    geos = [json.loads(sc.metadata[b"geo"])["columns"]["hull"] for sc in schemas
+            if sc.metadata and b"geo" in sc.metadata]
+    meta = dict(schemas[0].metadata or {})
+    if geos:
+        meta[b"geo"] = json.dumps(_merged_geo(geos)).encode()
+    return meta
 
 
 def _merged_geo(columns: list) -> dict[str, Any]:

@@ -101,8 +101,8 @@ class TestAnswers:
 
     def test_rejects_are_a_table(self, tmp_path, capsys):
         csv_ = tmp_path / "fixes.csv"
-        csv_.write_text("vehicle,line,operator,lon,lat,ts\nv1,U,WP,0.14491,52.1759,1569916800\n"
-                        "v1,U,WP,0.14491,52.1759,-1\nv2,U,WP,0,0,1569916800\n", encoding="utf-8")
+        csv_.write_text("vehicle,line,operator,direction,lon,lat,ts\nv1,U,WP,IN,0.14491,52.1759,1569916800\n"
+                        "v1,U,WP,IN,0.14491,52.1759,-1\nv2,U,WP,IN,0,0,1569916800\n", encoding="utf-8")
         assert main(["replay", str(PROGRAM), "--runner", "local", "--quiet", "--events", f"BusGPS={csv_}",
                      "--out", str(tmp_path / "out")]) == 0
         code, out, _ = sql(capsys, tmp_path / "out", "SELECT type, row, reason FROM rejects ORDER BY row",

@@ -30,7 +30,7 @@ def trace() -> pd.DataFrame:
     xs = ([x0 - 200 * m] + [x0 + (10 if i % 2 else -10) * m for i in range(20)] + [x0 + 200 * m] * 3
           + [x0 + (10 if i % 2 else -10) * m for i in range(20)] + [x0 - 200 * m] * 2)
     ts = 1569916800 + 20 * np.arange(len(xs))
-    return pd.DataFrame({"vehicle": "v1", "line": "U", "operator": "WP", "lon": xs, "lat": lat, "ts": ts})
+    return pd.DataFrame({"vehicle": "v1", "line": "U", "operator": "WP", "direction": "INBOUND", "lon": xs, "lat": lat, "ts": ts})
 
 
 def test_jitter_at_the_edge_is_one_entry_and_one_exit():

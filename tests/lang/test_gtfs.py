@@ -126,10 +126,11 @@ phrase AtStop per vehicle =
         (tmp_path / "bus.spatec").write_text(BUS, encoding="utf-8")
         # on the line at 0.135 (the corridor is 30 m each side; a disc of 15 m inside it), 100 m north
         # of it, and at the station stop (52.19300, 0.13610: on the line too)
-        rows = [("v1", "U", "SCCM", 0.1350, 52.19300, 1569916800), ("v1", "U", "SCCM", 0.1350, 52.19390, 1569916830),
-                ("v2", "U", "SCCM", 0.13610, 52.19300, 1569916800)]
+        rows = [("v1", "U", "SCCM", "INBOUND", 0.1350, 52.19300, 1569916800),
+                ("v1", "U", "SCCM", "INBOUND", 0.1350, 52.19390, 1569916830),
+                ("v2", "U", "SCCM", "INBOUND", 0.13610, 52.19300, 1569916800)]
         csv_path = tmp_path / "fixes.csv"
-        csv_path.write_text("vehicle,line,operator,lon,lat,ts\n" + "".join(",".join(map(str, r)) + "\n" for r in rows),
+        csv_path.write_text("vehicle,line,operator,direction,lon,lat,ts\n" + "".join(",".join(map(str, r)) + "\n" for r in rows),
                             encoding="utf-8")
         prog = spatec.compile(tmp_path / "p.spatec")
         if spark is not None:

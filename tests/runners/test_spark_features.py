@@ -115,6 +115,43 @@ def test_python_api(spark, slice10, tmp_path):
     assert got["lo"].dt.tz_localize("UTC").tolist() == want["lo"].dt.tz_convert("UTC").tolist()
 
 
+@pytest.mark.slow
+def test_a_spark_dataframe_is_read_where_its_partitions_are(spark, slice10, monkeypatch):
+    """A Spark DataFrame given as an input is typed in Spark tasks, a split per partition
+    (never collected: ``toArrow`` and ``toPandas`` fail here), in partition order: the
+    composites of the local runner over the same rows in the same order; a copy in a later
+    partition and a bad row are rejects with the local runner's reasons, naming their
+    partition."""
+    import spatec
+    from pyspark.sql import DataFrame
+
+    prog = spatec.compile(SHARED / "spec" / "examples" / "silent_and_bunching.spatec")
+    raw = pd.read_csv(slice10, dtype=str)[["vehicle", "line", "operator", "lon", "lat", "ts"]]
+    bad = raw.iloc[[3]].assign(lat="north")
+    raw = pd.concat([raw, raw.iloc[[5]], bad], ignore_index=True)      # a copy of row 5, then a bad row
+    chunks = [raw.iloc[a:a + len(raw) // 4 + 1] for a in range(0, len(raw), len(raw) // 4 + 1)]
+    bus = spark.createDataFrame(chunks[0])
+    for c in chunks[1:]:
+        bus = bus.union(spark.createDataFrame(c))
+    assert bus.rdd.getNumPartitions() >= 4
+    local = prog.replay_local({"BusGPS": raw})
+
+    def collected(*_a, **_k):
+        raise AssertionError("the input was collected to the driver")
+
+    monkeypatch.setattr(DataFrame, "toArrow", collected)
+    monkeypatch.setattr(DataFrame, "toPandas", collected)
+    got = prog.replay_spark({"BusGPS": bus}, spark=spark)
+    monkeypatch.undo()
+    for name in local:
+        pd.testing.assert_frame_equal(pd.DataFrame(got[name]), pd.DataFrame(local[name]))
+    assert got.read == local.read == len(raw) and got.rejected == local.rejected == 2
+    lr, gr = local.rejects, got.rejects
+    assert sorted(lr["reason"]) == sorted(gr["reason"])
+    assert any(r.startswith("duplicate") for r in gr["reason"])
+    assert all(" partition " in f for f in gr["file"])
+
+
 @pytest.fixture
 def standalone(tmp_path):
     """A Spark standalone master and two workers on 127.0.0.1, each with its own work and
@@ -242,6 +279,6 @@ def test_parquet_output_is_merged_from_the_tasks_parts(spark, slice10, tmp_path)
     assert got.counts == want.counts and sum(want.counts.values()) > 0
     for name, path in want.paths.items():
         a, b = pq.read_table(got.paths[name]), pq.read_table(path)
-        assert a.schema.equals(b.schema, check_metadata=True), name
+        assert a.schema.equals(b.schema, check_metadata=True), (name, a.schema.metadata, b.schema.metadata)
         assert a.equals(b), name
         assert len(got.frames[name]) == want.counts[name]      # read back from the file

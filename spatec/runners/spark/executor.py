@@ -65,8 +65,10 @@ from spatec.exec.tasks import (
     SPAN,
     SUMMARY,
     TYPED,
+    Files,
     OutputJob,
     Recut,
+    Store,
     derived_events,
     keyings,
     match_rows,
@@ -74,6 +76,7 @@ from spatec.exec.tasks import (
     recut,
     blob_schema,
     ipc,
+    plain,
     typed_rows,
     unipc,
 )
@@ -93,11 +96,14 @@ class SparkExecutor(Executor):
     """Every step on Spark (see the module)."""
 
     where = "on Spark"
+    spark_frames = True
 
     def __init__(self, spark, log: str | None = None):
         self.spark = spark
         self.log = log
         self.cached: list = []
+        self.store = Store()
+        self.folder: str | None = None
         #: the Sedona joins the replay's plans hold (``BroadcastIndexJoin``, ``DistanceJoin`` ...)
         self.joins: list = []
 
@@ -120,6 +126,15 @@ class SparkExecutor(Executor):
         spark = self.spark
         program = ctx.program
         plans = {p.name: p for p in ctx.plans}
+        if ctx.exchange == "files":
+            import tempfile
+
+            base = ctx.settings.exchange_dir
+            if base:
+                os.makedirs(base, exist_ok=True)
+            self.folder = tempfile.mkdtemp(prefix="spatec-exchange-", dir=base)
+            self.store = Files(self.folder)
+        store = self.store
         rows = sum(s.estimate for s in splits)
         self.groupings = groupings(ctx.plans, rows, self.cores, ctx.settings.bucket_rows, ctx.settings.time_window)
         self.keyings, self.keying_of = keyings(self.groupings, program, plans)
@@ -128,23 +143,33 @@ class SparkExecutor(Executor):
         for s in splits:
             per_type[s.type] = per_type.get(s.type, 0) + 1
         self.tracked = {t for t, n in per_type.items() if n > 1}
-        order = sorted(range(len(splits)), key=lambda i: (-splits[i].estimate, i))
-        chosen = [splits[i] for i in order]
+        files = [s for s in splits if s.fmt != "spark"]
+        order = sorted(range(len(files)), key=lambda i: (-files[i].estimate, i))
+        chosen = [files[i] for i in order]
         tracked = self.tracked
+        log = ctx.settings.task_log
 
         def read(batches):
+            from spatec.exec.tasklog import TaskClock
             from spatec.runners.spark.errors import in_task
 
             for b in batches:
                 for i in b.column(0).to_pylist():
                     s = chosen[i]
+                    clock = TaskClock(log, "ingest", split=s.index, file=s.file)
                     with in_task(f"reading {s.file}"):
-                        yield from typed_rows(s, program, keys, s.type in tracked)
+                        got = typed_rows(s, program, keys, s.type in tracked, store)
+                    clock.done(batches=len(got))
+                    yield from got
 
         if ui:
             ui.stage(f"typing {len(splits)} split{'s' if len(splits) != 1 else ''} of input on Spark")
         n = max(1, len(chosen))
-        self.typed = typed = self._keep(spark.range(len(chosen), numPartitions=n).mapInArrow(read, spark_schema(TYPED)))
+        typed = spark.range(len(chosen), numPartitions=n).mapInArrow(read, spark_schema(TYPED)) if chosen else None
+        for df, parts in spark_frame_inputs(splits):
+            mine = df.mapInArrow(frame_reader(parts, program, keys, tracked, store, log), spark_schema(TYPED))
+            typed = mine if typed is None else typed.union(mine)
+        self.typed = typed = self._keep(typed)
         with spark_step("reading and typing the inputs", self.log):
             small = typed.where(F.col("kind") < BLOB)
             part = F.when(F.col("kind").isin(SUMMARY, SPAN), F.col("split")).otherwise(F.lit(-1))
@@ -221,7 +246,7 @@ class SparkExecutor(Executor):
             def keys(batches, suspects=suspects):
                 for b in batches:
                     for v in b.column("value").to_pylist():
-                        table = unipc(v)
+                        table = plain(unipc(v))
                         if suspects is not None:
                             src = table.column("_source").to_pylist()
                             keep = pa.array([s in suspects for s in src])
@@ -251,7 +276,9 @@ class SparkExecutor(Executor):
         from pyspark.sql import functions as F
 
         program = ctx.program
-        by_index = {s.index: s for s in splits}
+        store = self.store
+        # (a Spark DataFrame's partitions are not read again: a copy across them has no record)
+        by_index = {s.index: s for s in splits if s.fmt != "spark"}
         frames, parts = [], {}
         total: dict = {}
         for row in summary.rows:
@@ -274,11 +301,13 @@ class SparkExecutor(Executor):
                     for b in batches:
                         d = b.to_pandas()
                         for k, sub in d.groupby("_split", sort=True):
-                            got = duplicate_rejects(t, sub, records_at(by_index[int(k)], decl, sub))
+                            split = by_index.get(int(k))
+                            got = duplicate_rejects(t, sub, [None] * len(sub) if split is None
+                                                    else records_at(split, decl, sub))
                             got = got[list(REJECT_COLUMNS)].assign(_batch=sub["_batch"].to_numpy().astype(np.int32))
                             yield pa.RecordBatch.from_arrays(
                                 [pa.array([int(k)], pa.int32()), pa.array([ipc(pa.Table.from_pandas(
-                                    got, preserve_index=False))], pa.binary())], names=["split", "value"])
+                                    got, preserve_index=False), store)], pa.binary())], names=["split", "value"])
 
                 dups = self.copies.where(F.col("type") == t).repartition(self.cores, "_split")
                 rej = rej.unionByName(dups.mapInArrow(records, "split int, value binary"))
@@ -323,7 +352,7 @@ class SparkExecutor(Executor):
             b = range_bounds(quantiles(self.hist, plan.physical.types), k)
             first[name], bounds[name] = n_out, b
             n_out += len(b) + 1
-        out_job = OutputJob(fmt, ctx.tz, tuple(shown), bounds, first, placing(max(1, n_out)))
+        out_job = OutputJob(fmt, ctx.tz, tuple(shown), bounds, first, placing(max(1, n_out)), self.store)
         watermarks: dict = {}
         frontiers: dict = {}
         consumed = {t for p in ctx.plans for t in p.physical.derived}
@@ -342,7 +371,7 @@ class SparkExecutor(Executor):
                 regions = {p.name: prefilter_regions(p, program, decisions.crs) for p in gplans if p.physical.prefilter}
             job = MatchJob(program, gplans, decisions.crs, dict(watermarks),
                            produce=frozenset(p.name for p in gplans if p.name in consumed), regions=regions,
-                           engine=engine)
+                           engine=engine, log=ctx.settings.task_log)
             with spark_step(f"matching {', '.join(g.phrases)}", self.log):
                 df = self._match_derived(g, job, matched, out_job) if g.derived \
                     else self._match_events(ctx, g, job, out_job)
@@ -394,7 +423,7 @@ class SparkExecutor(Executor):
             if self.copies is not None:
                 copies = frozenset((int(r["_split"]), int(r["_batch"]), int(r["_row"]))
                                    for r in self.copies.select("_split", "_batch", "_row").collect())
-            rc = Recut(g, tuple(items), place, copies)
+            rc = Recut(g, tuple(items), place, copies, self.store)
 
             def cut(batches):
                 for b in batches:
@@ -443,7 +472,7 @@ class SparkExecutor(Executor):
             def explode(batches):
                 for b in batches:
                     for g0, v in zip(b.column("g").to_pylist(), b.column("value").to_pylist()):
-                        for rb in unipc(v).to_batches():
+                        for rb in unipc(v).cast(schema).to_batches():
                             yield rb.append_column("_b", pa.array(np.full(rb.num_rows, g0, np.int32)))
 
             with_b = schema.append(pa.field("_b", pa.int32()))
@@ -465,7 +494,7 @@ class SparkExecutor(Executor):
             grouped = rows
         grouped = grouped.repartition(buckets, "_b")
         if why == "places":        # (pre-filtered by the join already)
-            job = MatchJob(job.program, job.plans, job.crs, job.watermarks, job.produce)
+            job = MatchJob(job.program, job.plans, job.crs, job.watermarks, job.produce, log=job.log)
         from spatec.runners.spark.sedona import executed_plan
 
         self.joins += [j for j in SPATIAL_JOINS if j in executed_plan(grouped)]
@@ -533,7 +562,7 @@ class SparkExecutor(Executor):
                     for hg, rows in targets.items():
                         from spatec.exec.tasks import ipc
 
-                        out += recut(rc, t, hg, ipc(table.take(pa.array(rows))), hist=True)
+                        out += recut(rc, t, hg, ipc(table.take(pa.array(rows))), hist=True)     # (inline: cut at once)
                 if out:
                     cols = list(zip(*out))
                     yield pa.RecordBatch.from_arrays([pa.array(list(c), f.type) for c, f in zip(cols, ITEMS)],
@@ -557,6 +586,7 @@ class SparkExecutor(Executor):
         key = tuple(plan.physical.key)
         buckets = g.buckets if key else 1
         wanted = set(g.derived)
+        store = self.store
 
         def keyed(batches):
             from spatec.exec.tasks import pickled_events
@@ -578,8 +608,8 @@ class SparkExecutor(Executor):
                         groups = {0: evs}
                     for bk, es in groups.items():
                         yield pa.RecordBatch.from_arrays([pa.array([int(bk)], pa.int32()),
-                                                          pa.array([pickled_events(phrase, es)], pa.binary())],
-                                                         names=["_g", "value"])
+                                                          pa.array([store.put(pickled_events(phrase, es))],
+                                                                   pa.binary())], names=["_g", "value"])
 
         by_group = self._keep(blobs.mapInArrow(keyed, "_g int, value binary"))
         groups = sorted(int(r["_g"]) for r in by_group.select("_g").distinct().collect())
@@ -635,8 +665,11 @@ class SparkExecutor(Executor):
         moved = placed(lines, len(out_job.places), "_to")
         fmt = out_job.fmt
 
-        if fmt == "parquet" and outputs is not None:
+        if outputs is not None and (fmt == "parquet" or self.store.kind == "files"):
+            # the tasks write their parts (GeoParquet: spatec's encoder; with the files
+            # exchange, every part: its texts never cross the JVM)
             folders = {name: str(outputs.folder(name)) for name in shown}
+            ext = {"parquet": "parquet", "jsonl": "jsonl", "geojson": "geojson"}[fmt]
 
             def write_parts(batches):
                 table = _table(batches)
@@ -647,8 +680,11 @@ class SparkExecutor(Executor):
                 t = part_table(table.column("value").to_pylist())
                 name = shown[k]
                 os.makedirs(folders[name], exist_ok=True)
-                path = os.path.join(folders[name], f"part-{r:05d}.parquet")
-                write_parquet_part(t, path)
+                path = os.path.join(folders[name], f"part-{r:05d}.{ext}")
+                if fmt == "parquet":
+                    write_parquet_part(t, path)
+                else:
+                    write_text_part(t, path)
                 yield pa.RecordBatch.from_arrays([pa.array([k], pa.int32()), pa.array([r], pa.int32()),
                                                   pa.array([path]), pa.array([t.num_rows], pa.int64())],
                                                  names=["k", "r", "path", "n"])
@@ -659,6 +695,11 @@ class SparkExecutor(Executor):
                 mine = sorted((int(x["r"]), x["path"], int(x["n"])) for x in got if shown[int(x["k"])] == name)
                 result["parts"][name] = [p for _, p, _ in mine]
                 result["counts"][name] = sum(n for _, _, n in mine)
+                if not mine and fmt == "parquet":       # (no composite: a file of no rows, its schema)
+                    from spatec.exec.inprocess import write_part
+
+                    result["parts"][name] = [write_part(self._plan[name], [], fmt, out_job.tz,
+                                                        outputs.folder(name), 0)]
             return result
 
         def texts(batches):
@@ -669,14 +710,14 @@ class SparkExecutor(Executor):
             t = part_table(table.column("value").to_pylist())
             if t is None:
                 return
-            for b in pa.table({"_phrase": pa.array(np.full(t.num_rows, k, np.int32)), "value": t.column("value")}) \
-                    .to_batches(max_chunksize=16384):
-                yield b
+            for chunk in text_chunks(t.column("value")):
+                yield pa.RecordBatch.from_arrays([pa.array([k], pa.int32()), pa.array([chunk[1]], pa.int64()),
+                                                  chunk[0]], names=["_phrase", "n", "value"])
 
-        rendered = moved.mapInArrow(texts, "_phrase int, value string")
+        rendered = moved.mapInArrow(texts, "_phrase int, n long, value string")
         obs = Observation("spatec_counts")
-        rendered = rendered.observe(obs, F.count(F.lit(1)).alias("_all"),
-                                    *[F.sum(F.when(F.col("_phrase") == i, 1).otherwise(0)).alias(f"p{i}")
+        rendered = rendered.observe(obs, F.sum("n").alias("_all"),
+                                    *[F.sum(F.when(F.col("_phrase") == i, F.col("n")).otherwise(0)).alias(f"p{i}")
                                       for i in range(len(shown))])
         if outputs is None:
             from spatec.exec.parts import frame_of_lines
@@ -686,7 +727,7 @@ class SparkExecutor(Executor):
             ks = got.column("_phrase").to_numpy(zero_copy_only=False)
             vals = got.column("value")
             for k, name in enumerate(shown):
-                mine = vals.filter(pa.array(ks == k)).to_pylist()
+                mine = [line for v in vals.filter(pa.array(ks == k)).to_pylist() for line in v.split("\n")]
                 result["frames"][name] = frame_of_lines(self._plan[name], mine)
         else:
             folder = outputs.root / "_texts"
@@ -706,13 +747,18 @@ class SparkExecutor(Executor):
         return result
 
     def close(self) -> None:
-        """Free what this replay cached on the executors."""
+        """Free what this replay cached on the executors, and the files exchange's folder."""
         for df in self.cached:
             try:
                 df.unpersist()
             except Exception:  # noqa: BLE001 (a session already stopped has nothing to free)
                 pass
         self.cached = []
+        if self.folder is not None:
+            import shutil
+
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
 #: Sedona's spatial join operators, as Spark's physical plans name them.
@@ -721,6 +767,46 @@ SPATIAL_JOINS = ("BroadcastIndexJoin", "DistanceJoin", "RangeJoin", "SpatialInde
 #: Places a phrase's leaves need at least for the leaf pre-filter to be a Sedona join of the
 #: events' rows (fewer: the lon/lat boxes in the match tasks, which cost less than the rows).
 SEDONA_PLACES = 64
+
+
+def spark_frame_inputs(splits: list) -> list:
+    """The Spark DataFrames given as inputs, each with its splits (one per partition, the
+    frame itself left out of them: it stays on the driver, its rows on the executors)."""
+    import dataclasses
+
+    out: dict = {}
+    for s in splits:
+        if s.fmt == "spark":
+            out.setdefault(s.input, (s.table, []))[1].append(dataclasses.replace(s, table=None))
+    return list(out.values())
+
+
+def frame_reader(parts: list, program, keys, tracked: set, store, log):
+    """The function of ``mapInArrow`` over a Spark DataFrame given as an input: each
+    partition's rows typed as its split (:func:`~spatec.exec.splits.spark_frame_splits`),
+    as :func:`~spatec.exec.tasks.typed_rows` types every split."""
+    def read(batches):
+        import dataclasses
+
+        from pyspark import TaskContext
+
+        from spatec.exec.tasklog import TaskClock
+        from spatec.runners.spark.errors import in_task
+
+        s = parts[TaskContext.get().partitionId()]
+        got = list(batches)
+        schema = got[0].schema if got else None
+        if schema is None:
+            return
+        table = pa.Table.from_batches(got, schema)
+        split = dataclasses.replace(s, fmt="frame", table=table, estimate=table.num_rows)
+        clock = TaskClock(log, "ingest", split=s.index, file=s.file)
+        with in_task(f"reading {s.file}"):
+            rows = typed_rows(split, program, keys, s.type in tracked, store)
+        clock.done(batches=len(rows))
+        yield from rows
+
+    return read
 
 
 def sedona_pays(g, job: MatchJob, engine: str | None) -> str | None:
@@ -783,6 +869,21 @@ def _reject_lines(batches):
     yield pa.RecordBatch.from_arrays([pa.array(lines, pa.string())], names=["value"])
 
 
+#: Lines put in one row of the text writer: a row's value is its lines joined by newlines, which
+#: the writer ends with one, so the file is the lines' bytes, and the JVM handles a few large
+#: values rather than one row a line.
+TEXT_CHUNK = 8192
+
+
+def text_chunks(lines: pa.ChunkedArray):
+    """``(value, lines)`` of runs of :data:`TEXT_CHUNK` texts, each value their newline-joined bytes."""
+    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    for a in range(0, len(lines), TEXT_CHUNK):
+        part = lines.slice(a, TEXT_CHUNK)
+        lists = pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part)
+        yield pc.binary_join(lists, "\n"), len(part)
+
+
 def _table(batches) -> pa.Table | None:
     got = list(batches)
     if not got:
@@ -808,6 +909,14 @@ def part_files(folder, with_index: bool = False) -> list:
             got.append((int(m.group(1)), p))
     got.sort()
     return got if with_index else [p for _, p in got]
+
+
+def write_text_part(table: pa.Table, path: str) -> None:
+    """A part's texts (lines, features), one a line, as Spark's text writer writes a part."""
+    with open(path, "wb") as f:
+        for value, _n in text_chunks(table.column("value")):
+            f.write(value[0].as_buffer())
+            f.write(b"\n")
 
 
 def write_parquet_part(table: pa.Table, path: str) -> None:
