@@ -189,7 +189,7 @@ class Service:
         async def step():
             await self.engine.step(self.loop)
             if self.engine.crs is not None and self.engine.crs != self.areas.proj.crs:
-                self._set_crs(self.engine.crs)
+                self.set_crs(self.engine.crs)
             await self.delivery.step()
         await self._every(OWN_EVERY, step)
 
@@ -199,7 +199,7 @@ class Service:
     async def _watch_broker(self) -> None:
         await self._every(WATCH_EVERY, self.watch.check, needs_broker=False)
 
-    def _set_crs(self, crs: str) -> None:
+    def set_crs(self, crs: str) -> None:
         """Measure areas and hulls in the detectors' CRS (decided once, from the input)."""
         log.info("areas are measured in %s from now on", crs)
         self.crs = crs

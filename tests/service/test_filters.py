@@ -398,3 +398,21 @@ def test_relate_discs_is_the_scalar_tests_bit_for_bit():
         for i in range(12):
             region = S.Loc.disc(xs[i], ys[i], rs[i])
             assert p[i] == S.possibly_in(loc, region) and c[i] == S.certainly_in(loc, region)
+
+
+def test_the_program_document_is_made_once(tmp_path, monkeypatch):
+    """``GET /program`` is made once, not on each request (the issue: 30 MB rebuilt per
+    request let the source's lease lapse), and again only when the CRS is decided."""
+    from spatec.frontend import schema
+    from spatec.plan.program import compile_program
+    from spatec.service.service import Service
+
+    made = []
+    real = schema.json_schema
+    monkeypatch.setattr(schema, "json_schema", lambda *a: made.append(1) or real(*a))
+    svc = Service(compile_program(EXAMPLES / "bunching" / "bunching.spatec"), [], tmp_path / "state")
+    first = svc.program_doc()
+    assert len(made) == 1 and all(svc.program_doc() is first for _ in range(20)) and len(made) == 1
+    svc.set_crs(CRS)
+    again = svc.program_doc()
+    assert len(made) == 2 and again[1] != first[1] and b'"EPSG:32631"' in again[0]

@@ -118,18 +118,27 @@ def test_owners_requests_and_races(tmp_path, recording):
         def poll_status():
             while not stop.is_set():
                 t0 = time.monotonic()
-                code = call(srv, "GET", "/status", token=None, timeout=10)[0]
-                answered.append((code, time.monotonic() - t0))
+                code = call(srv, "GET", "/status", token=None, timeout=60)[0]
+                answered.append((code, t0, time.monotonic()))
                 time.sleep(0.05)
         th = threading.Thread(target=poll_status, daemon=True)
         th.start()
+        posted = {}
         for n in (480, 10_000):
             where = " or ".join(f'vehicle == "V{i}"' for i in range(n))
+            t0 = time.monotonic()
             code, body = ops("POST", "/subscriptions", {"phrase": "Stuck", "where": where}, timeout=120)
+            posted[n] = (t0, time.monotonic())
             assert code == 201, body
         stop.set()
         th.join()
-        assert answered and all(c == 200 for c, _ in answered)
+        assert answered and all(c == 200 for c, _, _ in answered)
+        # while the 10,000-term filter was checked (seconds, on a thread), /status kept answering:
+        # none of its answers waited for the check (on the loop, one would wait as long as it)
+        t0, t1 = posted[10_000]
+        during = [(a, b) for _, a, b in answered if t0 <= a and b <= t1]
+        assert len(during) >= 2, (t1 - t0, len(answered))
+        assert max(b - a for a, b in during) < (t1 - t0) / 2, (t1 - t0, sorted(b - a for a, b in during)[-3:])
         st = srv.status()
         assert st["engine"]["owned"] and st["healthy"], st                        # the source's lease held
         # -- bulk: 2,000 made in one request, then ended in one
@@ -293,9 +302,17 @@ def test_the_broker_killed_is_started_again(tmp_path, recording):
         pid = int((srv.state / "nats" / "pid").read_text())
         size0 = srv.log_path.stat().st_size
         os.kill(pid, signal.SIGKILL)
-        seen = set()
-        wait_for(lambda: seen.add(srv.status()["broker"]["state"]) or srv.status()["broker"]["restarts"] >= 1, 30,
-                 every=0.1, what="the broker to be started again")
+        seen, posted = set(), []
+
+        def look():
+            st = srv.status()
+            seen.add((st["broker"]["state"], st["healthy"]))
+            if st["broker"]["state"] != "ok" and len(posted) < 3:     # what needs it: refused, never a 500
+                posted.append(call(srv, "POST", "/subscriptions", {"phrase": "Stuck"}, timeout=20)[0])
+            return st["broker"]["state"] == "ok" and st["broker"]["restarts"] >= 1
+        wait_for(look, 60, every=0.1, what="the broker to be started again")
+        assert ("down", False) in seen, seen                                 # /status told the truth meanwhile
+        assert posted and set(posted) <= {503, 201}, posted
         wait_for(lambda: srv.status()["healthy"], 60, what="healthy again")
         st = srv.status()
         assert st["broker"]["state"] == "ok" and st["broker"]["restarts"] == 1
