@@ -540,6 +540,8 @@ def openapi_doc() -> dict:
         "log": {"type": "integer", "description": "the last alert (log sequence) handled"},
         "window_first": {"type": "integer", "description": "the oldest alert the buffers hold"},
         "alerts_handled": {"type": "integer"}, "alerts_skipped": {"type": "integer"},
+        "decided_to_hub_ms": {"type": ["object", "null"], "description": "p50, p99, max of the last alerts' time "
+                                                                         "from decision to the subscribers' buffers"},
         "tasks": {"type": "object", "description": "name → state (running | failing), restarts, error"},
         "engine": {"type": "object", "description": "owned sources, crs, runners (counts, watermark, lateness_s, "
                                                     "running, error), failures"},
@@ -564,7 +566,8 @@ def openapi_doc() -> dict:
                  "description": "Subscriptions to a SpaTeC program's composite events. Authentication: "
                                 "`Authorization: Bearer TOKEN` (tokens in `<state>/tokens` or SPATEC_TOKENS); each "
                                 "subscription belongs to its token. Times in filters are in the program's time zone "
-                                "(`GET /program`) unless written with an offset."},
+                                "(`GET /program`) unless written with an offset. The port is `--port` (default "
+                                "8080); with `--port 0` the one chosen is printed and written to `<state>/port`."},
         "components": {"schemas": comps,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
                                            "page": {"type": "apiKey", "in": "cookie", "name": COOKIE}}},

@@ -108,8 +108,10 @@ def test_owners_requests_and_races(tmp_path, recording):
         # -- the interface says what it does
         doc = call(srv, "GET", "/openapi.json", token=None)[1]
         text = json.dumps(doc)
-        for word in ("start_seq", "`alert`", "`error`", "`end`", "window_first", "disk full", "time zone", "recent"):
+        for word in ("start_seq", "`alert`", "`error`", "`end`", "window_first", "disk full", "time zone", "recent",
+                     "--port 0"):
             assert word in text, word
+        assert set(doc["components"]["schemas"]["Status"]["properties"]) == set(srv.status())   # every field
         code, prog_doc = ops("GET", "/program")
         assert code == 200 and prog_doc["timezone"] == "Europe/London"
         # -- a 480-term and a 10,000-term filter beside a /status that keeps answering
