@@ -27,7 +27,8 @@ counting algorithm's "index each subscription by one predicate, then test it who
   cells are about its size, so it is in at most four cells: adding and removing cost a
   few dictionary operations, nothing is rebuilt); the rest are scanned. A candidate the
   index yields is then tested in full: its filter, then its area — the circle areas of
-  all the candidates of an alert at once (:func:`spatec.spatial.stamps.relate_discs`).
+  all the candidates of an alert at once (:func:`spatec.spatial.stamps.relate_discs`), and
+  the polygons it may meet too (:func:`spatec.spatial.stamps.overlap_many`).
 
 An alert is matched in the language's units (:func:`spatec.service.filters.values`):
 the index compares the same values the filters evaluate. A group whose test raises is
@@ -191,7 +192,7 @@ class CoveringIndex:
     def _test(self, groups, env, hull, where, out: list, failed: list) -> list:
         """Test ``groups`` (filters one by one, circle areas all at once); those that match go
         to ``out``; the candidates of the groups they cover are returned."""
-        discs, more = [], []
+        discs, polys, more = [], [], []
 
         def matched(g):
             out.append(g)
@@ -209,6 +210,8 @@ class CoveringIndex:
                     matched(g)
                 elif g.area.is_disc:
                     discs.append(g)
+                elif not g.area.certainly:
+                    polys.append(g)
                 elif g.area.test(hull()):
                     matched(g)
             except Exception as e:  # noqa: BLE001 - a subscription's own failure, isolated
@@ -216,10 +219,16 @@ class CoveringIndex:
                 failed.append(g)
         if discs:
             try:
-                ds = [g.area.disc() for g in discs]
-                p, c = S.relate_discs(hull(), [d[0] for d in ds], [d[1] for d in ds], [d[2] for d in ds],
-                                      [d[3] for d in ds])
-                oks = (c[i] if g.area.certainly else p[i] for i, g in enumerate(discs))
+                xs, ys, rs, pts, cert = [], [], [], [], []
+                for g in discs:
+                    x, y, r, pt = g.area.disc()[:4]
+                    xs.append(x)
+                    ys.append(y)
+                    rs.append(r)
+                    pts.append(pt)
+                    cert.append(g.area.certainly)
+                p, c = S.relate_discs(hull(), xs, ys, rs, pts)
+                oks = np.where(cert, c, p).tolist()
             except Exception:  # noqa: BLE001 - one of them cannot be made: each tested alone
                 oks = None
             if oks is None:
@@ -232,6 +241,23 @@ class CoveringIndex:
                         failed.append(g)
             else:
                 for g, ok in zip(discs, oks):
+                    if ok:
+                        matched(g)
+        if polys:
+            try:
+                oks = S.overlap_many(hull(), [g.area.loc for g in polys]).tolist()
+            except Exception:  # noqa: BLE001 - one of them cannot be made: each tested alone
+                oks = None
+            if oks is None:
+                for g in polys:
+                    try:
+                        if g.area.test(hull()):
+                            matched(g)
+                    except Exception as e:  # noqa: BLE001 - its own failure
+                        g.error = f"{type(e).__name__}: {e}"
+                        failed.append(g)
+            else:
+                for g, ok in zip(polys, oks):
                     if ok:
                         matched(g)
         return more

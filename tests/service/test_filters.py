@@ -287,20 +287,25 @@ def test_one_failing_subscription_is_suspended_and_the_others_go_on(bunching, ar
         def boom(env):
             raise OverflowError("int too large to convert to float")
         poison.test = boom
-        bad_area = areas.area({"type": "Polygon", "coordinates": [[[0.1, 52.1], [0.2, 52.1], [0.2, 52.3],
-                                                                   [0.1, 52.1]]]})
-        bad_area.test = lambda hull: (_ for _ in ()).throw(ValueError("region geometry is not valid"))
+        zone = {"type": "Polygon", "coordinates": [[[0.1, 52.1], [0.2, 52.1], [0.2, 52.3], [0.1, 52.3], [0.1, 52.1]]]}
+        bad_certain = areas.area(zone, certainly=True)      # tested alone: its test raises
+        bad_certain.test = lambda hull: (_ for _ in ()).throw(ValueError("region geometry is not valid"))
 
-        class Unprojectable(Areas):                     # a circle whose stamp cannot be made
+        class Unprojectable(Areas):                     # areas whose stamp cannot be made
             def stamp(self, area):
                 raise ValueError("no projection for it")
-        bad_disc = Unprojectable(bunching, Projector(CRS)).area({"circle": [0.12, 52.2, 3000]})
+        broken = Unprojectable(bunching, Projector(CRS))
+        bad_disc = broken.area({"circle": [0.12, 52.2, 3000]})  # tested with the other circles
+        bad_area = broken.area(zone)                        # tested with the other polygons
         hub.put(_Sub("good"), good, None)
         hub.put(_Sub("poison"), poison, None)
         hub.put(_Sub("twin"), poison, None)          # the same filter: one group, both suspended
         hub.put(_Sub("area"), None, bad_area)
+        hub.put(_Sub("certain"), None, bad_certain)
         hub.put(_Sub("disc"), None, bad_disc)
         hub.put(_Sub("near"), None, areas.area({"circle": [0.1245, 52.2052, 500]}))
+        hub.put(_Sub("zone"), None, areas.area({**zone, "coordinates": [[[0.11, 52.1], *zone["coordinates"][0][1:-1],
+                                                                          [0.11, 52.1]]]}))
         hub.put(_Sub("all"), None, None)
         alert = {"phrase": "Bunching", "id": "c1", "line": "1", "metres": 20.0,
                  "hull": "POLYGON ((0.124 52.205, 0.1241 52.205, 0.1241 52.2051, 0.124 52.205))"}
@@ -311,12 +316,14 @@ def test_one_failing_subscription_is_suspended_and_the_others_go_on(bunching, ar
         assert [e.id for e in hub.subs["good"].entries] == ["c1", "c2", "c3"]
         assert [e.id for e in hub.subs["all"].entries] == ["c1", "c2", "c3"]
         assert [e.id for e in hub.subs["near"].entries] == ["c1", "c2", "c3"]     # circles tested together
-        for sid in ("poison", "twin", "area", "disc"):
+        assert [e.id for e in hub.subs["zone"].entries] == ["c1", "c2", "c3"]     # polygons tested together
+        for sid in ("poison", "twin", "area", "certain", "disc"):
             assert hub.subs[sid].suspended is not None and not hub.subs[sid].entries
         assert "OverflowError" in hub.subs["poison"].suspended and "c1" in hub.subs["poison"].suspended
-        assert "not valid" in hub.subs["area"].suspended and "no projection" in hub.subs["disc"].suspended
-        assert sorted(s for s, _ in told) == ["area", "disc", "poison", "twin"]
-        assert hub.suspended() == 4 and hub.skipped == 0
+        assert "not valid" in hub.subs["certain"].suspended and "no projection" in hub.subs["disc"].suspended
+        assert "no projection" in hub.subs["area"].suspended
+        assert sorted(s for s, _ in told) == ["area", "certain", "disc", "poison", "twin"]
+        assert hub.suspended() == 5 and hub.skipped == 0
         # a renewal of a suspended one with the same (bad) filter stays suspended; others unaffected
         hub.handle(4, "not json")
         assert hub.skipped == 1 and hub.processed == 4
@@ -371,9 +378,11 @@ def test_docstring_examples():
     for module in (check_fields, filters):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
-    result = doctest.run_docstring_examples(stamps.relate_discs, {"relate_discs": stamps.relate_discs,
-                                                                   "Loc": stamps.Loc}, verbose=False)
-    assert result is None
+    for fn in (stamps.relate_discs, stamps.overlap_many):
+        finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
+        for t in finder.find(fn, fn.__name__, globs={fn.__name__: fn, "Loc": stamps.Loc}):
+            runner.run(t)
+        assert runner.tries > 0 and runner.failures == 0, fn.__name__
 
 
 def test_relate_discs_is_the_scalar_tests_bit_for_bit():
@@ -398,6 +407,29 @@ def test_relate_discs_is_the_scalar_tests_bit_for_bit():
         for i in range(12):
             region = S.Loc.disc(xs[i], ys[i], rs[i])
             assert p[i] == S.possibly_in(loc, region) and c[i] == S.certainly_in(loc, region)
+
+
+def test_overlap_many_is_possibly_in_bit_for_bit():
+    """The hub's polygon areas of an alert tested at once: what each alone gives."""
+    import shapely
+
+    from spatec.spatial import stamps as S
+
+    rng = random.Random(11)
+
+    def stamp(k):
+        if k < 0.3:
+            return S.Loc.disc(rng.uniform(-500, 500), rng.uniform(-500, 500), rng.uniform(0, 60))
+        pts = [(rng.uniform(-400, 400), rng.uniform(-400, 400)) for _ in range(rng.randrange(3, 12))]
+        return S.Loc.of(shapely.convex_hull(shapely.multipoints(pts)), rng.choice([0.0, 15.0]))
+
+    for _ in range(300):
+        loc = stamp(rng.random()) if rng.random() < 0.9 else S.UNIVERSE
+        regions = [stamp(rng.random()) for _ in range(10)]
+        got = S.overlap_many(loc, regions)
+        assert got.tolist() == [S.possibly_in(loc, r) for r in regions]
+    with pytest.raises(ValueError):
+        S.overlap_many(S.Loc.disc(0, 0, 1), [S.UNIVERSE])         # as possibly_in: no region
 
 
 def test_the_program_document_is_made_once(tmp_path, monkeypatch):
