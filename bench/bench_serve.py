@@ -40,7 +40,7 @@ import csv
 import json
 import os
 import random
-import statistics
+import shutil
 import sys
 import tempfile
 import time
@@ -229,6 +229,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=1000.0, help="composites per second to decide")
     ap.add_argument("--sse", type=int, default=40, help="subscriptions read over SSE (5 dashboards among them)")
     ap.add_argument("--minutes", type=float, default=66.0, help="minutes of the recording")
+    ap.add_argument("--keep", action="store_true", help="keep the services' state (a temporary folder) afterwards")
     args = ap.parse_args()
 
     from spatec.feeds.recording import load_recording, poll_records
@@ -257,10 +258,16 @@ def main() -> None:
           f"{args.rate * PER_COMPOSITE:,.0f} positions/s for about {args.rate:,.0f} composites/s; "
           f"{len(vehicles)} vehicles, {len(lines)} lines, {len(stops)} stops; {args.sse} SSE readers")
     rows = []
-    for n in (int(x) for x in args.subs.split(",")):
-        r = run_scale(n, args, polls, world, work)
-        rows.append(r)
-        print(json.dumps(r), flush=True)
+    try:
+        for n in (int(x) for x in args.subs.split(",")):
+            r = run_scale(n, args, polls, world, work)
+            rows.append(r)
+            print(json.dumps(r), flush=True)
+    finally:
+        if args.keep:
+            print(f"the services' state: {work}")
+        else:                                   # (hundreds of MB a run: the broker's stores)
+            shutil.rmtree(work, ignore_errors=True)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\nload average {load} (2 cores, shared)")
     print(f"{'subscriptions':>13} {'made s':>7} {'restart s':>9} {'decided/s':>9} {'dashboard/s':>11} "
