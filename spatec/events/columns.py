@@ -359,18 +359,11 @@ def convert(values: Any, type_name: str, tz: str = "UTC") -> Parsed:
     return CONVERTERS[type_name](values)
 
 
-def json_verbatim(values: list) -> pa.Array | None:
-    """``values`` as an Arrow string array when every one is a str that JSON writes as it
-    is, in quotes: no quote, backslash or control character (what ``json.dumps`` escapes
-    with ``ensure_ascii=False``); else None."""
-    if not values or set(map(type, values)) != {str}:
-        return pa.array([], pa.string()) if not values else None
-    arr = pa.array(values, pa.string())
-    return arr if json_plain_text(arr) else None
-
-
 def json_plain_text(arr: pa.Array) -> bool:
-    """Whether JSON writes every text of a string array as it is (:func:`json_verbatim`)."""
+    """Whether JSON writes every text of a string array as it is, in quotes: no quote,
+    backslash or control character (what ``json.dumps`` escapes with ``ensure_ascii=False``).
+    The writers' test (:func:`spatec.sinks.encoding.json_verbatim`) and the composite ids'
+    (:mod:`spatec.vector.ids`)."""
     # in UTF-8 a byte below 0x20 is a control character: no other character has one;
     # (a slice of an array shares the whole array's buffer: only its own bytes are read).
     # The bytes are read in place, a block at a time (kept in cache for the three tests),

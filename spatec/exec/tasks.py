@@ -111,7 +111,8 @@ def blob_schema(program, t: str, attrs: tuple, tracked: bool) -> pa.Schema:
     fields = [pa.field(c, _ARROW[dt[c]]) for c in CANONICAL[1:]]
     fields += [pa.field(prefixed(t, a), _ARROW[dt[a]]) for a in attrs]
     if tracked:
-        fields += [pa.field("_split", pa.int32()), pa.field("_batch", pa.int32()), pa.field("_row", pa.int64())]
+        fields += [pa.field("_split", pa.int32()), pa.field("_batch", pa.int32()), pa.field("_row", pa.int64()),
+                   pa.field("_file", pa.string())]
     return pa.schema(fields)
 
 
@@ -188,17 +189,20 @@ def _events_table(ev: pd.DataFrame, res, program, t: str, attrs: tuple, tracked:
     schema = blob_schema(program, t, attribute_names(program, t), tracked)
     cols = {}
     for c in CANONICAL[1:]:
-        cols[c] = _column(ev[c], schema.field(c).type, res.texts.get(c))
+        cols[c] = arrow_column(ev[c], schema.field(c).type, res.texts.get(c))
     for a in attribute_names(program, t):
-        cols[prefixed(t, a)] = _column(ev[a], schema.field(prefixed(t, a)).type, res.texts.get(a))
+        cols[prefixed(t, a)] = arrow_column(ev[a], schema.field(prefixed(t, a)).type, res.texts.get(a))
     if tracked:
         cols["_split"] = pa.array(np.full(len(ev), split.index, np.int32))
         cols["_batch"] = pa.array(batch_order(split, ev["_file"]).astype(np.int32))
         cols["_row"] = pa.array(ev["_row"].to_numpy(np.int64))
+        cols["_file"] = arrow_column(ev["_file"], pa.string())
     return pa.table({f.name: cols[f.name] for f in schema})     # (text columns of few values: dictionaries)
 
 
-def _column(s, typ: pa.DataType, given=None) -> pa.Array:
+def arrow_column(s, typ: pa.DataType, given=None) -> pa.Array:
+    """A frame's column as the Arrow array a blob holds: ``given`` (the reader's own text
+    column, when it is the frame's), else converted; text of few values as a dictionary."""
     if typ == pa.string():
         if given is not None and len(given) == len(s):
             arr = given

@@ -101,8 +101,8 @@ from spatec.runtime.keyed import (
     write_late,
 )
 from spatec.runtime.routing import route
-from spatec.runtime.rows import hulls_wkt
 from spatec.sinks.alerts import SinkSet, alert_json
+from spatec.sinks.encoding import hulls_wkt
 from spatec.spatial.crs import Projector, choose_crs
 from spatec.storage import forked
 from spatec.storage.watch import DirWatch

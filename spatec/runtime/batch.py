@@ -14,7 +14,8 @@ from spatec.plan.nodes import After, PhrasePlan, walk_nodes
 from spatec.runtime.derived import Produced, derived_event, derived_from_rows
 from spatec.runtime.events import to_evs
 from spatec.runtime.routing import partitions
-from spatec.runtime.rows import ColumnRows, convert_values, dedupe, hulls_wkt, output_row
+from spatec.runtime.rows import ColumnRows, convert_values, dedupe, output_row
+from spatec.sinks.encoding import hulls_wkt, matches_hulls_wkt
 from spatec.spatial.crs import Projector
 
 CHUNK = 512
@@ -188,6 +189,7 @@ def fast_rows(fp, df: pd.DataFrame, program: Program, projector: Projector, fina
     emit = m.emit(program.timezone)
     columns = [("phrase", [fp.phrase] * len(m)), ("id", m.ids()),
                ("lo", np.asarray(m.lo, dtype=np.int64)), ("hi", np.asarray(m.hi, dtype=np.int64)),
-               ("hull", m.hulls_wkt(projector, arrow=arrow_hulls)), ("events", m.event_ids(arrow=bool(arrow_hulls)))]
+               ("hull", matches_hulls_wkt(m, projector, arrow=arrow_hulls)),
+               ("events", m.event_ids(arrow=bool(arrow_hulls)))]
     columns += [(name, convert_values(vals, types.get(name))) for name, vals in emit.items()]
     return ColumnRows(dict(columns))

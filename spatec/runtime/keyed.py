@@ -108,7 +108,7 @@ class KeyedState:
 @dataclass
 class Stepped:
     """What :func:`advance` did: the decided composites with their output rows (hull not
-    yet made: :func:`~spatec.runtime.rows.hulls_wkt` does a batch's at once), events a
+    yet made: :func:`~spatec.sinks.encoding.hulls_wkt` does a batch's at once), events a
     key found behind its own watermark (not expected: keys trail the global one), and
     the keys stepped and dropped; for a phrase whose composites another reads, the
     composites as events (:func:`~spatec.runtime.derived.derived_event`)."""

@@ -1,18 +1,17 @@
 """Decided composites as output rows: one dict per composite (or many held as
-columns), the hulls as WKT in lon/lat, the frame every sink writes."""
+columns), the hulls as WKT in lon/lat (:mod:`spatec.sinks.encoding` writes them),
+the frame every sink writes."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from spatec.automata.machine import Automaton, Composite, Context, RunState
+from spatec.automata.machine import Automaton, Context, RunState
 from spatec.frontend.program import PLACES_FIELD
 from spatec.plan.nodes import PhrasePlan
-from spatec.spatial import stamps as S
+from spatec.sinks.encoding import to_lonlat_wkt
 from spatec.spatial.crs import Projector
 
 STD_COLUMNS = ("phrase", "id", "lo", "hi", "hull", "events")
@@ -86,7 +85,7 @@ def output_row(am: Automaton, c, projector: Projector, state: RunState | None = 
     """One composite as an output record (times as int µs; durations in seconds).
     ``hull=False``: the hull is left None, for a caller that writes many at once."""
     row = {"phrase": c.phrase, "id": c.id, "lo": int(c.lo), "hi": int(c.hi),
-           "hull": S.to_lonlat_wkt(c.loc, projector) if hull else None,
+           "hull": to_lonlat_wkt(c.loc, projector) if hull else None,
            "events": {v: e.id for v, e in sorted(c.bindings.items())}}
     if am.plan.places:
         row[PLACES_FIELD] = {v: p.id for v, p in sorted(c.places.items())}
@@ -246,50 +245,3 @@ def _objects(values) -> np.ndarray:
     a = np.empty(len(values), dtype=object)
     a[:] = list(values)
     return a
-
-
-class _Cols:
-    """Disc centres and radii laid out for :func:`spatec.vector.fastpath.hulls_wkt`."""
-
-    def __init__(self, x, y, r):
-        self.x, self.y, self.r = x, y, r
-        self.disc = np.ones(len(x), dtype=bool)
-
-    def centres(self, rows):
-        return self.x[rows], self.y[rows], self.disc[rows]
-
-
-class _Vars:
-    def __init__(self, k: int):
-        self.vars = tuple(str(i) for i in range(k))
-
-
-def hulls_wkt(composites: Sequence[Composite], proj: Projector) -> list:
-    """:func:`spatec.spatial.stamps.to_lonlat_wkt` of each composite's stamp (the hull of its
-    events' stamps, in the order of ``events``). Composites of equal discs are done together,
-    by the fast path's vectorised hulls; the others one by one."""
-    from spatec.vector.fastpath import Matches
-    from spatec.vector.fastpath import hulls_wkt as vector_hulls
-
-    out: list = [None] * len(composites)
-    groups: dict = {}
-    single = []
-    for i, c in enumerate(composites):
-        evs = c.events
-        locs = [e.loc for e in evs]
-        r = locs[0].r if locs else None
-        if c._loc is not None or not locs or any(l.xy is None or l.r != r for l in locs):
-            single.append(i)        # (a run's hull, a polygon: written together below)
-            continue
-        groups.setdefault((len(locs), r), []).append(i)
-    for i, w in zip(single, S.to_lonlat_wkts([composites[i].loc for i in single], proj)):
-        out[i] = w
-    for (k, r), idx in groups.items():
-        n = len(idx)
-        xy = np.array([[composites[i].events[v].loc.xy for i in idx] for v in range(k)], dtype=float)
-        cols = _Cols(xy[:, :, 0].reshape(-1), xy[:, :, 1].reshape(-1), np.full(k * n, r))
-        rows = {str(v): np.arange(v * n, (v + 1) * n, dtype=np.int64) for v in range(k)}
-        z = np.zeros(n, dtype=np.int64)
-        for i, w in zip(idx, vector_hulls(Matches(_Vars(k), cols, rows, z, z), proj)):
-            out[i] = w
-    return out

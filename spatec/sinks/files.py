@@ -36,9 +36,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import shapely
 
-from spatec.events.columns import arrow_text, json_plain_text, json_verbatim, one_array
+from spatec.events.columns import arrow_text, json_plain_text, one_array
 from spatec.events.raw import to_arrow
 from spatec.events.timefmt import format_times, parse_times, time_texts
+from spatec.sinks.encoding import json_verbatim
 from spatec.spatial.hullcol import hull_array, hull_wkb
 from spatec.spatial.wkb import wkb_column
 from spatec.storage.atomic import atomic_write

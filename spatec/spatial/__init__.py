@@ -24,12 +24,11 @@ from spatec.spatial.stamps import (
     possibly_in_many,
     possibly_in_many_geoms,
     relate_many,
-    to_lonlat_wkt,
 )
 
 __all__ = [
     "Projector", "data_centre", "utm_epsg",
     "UNIVERSE", "Loc", "area", "centroid", "certainly_in", "certainly_in_many",
     "certainly_in_many_geoms", "disjoint", "distance", "hull", "overlap", "possibly_in",
-    "possibly_in_many", "possibly_in_many_geoms", "relate_many", "to_lonlat_wkt",
+    "possibly_in_many", "possibly_in_many_geoms", "relate_many",
 ]

@@ -34,14 +34,13 @@ import shapely
 from spatec.spatial.approx import disc_offsets, minkowski, ngon_sides
 from spatec.spatial.smallhull import SMALL as SMALL_HULL
 from spatec.spatial.smallhull import hull_rings
-from spatec.spatial.wkt import polygon_wkts
 
 __all__ = [
-    "Loc", "UNIVERSE", "TOL_DECIDE", "TOL_MEASURE", "TOL_WKT",
+    "Loc", "UNIVERSE", "TOL_DECIDE", "TOL_MEASURE",
     "overlap", "disjoint", "distance", "hull", "hull_support", "area", "centroid",
     "possibly_in", "certainly_in", "relate_many", "relate_discs", "overlap_many",
     "possibly_in_many", "certainly_in_many", "possibly_in_many_geoms", "certainly_in_many_geoms",
-    "to_lonlat_wkt", "lonlat_wkts", "wkt_ring", "grown_convex", "grown_convex_coords", "grown_convex_parts",
+    "grown", "is_convex", "are_convex", "grown_convex", "grown_convex_coords", "grown_convex_parts",
     "grown_segments", "grown_point_hulls",
 ]
 
@@ -51,22 +50,9 @@ TOL_DECIDE = 0.01
 #: Error bound, metres, of the polygons behind ``area`` and ``centroid`` of
 #: non-convex stamps.
 TOL_MEASURE = 0.001
-#: Error bound, metres, of the polygon written by :func:`to_lonlat_wkt`, before
-#: unprojection (TOL_UNPROJECT) and rounding to 7 decimals of a degree (at
-#: most 0.8 cm) are added.
-TOL_WKT = 0.05
 #: Bounding boxes used to skip far-away pairs are grown by this many metres so
 #: that rounding in the box test can never skip a pair that relates.
 BOX_SLACK = 1.0
-#: Longest edge, metres, of a polygon written in lon/lat: a straight UTM edge
-#: bends in lon/lat space by about ``L**2 tan(lat) / 8 R_earth``: 6 mm here.
-WKT_MAX_EDGE = 500.0
-#: Error bound, metres, of the lon/lat of a written polygon's vertex
-#: (:func:`_unproject_grown`), before rounding to 7 decimals.
-TOL_UNPROJECT = 0.01
-#: Largest offset, metres, from a centre for which a grown polygon's vertices
-#: are unprojected from the centre's derivatives (error within TOL_UNPROJECT).
-UNPROJECT_MAX_OFFSET = 100.0
 
 _POINT, _POLYGON, _MULTIPOLYGON = 0, 3, 6
 
@@ -293,11 +279,22 @@ def _coords(loc: Loc) -> np.ndarray:
     return loc._memoised("coords", lambda: shapely.get_coordinates(loc.geom))
 
 
-def _is_convex(loc: Loc) -> bool:
+def is_convex(loc: Loc) -> bool:
     """Whether ``G`` is a convex set (then ``G ⊕ r`` is too)."""
     if loc._xy is not None:
         return True
     return loc._memoised("convex", lambda: bool(shapely.covers(loc.geom, shapely.convex_hull(loc.geom))))
+
+
+def are_convex(locs: Sequence[Loc]) -> list[bool]:
+    """:func:`is_convex` of each stamp (none UNIVERSE), those not yet known tested in one GEOS call."""
+    test = [loc for loc in locs if loc._xy is None and "convex" not in (loc._memo or {})]
+    if test:
+        geoms = np.empty(len(test), dtype=object)
+        geoms[:] = [loc.geom for loc in test]
+        for loc, ok in zip(test, shapely.covers(geoms, shapely.convex_hull(geoms)).tolist()):
+            loc._memoised("convex", lambda ok=ok: bool(ok))
+    return [is_convex(loc) for loc in locs]
 
 
 def hull(locs: Iterable[Loc]) -> Loc:
@@ -330,7 +327,7 @@ def hull(locs: Iterable[Loc]) -> Loc:
         raise ValueError("the hull of no stamps is undefined")
     if any(loc.geom is None for loc in locs):
         return UNIVERSE
-    if len(locs) == 1 and _is_convex(locs[0]):
+    if len(locs) == 1 and is_convex(locs[0]):
         return locs[0]
     rmin = min(loc.r for loc in locs)
     g = shapely.convex_hull(shapely.multipoints(np.concatenate([_hull_points(loc, rmin) for loc in locs])))
@@ -415,7 +412,7 @@ def area(loc: Loc) -> float:
     r = loc.r
     if r == 0:
         return float(loc.geom.area)
-    if _is_convex(loc):
+    if is_convex(loc):
         h = shapely.convex_hull(loc.geom)
         dim = shapely.get_dimensions(h)
         perimeter = h.length if dim == 2 else 2.0 * h.length if dim == 1 else 0.0
@@ -442,19 +439,19 @@ def centroid(loc: Loc) -> tuple[float, float]:
         return (math.nan, math.nan)
     if loc._xy is not None:
         return loc._xy
-    g = loc.geom if loc.r == 0 else _grown(loc, TOL_MEASURE)
+    g = loc.geom if loc.r == 0 else grown(loc, TOL_MEASURE)
     c = shapely.centroid(g)
     return (float(shapely.get_x(c)), float(shapely.get_y(c)))
 
 
-def _grown(loc: Loc, tol: float):
+def grown(loc: Loc, tol: float):
     """A polygon containing ``G ⊕ r`` and within ``tol`` of it."""
     if loc.r == 0:
         return loc.geom
     ring = disc_offsets(loc.r, ngon_sides(loc.r, tol, outer=True), outer=True)
     if loc._xy is not None:
         return shapely.Polygon(np.asarray(loc._xy) + ring)
-    if _is_convex(loc):
+    if is_convex(loc):
         return grown_convex(np.array([loc.geom], dtype=object), ring)[0]
     return minkowski(loc.geom, loc.r, tol, outer=True)
 
@@ -489,7 +486,7 @@ def grown_convex_parts(geoms: np.ndarray, ring: np.ndarray) -> tuple:
     ``(coords, offsets, (centres, src, k, ring))`` with ``coords[i]`` computed as
     ``centres[src[i]] + ring[k[i]]`` (a vertex of ``G`` and an offset), or
     ``src[i] = k[i] = -1`` for the rings GEOS's convex hull makes. What
-    :func:`lonlat_wkts` needs to unproject a grown ring from its few centres."""
+    :func:`spatec.sinks.encoding.lonlat_wkts` needs to unproject a grown ring from its few centres."""
     if len(geoms) == 0:
         return _no_parts(ring)
     v, vid, point, line, poly, c, idx = _vertices(geoms)
@@ -520,7 +517,8 @@ def grown_point_hulls(xy: np.ndarray, ring: np.ndarray, coords: bool = True) -> 
     without GEOS (:func:`spatec.spatial.smallhull.hull_rings`: the same polygons,
     coordinate for coordinate), the others by GEOS. The same vertices go through the
     same arithmetic, so the same numbers. ``coords=False``: the coordinates left out
-    (None) where every ring is a centre plus offsets (:func:`lonlat_wkts` needs no more)."""
+    (None) where every ring is a centre plus offsets (:func:`spatec.sinks.encoding.lonlat_wkts`
+    needs no more)."""
     k, n = xy.shape[0], xy.shape[1]
     if n == 0:
         return _no_parts(ring)
@@ -704,223 +702,7 @@ def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(starts, counts) + (np.arange(total) - offs)
 
 
-def to_lonlat_wkt(loc: Loc, projector) -> str | None:
-    """WKT of a stamp in WGS84 lon/lat, for output files and maps.
-
-    A point with ``r = 0`` stays a POINT; otherwise ``G ⊕ r`` becomes a
-    polygon that contains the stamp and whose boundary is within 0.1 m of the
-    true boundary (:data:`TOL_WKT`, the unprojection's :data:`TOL_UNPROJECT`
-    and rounding to 7 decimals, about 1 cm). Edges are split to at most
-    :data:`WKT_MAX_EDGE` metres so they stay straight after unprojection.
-    The same stamp always gives the same text. UNIVERSE has no shape and
-    gives ``None``.
-
-    Examples
-    --------
-    >>> from spatec.spatial.crs import Projector
-    >>> p = Projector("EPSG:32631")
-    >>> x, y = p.forward(0.1404, 52.1751)
-    >>> to_lonlat_wkt(Loc.disc(x, y, 0.0), p)
-    'POINT (0.1404 52.1751)'
-    >>> to_lonlat_wkt(Loc.disc(x, y, 15.0), p).startswith("POLYGON ((0.1406")
-    True
-    """
-    if loc.geom is None:
-        return None
-    if loc.r > 0 and (loc._xy is not None or _is_convex(loc)):
-        # as _grown makes it, with where each vertex comes from (as the fast path's hulls)
-        parts = grown_convex_parts(np.array([loc.geom], dtype=object), wkt_ring(loc.r))
-        return lonlat_wkts(None, projector, coords=parts)[0]
-    return lonlat_wkts(np.array([_grown(loc, TOL_WKT)], dtype=object), projector)[0]
-
-
-def to_lonlat_wkts(locs: list, projector) -> list:
-    """:func:`to_lonlat_wkt` of many stamps, the same texts: those it grows as convex parts
-    (discs, convex shapes) grown and written together, per radius — which way a polygon
-    takes depends on it alone — and their convexity tested in one GEOS call."""
-    out: list = [None] * len(locs)
-    geoms = np.empty(len(locs), dtype=object)
-    geoms[:] = [loc.geom for loc in locs]
-    grow = [i for i, loc in enumerate(locs) if loc.geom is not None and loc.r > 0]
-    test = [i for i in grow if locs[i]._xy is None and "convex" not in (locs[i]._memo or {})]
-    if test:
-        for i, ok in zip(test, shapely.covers(geoms[test], shapely.convex_hull(geoms[test])).tolist()):
-            locs[i]._memoised("convex", lambda ok=ok: bool(ok))
-    groups: dict = {}
-    for i in grow:
-        if locs[i]._xy is not None or _is_convex(locs[i]):
-            groups.setdefault(locs[i].r, []).append(i)
-    for r, idx in groups.items():
-        parts = grown_convex_parts(geoms[idx], wkt_ring(r))
-        for i, text in zip(idx, lonlat_wkts(None, projector, coords=parts)):
-            out[i] = text
-    done = {i for idx in groups.values() for i in idx}
-    for i, loc in enumerate(locs):
-        if i not in done and loc.geom is not None:
-            out[i] = to_lonlat_wkt(loc, projector)
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def wkt_ring(radius: float) -> np.ndarray:
-    """The circumscribed n-gon (offsets) of a disc written by :func:`to_lonlat_wkt` (shared: read-only)."""
-    ring = disc_offsets(radius, ngon_sides(radius, TOL_WKT, outer=True), outer=True)
-    ring.setflags(write=False)
-    return ring
-
-
-def lonlat_wkts(shapes: np.ndarray, projector, coords: tuple | None = None, arrow: bool = False):
-    """The WKT in lon/lat of projected ``shapes`` (as :func:`to_lonlat_wkt`
-    writes them): rings counter-clockwise, edges split to :data:`WKT_MAX_EDGE`,
-    unprojected, 7 decimals.
-
-    ``coords``, instead of ``shapes``: grown convex polygons as
-    :func:`grown_convex_parts` gives them (counter-clockwise already). Those
-    with no edge to split are unprojected from their centres
-    (:func:`_unproject_grown`) and written from their coordinates
-    (:func:`~spatec.spatial.wkt.polygon_wkts`: GEOS's text, byte for byte),
-    never built as polygons; the others take the way of ``shapes``. Which way
-    a polygon takes depends on it alone, so a stamp gets the same text
-    whatever it is written with. ``arrow``: the texts as an Arrow string array
-    (:func:`~spatec.spatial.wkt.polygon_wkts`). Coordinates None (``coords=False`` of
-    :func:`grown_point_hulls`): computed only if a ring may not be small (:func:`_surely_small`)."""
-    def unproject(xy):
-        lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
-        return np.column_stack([lon, lat])
-
-    def polygons(xy, offsets):
-        return shapely.from_ragged_array(shapely.GeometryType.POLYGON, xy, (offsets, np.arange(len(offsets))))
-
-    def split(shapes):
-        shapes = shapely.segmentize(shapely.orient_polygons(shapes, exterior_cw=False), WKT_MAX_EDGE)
-        return shapely.to_wkt(shapely.transform(shapes, unproject), rounding_precision=7, trim=True).tolist()
-
-    def texts(values: list):
-        if not arrow:
-            return values
-        import pyarrow as pa
-
-        return pa.array(values, pa.string())
-
-    if coords is None:
-        return texts(split(shapes))
-    xy, offsets, (centres, src, k, ring) = coords
-    if xy is None:
-        if _surely_small(offsets, centres, src, ring):
-            return polygon_wkts(_unproject_grown(None, src, k, centres, ring, projector), offsets, arrow=arrow)
-        xy = _grown_xy(centres, src, k, ring)
-    if not len(xy):                                                       # no polygon, or empty ones
-        return texts(shapely.to_wkt(polygons(xy, offsets), rounding_precision=7, trim=True).tolist())
-    lo = np.minimum.reduceat(xy, offsets[:-1])
-    hi = np.maximum.reduceat(xy, offsets[:-1])
-    small = np.hypot(*(hi - lo).T) < WKT_MAX_EDGE - 1.0              # no edge to split
-    if small.all():
-        return polygon_wkts(_unproject_grown(xy, src, k, centres, ring, projector), offsets, arrow=arrow)
-    counts = np.diff(offsets)
-    keep = np.repeat(small, counts)
-    out = np.empty(len(small), dtype=object)
-    out[~small] = split(polygons(xy[~keep], np.r_[0, np.cumsum(counts[~small])]))
-    if small.any():
-        lonlat = _unproject_grown(xy[keep], src[keep], k[keep], centres, ring, projector)
-        out[small] = polygon_wkts(lonlat, np.r_[0, np.cumsum(counts[small])])
-    return texts(out.tolist())
-
-
-def _surely_small(offsets: np.ndarray, centres: np.ndarray, src: np.ndarray, ring: np.ndarray) -> bool:
-    """Whether every grown ring (every coordinate ``centres[src] + ring[k]``, ``src >= 0``,
-    each ring's centres a run of ``centres`` in order, as :func:`_grown_vertices` makes
-    them) is certainly :func:`lonlat_wkts`'s small (``hypot`` of its extent below
-    ``WKT_MAX_EDGE - 1``), from its centres' extent and the offsets': each coordinate,
-    a sum rounded once, is within its rounding error of the exact sum."""
-    m = len(offsets) - 1
-    if not m or not len(centres) or (offsets[1:] <= offsets[:-1]).any():
-        return False
-    starts = src[offsets[:-1]]
-    if (starts[1:] <= starts[:-1]).any():
-        return False
-    # (the centres from a ring's first to the next one's: its own, and maybe some it skips)
-    ext = np.maximum.reduceat(centres, starts) - np.minimum.reduceat(centres, starts)
-    ext += ring.max(axis=0) - ring.min(axis=0)
-    margin = 1e-6 + 16 * float(np.spacing(np.abs(centres).max() + np.abs(ring).max()))
-    ext += margin
-    return bool((np.hypot(ext[:, 0], ext[:, 1]) < WKT_MAX_EDGE - 1.0 - margin).all())
-
-
-def _grown_xy(centres: np.ndarray, src: np.ndarray, k: np.ndarray, ring: np.ndarray) -> np.ndarray:
-    """The coordinates ``centres[src] + ring[k]`` (as :func:`_grown_vertices` computes them)."""
-    return np.take(centres, src, axis=0) + np.take(ring, k, axis=0)
-
-
-def _unproject_grown(xy: np.ndarray | None, src: np.ndarray, k: np.ndarray, centres: np.ndarray, ring: np.ndarray,
-                     projector) -> np.ndarray:
-    """lon/lat of the vertices ``xy = centres[src] + ring[k]`` of grown polygons.
-
-    A vertex is its centre's lon/lat plus the offset mapped by the inverse
-    projection's derivatives at the centre (forward differences over 1 m):
-    three PROJ calls per centre rather than one per vertex (a grown hull has a
-    few centres and ~45 vertices). The error is the second order term, in a
-    Transverse Mercator projection mostly the meridians' convergence, about
-    ``|R|**2 tan(lat) / 2 R_earth``: under :data:`TOL_UNPROJECT` (8.2 mm at
-    84°) for offsets up to :data:`UNPROJECT_MAX_OFFSET` m within UTM's
-    latitudes, |lat| <= 84°. Other vertices (no centre, larger rings, other
-    projections, higher latitudes) are unprojected one by one. Every number is
-    computed the same way whatever the batch (PROJ works point by point,
-    numpy's arithmetic is exact IEEE), so a stamp's text does not depend on
-    what it is written with. ``xy`` None: every vertex a centre plus an offset
-    (:func:`_grown_xy`)."""
-    near = src >= 0
-    if not (near.any() and len(ring) and np.hypot(ring[:, 0], ring[:, 1]).max() <= UNPROJECT_MAX_OFFSET
-            and getattr(projector, "is_transverse_mercator", False)):
-        if xy is None:
-            xy = _grown_xy(centres, src, k, ring)
-        lon, lat = projector.inverse(xy[:, 0], xy[:, 1])
-        return np.column_stack([lon, lat])
-    distinct, back = _distinct_points(centres)
-    cx, cy = distinct[:, 0], distinct[:, 1]
-    lon, lat = projector.inverse(np.concatenate([cx, cx + 1.0, cx]), np.concatenate([cy, cy, cy + 1.0]))
-    if back is not None:
-        d = len(distinct)
-        at = np.concatenate([back, back + d, back + 2 * d])
-        lon, lat = lon.take(at), lat.take(at)
-    c = len(centres)
-    lon0, lat0 = lon[:c], lat[:c]
-    near &= (np.abs(lat0) <= 84.0).take(src)               # (src -1 takes the last: not near anyway)
-    every = near.all()
-    s, kk = (src, k) if every else (src[near], k[near])
-    rx, ry = np.ascontiguousarray(ring[:, 0]).take(kk), np.ascontiguousarray(ring[:, 1]).take(kk)
-    near_lon = lon0.take(s) + ((lon[c:2 * c] - lon0).take(s) * rx + (lon[2 * c:] - lon0).take(s) * ry)
-    near_lat = lat0.take(s) + ((lat[c:2 * c] - lat0).take(s) * rx + (lat[2 * c:] - lat0).take(s) * ry)
-    if every:
-        return np.column_stack([near_lon, near_lat])
-    lonlat = np.empty((len(src), 2))
-    lonlat[near, 0], lonlat[near, 1] = near_lon, near_lat
-    far = xy[~near] if xy is not None else _grown_xy(centres, src[~near], k[~near], ring)
-    lon, lat = projector.inverse(far[:, 0], far[:, 1])
-    lonlat[~near, 0], lonlat[~near, 1] = lon, lat
-    return lonlat
-
-
 # --- space patterns: an event's stamp against a region ----------------------
-
-
-def _distinct_points(xy: np.ndarray) -> tuple:
-    """``xy``'s distinct points and where each point is among them (None: all
-    distinct, or not looked for). The centres of the grown hulls of
-    overlapping composites repeat (a fix is a vertex of the hulls of every
-    window it is in: 2.6 times in Stuck on the Cambridge hour), and PROJ, point by
-    point, gives a repeated point the same lon/lat whether it is unprojected
-    once or each time: fewer PROJ calls, the same numbers. Points are equal
-    by value (a hash table, ``pd.factorize``), so points with a zero coordinate
-    (0.0 and -0.0 are equal, their lon/lat may differ in sign) or one not
-    finite (a missing value there) are not looked for."""
-    import pandas as pd
-
-    if len(xy) < 2 or not (np.isfinite(xy) & (xy != 0)).all():
-        return xy, None
-    codes, uniques = pd.factorize(np.ascontiguousarray(xy, dtype=np.float64).view(np.complex128).ravel())
-    if len(uniques) == len(xy):
-        return xy, None
-    return np.ascontiguousarray(uniques).view(np.float64).reshape(-1, 2), codes
 
 
 def _check_region(region: Loc) -> None:

@@ -49,7 +49,7 @@ None, so the runner falls back to the automaton.
 Events come as :class:`~spatec.vector.vexpr.Columns`, grouped (by source for
 a chain, by partition otherwise) and sorted by local time within a group; a match is one row index per
 variable (:class:`Matches`), from which the runners build composites or, all
-at once, output rows.
+at once, output rows (the hulls' text: :func:`spatec.sinks.encoding.matches_hulls_wkt`).
 """
 from __future__ import annotations
 
@@ -339,14 +339,14 @@ class Matches:
 
     def _ids_of_lists(self, vs: list) -> list:
         """:meth:`ids` from each variable's ids as Python strings: ids that JSON writes as
-        they are, in quotes (the usual case; :func:`spatec.events.columns.json_verbatim`'s
-        test), go into a ``%`` template of the whole payload (``json.dumps`` encodes strings
+        they are, in quotes (the usual case; :func:`spatec.vector.ids.plain_ids`), go into a
+        ``%`` template of the whole payload (``json.dumps`` encodes strings
         with ``encode_basestring`` when ``ensure_ascii=False``): one format per match
         rather than an encoder call and a string per match and variable."""
         import hashlib
         from json.encoder import encode_basestring as enc
 
-        from spatec.events.columns import json_verbatim
+        from spatec.vector.ids import plain_ids
 
         # ["phrase",[["A","id of A"],["B","id of B"]]]
         ids = [self._bound_ids(v) for v in vs]
@@ -354,7 +354,7 @@ class Matches:
         sha = hashlib.sha256
         # the whole column's text checked once (a staged Arrow column), else each variable's ids
         plain = isinstance(self.cols.ids, TextColumn) and self.cols.ids.json_plain()
-        if plain or all(json_verbatim(c) is not None for c in ids):     # (an Arrow array, or None)
+        if plain or all(plain_ids(c) for c in ids):
             line = (head + ",".join(f"[{enc(v)},\"\0\"]" for v in vs) + "]]").replace("%", "%%").replace("\0", "%s")
             return [sha((line % pairs).encode("utf-8")).hexdigest()[:32] for pairs in zip(*ids)]
         cols = [[f"[{enc(v)},{enc(x)}]" for x in c] for v, c in zip(vs, ids)]
@@ -396,11 +396,6 @@ class Matches:
         ev = Evaluator(tz)
         b = Bound(self.cols, self.rows)
         return {f.name: (ev.emit(f.expr, b) if len(self) else []) for f in self.fp.plan.emit}
-
-    def hulls_wkt(self, projector, arrow: bool | str = False):
-        """:func:`stamps.to_lonlat_wkt` of each composite's location stamp (``arrow``: as an
-        Arrow string array; ``"wkb"``: a hull column of their WKB, :func:`hulls_wkt`)."""
-        return hulls_wkt(self, projector, arrow=arrow)
 
 
 def evaluate(fp: FastPath, cols: Columns, final_watermark: int, tz: str, filters: Filters) -> Matches:
@@ -946,117 +941,6 @@ def _pair(fp, cols, final_w, ev, filters) -> Matches:
         keep = ov if space == "=" else ~ov
         ii, jj, plo, phi = ii[keep], jj[keep], plo[keep], phi[keep]
     return _two(fp, cols, node, ev, ii, jj, plo, phi)
-
-
-def hulls_wkt(m: Matches, projector, chunk: int = 4096, arrow: bool | str = False):
-    """:func:`stamps.to_lonlat_wkt` of every match's hull, in chunks of ``chunk`` matches
-    (a grown hull is ~100 points): each chunk's arrays, a few MB, are then taken from and
-    given back to malloc's heap, where chunks of 50,000 were mapped afresh and faulted in
-    each time (Stuck's tasks: 7.0 -> 6.3 s of CPU for a bus-day, a third less kernel time).
-    ``arrow``: the texts as one Arrow string array, no Python string each; ``"wkb"``: a
-    hull column (:mod:`spatec.spatial.hullcol`) of their WKB, for GeoParquet."""
-    out = []
-    for a in range(0, len(m), chunk):
-        part = Matches(m.fp, m.cols, {v: r[a:a + chunk] for v, r in m.rows.items()}, m.lo[a:a + chunk],
-                       m.hi[a:a + chunk])
-        got = _hulls_wkt(part, projector, arrow)
-        out += [got] if arrow else got
-    if arrow == "wkb":
-        from spatec.spatial.hullcol import HULL, text_hulls
-
-        out = [g if g.type == HULL else text_hulls(g) for g in out]
-        return _concat(out, HULL)
-    if arrow:
-        import pyarrow as pa
-
-        return _concat(out, pa.string())
-    return out
-
-
-def _concat(arrays: list, type_):
-    """One Arrow array of ``arrays`` (all of ``type_``), empty if none."""
-    import pyarrow as pa
-
-    return pa.concat_arrays(arrays) if arrays else pa.array([], type_)
-
-
-def _hulls_wkt(m: Matches, projector, arrow: bool | str = False):
-    """:func:`stamps.to_lonlat_wkt` of every match's hull, computed for all at once.
-
-    The same GEOS, numpy and pyproj calls on the same coordinates as the
-    scalar path (:func:`stamps.hull`, then :func:`stamps.grown_convex_parts`
-    and :func:`stamps.lonlat_wkts`), so the same text; matches of stamps other
-    than equal discs take the scalar path. Point sets are handed to GEOS's
-    convex hull as line strings rather than multipoints: the hull reads only
-    the coordinate sequence (so the result is the same), and a line string
-    is one array where a multipoint is a geometry per point (60 times slower
-    to build).
-    """
-    import shapely
-
-    from spatec.spatial import stamps as S
-
-    n = len(m)
-    if n == 0:
-        return [] if not arrow else _text([])
-    cols = m.cols
-    rows = [m.rows[v] for v in m.fp.vars]
-    k = len(rows)
-    every = np.concatenate(rows)
-    ex, ey, edisc = cols.centres(every)
-    if not edisc.all() or not np.all(cols.r[every] == cols.r[every[0]]):
-        got = [S.to_lonlat_wkt(c.loc, projector) for c in m.composites()]
-        return _text(got) if arrow else got
-    r = float(cols.r[every[0]])
-    ex, ey = ex.reshape(k, n), ey.reshape(k, n)
-    if k == 2 and r > 0:
-        # the grown hull of two discs, from their centres: no GEOS geometry made (Bunching)
-        ring = S.wkt_ring(r)
-        return S.lonlat_wkts(None, projector, coords=S.grown_segments(np.column_stack([ex[0], ey[0]]),
-                                                                      np.column_stack([ex[1], ey[1]]), ring,
-                                                                      coords=False),
-                             arrow=arrow)
-    if k > 2 and r > 0:
-        # hulls of 3 or 4 centres made in numpy where GEOS's are certain (Stuck), GEOS's otherwise
-        # (the grown coordinates left out: lonlat_wkts unprojects them from their centres)
-        return S.lonlat_wkts(None, projector, arrow=arrow,
-                             coords=S.grown_point_hulls(np.stack([ex, ey], axis=-1), S.wkt_ring(r), coords=False))
-    if k == 1:
-        hull = shapely.points(ex[0], ey[0])
-    elif k == 2:
-        # GEOS's hull of two points is the line between them, as given, or the point when
-        # they are one: made so, without asking GEOS (Bunching: 1.6 -> 0.7 us a match)
-        same = (ex[0] == ex[1]) & (ey[0] == ey[1])
-        hull = np.empty(n, dtype=object)
-        two = np.flatnonzero(~same)
-        if len(two):
-            xy = np.stack([ex[:, two].T, ey[:, two].T], axis=-1).reshape(-1, 2)
-            hull[two] = shapely.from_ragged_array(shapely.GeometryType.LINESTRING, xy,
-                                                  (np.arange(0, 2 * len(two) + 1, 2, dtype=np.int64),))
-        if len(two) < n:
-            hull[same] = shapely.points(ex[0][same], ey[0][same])
-    else:
-        coords = np.stack([ex, ey], axis=-1).transpose(1, 0, 2)
-        hull = _hulls(coords.reshape(-1, 2), np.full(n, k))   # a point where every centre is the same
-    if r == 0:
-        return S.lonlat_wkts(hull, projector, arrow=arrow)
-    return S.lonlat_wkts(None, projector, coords=S.grown_convex_parts(hull, S.wkt_ring(r)), arrow=arrow)
-
-
-def _text(values: list):
-    """Texts (or None) as an Arrow string array."""
-    import pyarrow as pa
-
-    return pa.array(values, pa.string())
-
-
-def _hulls(coords: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Convex hulls of consecutive runs of ``counts`` points (each at least 2)."""
-    import shapely
-
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    lines = shapely.from_ragged_array(shapely.GeometryType.LINESTRING, np.ascontiguousarray(coords), (offsets,))
-    return shapely.convex_hull(lines)
 
 
 # ============================================================================ runner entry points

@@ -44,6 +44,12 @@ def composite_ids(phrase: str, variables: list, ids: list) -> list:
     return out
 
 
+def plain_ids(ids: list) -> bool:
+    """Whether every id (Python values) is a str that JSON writes as it is, in quotes
+    (:func:`~spatec.events.columns.json_plain_text`): a payload's template takes it so."""
+    return all(type(x) is str for x in ids) and json_plain_text(pa.array(ids, pa.string()))
+
+
 def payloads(phrase: str, variables: list, ids: list) -> pa.Array:
     """Each match's JSON payload ``["phrase",[["A","id"],...]]`` (an Arrow string array)."""
     pieces: list = []

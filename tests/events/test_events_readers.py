@@ -104,7 +104,7 @@ class TestTexts:
 
     @staticmethod
     def same_as_the_frame(result, decl):
-        from spatec.exec.tasks import _plain_column as _column
+        from spatec.exec.tasks import arrow_column as _column
 
         ev = result.events
         for c, arr in result.texts.items():

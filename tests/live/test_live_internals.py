@@ -45,7 +45,7 @@ def test_fast_events_are_to_evs(tmp_path, polls5):
 
 
 def test_bulk_hulls_are_to_lonlat_wkt(tmp_path, polls5):
-    from spatec.runtime.rows import hulls_wkt
+    from spatec.sinks.encoding import hulls_wkt, to_lonlat_wkt
 
     compiled = compile_program(program_of(tmp_path, "silent"))
     proj = Projector(CRS)
@@ -62,7 +62,7 @@ def test_bulk_hulls_are_to_lonlat_wkt(tmp_path, polls5):
     comps.append(Composite("P", "y", 0, 0, None, {}, [evs[0], type(evs[1])(*[getattr(evs[1], f) for f in (
         "type", "id", "source", "t", "lo", "hi")], S.Loc.disc(*evs[1].loc._xy, 40.0), evs[1].attrs)]))
     got = hulls_wkt(comps, proj)
-    want = [S.to_lonlat_wkt(S.hull([e.loc for e in c.events]) if len(c.events) > 1 else c.events[0].loc, proj)
+    want = [to_lonlat_wkt(S.hull([e.loc for e in c.events]) if len(c.events) > 1 else c.events[0].loc, proj)
             for c in comps]
     assert got == want
 

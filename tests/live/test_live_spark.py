@@ -34,6 +34,9 @@ def test_spark_parity_all_examples(tmp_path, polls10, spark):
         counts = run_live_spark(compiled, [f"BusGPS={srv.source_url()}"], [f"jsonl://{sink}"], ck, ck,
                                 lateness=2 * MIN, trigger=0.5, until_idle=3, crs=CRS, spark=spark, max_polls=100)
     assert counts["read"] == counts["used"] + counts["rejected"] > 0
+    # HospitalToStation's fixes away from the hospital and the station were dropped by a
+    # Sedona broadcast index join of each micro-batch against the two places
+    assert counts["prefiltered"] == 1
     want = batch_alerts(compiled, feed_events(compiled, polls10), exclude=late_ids(ck))
     assert sum(map(len, want.values())) > 1000
     assert_same_alerts(sink_alerts(sink, compiled), want)

@@ -184,14 +184,16 @@ phrase CloseBuses =
 
 @pytest.mark.slow
 def test_standalone_cluster_matches_local(standalone, slice10, tmp_path):
-    """A two-worker cluster without a directory shared for staging: the same files as the
-    local runner, written by the executors (merged into one file on this machine, or as a
-    folder of parts per phrase: ``spark.spatec.output=dataset``)."""
+    """A two-worker cluster, each worker with its own work and local directories, the path a
+    real cluster gets: the events through Spark's shuffle (``spark.spatec.exchange=shuffle``,
+    no folder shared for them), each phrase written by the executors as a folder of parts
+    (``spark.spatec.output=dataset``): the parts in order are the local runner's file, byte
+    for byte. (Merged outputs and the files exchange: test_executors_agree.)"""
     prog = tmp_path / "cluster.spatec"
     prog.write_text(CLUSTER_PROGRAM)
     runs = {"local": ["--runner", "local"],
-            "merged": ["--master", standalone],       # (the executors share this machine's disk)
-            "dataset": ["--master", standalone, "--conf", "spark.spatec.output=dataset"]}
+            "dataset": ["--master", standalone, "--conf", "spark.spatec.output=dataset",
+                        "--conf", "spark.spatec.exchange=shuffle"]}
     outs = {}
     for name, args in runs.items():
         out = tmp_path / name
@@ -206,7 +208,7 @@ def test_standalone_cluster_matches_local(standalone, slice10, tmp_path):
             parts = sorted(d.glob("part-*.jsonl"))
             got[f"{d.name}.jsonl"] = b"".join(p.read_bytes() for p in parts)
         outs[name] = got
-    assert (tmp_path / "merged" / "Silent.jsonl").is_file() and (tmp_path / "dataset" / "Silent").is_dir()
+    assert (tmp_path / "dataset" / "Silent").is_dir() and list((tmp_path / "dataset" / "Silent").glob("part-*"))
     for name in runs:
         assert outs[name] == outs["local"], name
     for f in ("Bunching.jsonl", "CloseBuses.jsonl", "StuckTogether.jsonl"):

@@ -7,6 +7,7 @@ import shapely
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spatec.sinks.encoding import wkt_ring
 from spatec.spatial import stamps as S
 
 
@@ -118,7 +119,7 @@ def _geometry(draw):
 @given(st.lists(_geometry(), max_size=8), st.sampled_from([0.5, 15.0, 40.0]))
 def test_rings_from_runs_are_the_rings_as_first_built(geoms, r):
     geoms = np.array(geoms, dtype=object)
-    ring = S.wkt_ring(r)
+    ring = wkt_ring(r)
     if not len(geoms):
         return
     parts = S._vertices(geoms)

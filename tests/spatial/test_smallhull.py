@@ -7,8 +7,9 @@ import shapely
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spatec.sinks.encoding import wkt_ring
 from spatec.spatial.smallhull import hull_rings
-from spatec.spatial.stamps import grown_convex_parts, grown_point_hulls, wkt_ring
+from spatec.spatial.stamps import grown_convex_parts, grown_point_hulls
 
 
 def geos_hulls(xy):

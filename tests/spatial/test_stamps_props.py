@@ -290,7 +290,8 @@ def test_many_equals_scalar_for_discs_at_a_parts_edge(region, spots, r):
 def test_grown_segments_are_the_grown_hulls_of_point_pairs(pairs, r):
     """grown_segments (no geometry made) gives grown_convex_parts of GEOS's hull of each
     pair, number for number: the line between them, or the point where they are one."""
-    from spatec.spatial.stamps import grown_convex_parts, grown_segments, wkt_ring
+    from spatec.sinks.encoding import wkt_ring
+    from spatec.spatial.stamps import grown_convex_parts, grown_segments
 
     ring = wkt_ring(r)
     p = np.array([(a, b) for a, b, _, _, _ in pairs], dtype=float).reshape(-1, 2)

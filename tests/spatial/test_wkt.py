@@ -97,6 +97,7 @@ def test_cambridge_hulls():
     (consecutive fixes of a vehicle, 15 m discs): every number, as GEOS writes it."""
     import pandas as pd
 
+    from spatec.sinks import encoding as E
     from spatec.spatial import stamps as S
     from spatec.spatial.crs import Projector, data_centre, utm_epsg
 
@@ -107,8 +108,8 @@ def test_cambridge_hulls():
     n = len(x) // 3 * 3
     hulls = shapely.convex_hull(shapely.multipoints(np.column_stack([x[:n], y[:n]]),
                                                     indices=np.repeat(np.arange(n // 3), 3)))
-    coords, offsets, (centres, src, k, ring) = S.grown_convex_parts(hulls, S.wkt_ring(15.0))
-    lonlat = S._unproject_grown(coords, src, k, centres, ring, p)
+    coords, offsets, (centres, src, k, ring) = S.grown_convex_parts(hulls, E.wkt_ring(15.0))
+    lonlat = E._unproject_grown(coords, src, k, centres, ring, p)
     assert len(lonlat) > 500_000
     assert texts(lonlat, offsets) == geos(lonlat, offsets)
 

@@ -18,6 +18,7 @@ from spatec.plan.evaluator import chain_preds
 from spatec.plan.program import compile_program
 from spatec.runners.local import replay_frames
 from spatec.runtime.events import to_evs
+from spatec.sinks import encoding as E
 from spatec.spatial import stamps as S
 from spatec.spatial.crs import Projector
 from spatec.vector import fastpath as F
@@ -180,16 +181,16 @@ class TestHullsWkt:
         fp = F.FastPath("chain", "Ph", "T", tuple(vs), None)
         m = F.Matches(fp, cols, {v: np.arange(n) * k + i for i, v in enumerate(vs)}, np.zeros(n), np.zeros(n))
         proj = Projector(CRS)
-        want = [S.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
-        assert m.hulls_wkt(proj) == want
-        assert F.hulls_wkt(m, proj, chunk=7) == want         # in chunks (the last one short)
+        want = [E.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
+        assert E.matches_hulls_wkt(m, proj) == want
+        assert E.matches_hulls_wkt(m, proj, chunk=7) == want         # in chunks (the last one short)
 
     def test_unequal_radii_take_the_scalar_path(self):
         cols = columns([500000, 500030, 500000], [5780000, 5780000, 5780040], [15.0, 5.0, 15.0])
         fp = F.FastPath("chain", "Ph", "T", ("A", "B"), None)
         m = F.Matches(fp, cols, {"A": np.array([0, 1]), "B": np.array([1, 2])}, np.zeros(2), np.zeros(2))
         proj = Projector(CRS)
-        assert m.hulls_wkt(proj) == [S.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
+        assert E.matches_hulls_wkt(m, proj) == [E.to_lonlat_wkt(c.loc, proj) for c in m.composites()]
 
 
 class TestTextColumn:

@@ -53,6 +53,16 @@ def test_ids_of_arrow_text_are_composite_id(pool, vs, phrase, data, block):
         I.BLOCK = old
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_ID | st.none() | st.integers(0, 3), max_size=6))
+def test_plain_ids_are_those_json_writes_as_they_are(ids):
+    """plain_ids: every id is a str (not None, not a number) whose JSON text is itself in quotes."""
+    import json
+
+    want = all(type(x) is str and json.dumps(x, ensure_ascii=False) == f'"{x}"' for x in ids)
+    assert I.plain_ids(ids) == want
+
+
 def test_a_missing_event_id_bound_keeps_the_dicts():
     """A missing id (an Arrow null) among the bound ones is not Arrow text to join: the
     events stay dicts, as before; one that no match binds does not matter."""

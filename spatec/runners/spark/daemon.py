@@ -64,7 +64,10 @@ def main() -> None:
 #: them instead of each importing them anew (a second or two of a worker's first task).
 PRELOAD = ("numpy", "pandas", "pyarrow", "pyarrow.compute", "pyarrow.parquet", "shapely", "pyproj",
            "spatec.exec.tasks", "spatec.exec.prefilter", "spatec.runtime.batch", "spatec.vector.fastpath",
-           "spatec.vector.chains", "spatec.vector.runs", "spatec.sinks.files")
+           "spatec.vector.chains", "spatec.vector.runs", "spatec.sinks.files",
+           # SedonaDB, the in-task pre-filter's engine for many candidates: ~2 s to import, and
+           # its runtime starts only at connect (in the worker, after the fork)
+           "sedonadb", "spatec.spatial.engines")
 
 
 def preload() -> None:

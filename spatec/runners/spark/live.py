@@ -111,7 +111,10 @@ END_BASE = 4_102_444_800_000_000      # µs, 2100-01-01: end markers carry END_B
 END_FLAG = "_end"
 CURSOR = "_cursor.mp"
 CURSOR_MAGIC = b"SPCU\x01"
-FANOUT_SCHEMA = "phrase string, bucket int, key string, id string, hi long, arrived double, ev binary"
+FANOUT_SCHEMA = ("phrase string, bucket int, key string, id string, hi long, arrived double, ev binary, "
+                 "type string, x double, y double, r double")
+#: the columns the processor reads (the others are for the leaf pre-filter: :func:`prefiltered`)
+FANOUT_COLUMNS = ("phrase", "bucket", "key", "id", "hi", "arrived", "ev")
 OUT_SCHEMA = "kind string, phrase string, id string, hi long, arrived double, payload string"
 STATE_SCHEMA = "state binary"
 META_MAGIC = b"SPSG\x01"        # a state group: its keys' states, broadcast buffer, keys due, timer
@@ -443,7 +446,7 @@ def _fanout(compiled, crs: str, phrase_names: Sequence[str], buckets: int):
 
     def fn(batches):
         proj = Projector(crs)
-        cols = ("phrase", "bucket", "key", "id", "hi", "arrived", "ev")
+        cols = ("phrase", "bucket", "key", "id", "hi", "arrived", "ev", "type", "x", "y", "r")
         for pdf in batches:
             out = {c: [] for c in cols}
 
@@ -455,11 +458,17 @@ def _fanout(compiled, crs: str, phrase_names: Sequence[str], buckets: int):
                 out["hi"].append(int(ev.hi))
                 out["arrived"].append(arrived)
                 out["ev"].append(blob)
+                out["type"].append(ev.type)
+                xy = ev.loc.xy          # (a disc: what the leaf pre-filter can test)
+                out["x"].append(xy[0] if xy is not None else None)
+                out["y"].append(xy[1] if xy is not None else None)
+                out["r"].append(ev.loc.r if xy is not None else None)
 
             for blob, arrived, last_hi in zip(pdf["events"], pdf["arrived"], pdf["last_hi"]):
                 arrived = float(arrived)
                 if last_hi is not None and not pd.isna(last_hi):
-                    for c, v in zip(cols, ("", 0, "", "", END_BASE + int(last_hi), arrived, b"")):
+                    for c, v in zip(cols, ("", 0, "", "", END_BASE + int(last_hi), arrived, b"", "", None, None,
+                                           None)):
                         out[c].append(v)
                     continue
                 df = pa.ipc.open_stream(blob).read_all().to_pandas()
@@ -561,7 +570,7 @@ def _processor(program_file: str, crs: str, lateness: int):
 
         def _run(self, key, evs, arrival, timer_values, fired: bool = False):
             from spatec.runtime.keyed import KeyedState, advance, late_record
-            from spatec.runtime.rows import hulls_wkt
+            from spatec.sinks.encoding import hulls_wkt
 
             phrase, bucket = key[0], int(key[1])
             rows = {c: [] for c in ("kind", "phrase", "id", "hi", "arrived", "payload")}
@@ -814,6 +823,8 @@ class SparkLive:
         # itself before the processor can report them
         events = (events.withColumn("hi_ts", F.timestamp_micros("hi"))
                   .withWatermark("hi_ts", f"{self.lateness // 1000} milliseconds").drop("hi_ts"))
+        # (after the watermark: what the pre-filter drops still moves event time, as without it)
+        events = self._prefiltered(events).select(*FANOUT_COLUMNS)
         self.flows = None
         self._lock = threading.Lock()
         if len(self.streamed) < len(self.plans):
@@ -830,7 +841,44 @@ class SparkLive:
                       .trigger(processingTime=f"{max(trigger, 0):g} seconds")
                       .queryName(f"spatec-live-{os.getpid()}").start())
 
+    def _prefiltered(self, events):
+        """The leaf pre-filter of each micro-batch (``spark.spatec.prefilter``, on by default):
+        a streamed phrase's events that cannot meet any place its leaves need dropped by a
+        Sedona broadcast index join against those places (:func:`~spatec.runners.spark.sedona.
+        live_prefilter`), the batch runner's rule; without Sedona on the session, all kept."""
+        from spatec.exec.context import PREFILTER_KEY
+        from spatec.exec.prefilter import prefilter_regions
+        from spatec.runners.spark.session import spatial_engine
+
+        self.prefilter: dict = {}
+        #: the Sedona joins of the micro-batches' plan (``{"spatial_joins": [...]}`` once seen)
+        self.joins: dict = {}
+        if str(self.spark.conf.get(PREFILTER_KEY, "on")).lower() in ("off", "false"):
+            return events
+        if spatial_engine(self.spark) != "sedona-spark":
+            return events
+        from spatec.spatial.engines import SedonaSparkEngine
+
+        if not SedonaSparkEngine.available(self.spark):
+            return events
+        for p in self.streamed:
+            if p.physical.prefilter:
+                for t, regions in prefilter_regions(p, self.compiled.program, self.crs).items():
+                    if regions:
+                        self.prefilter[(p.name, t)] = list(regions.values())
+        if not self.prefilter:
+            return events
+        from spatec.runners.spark.sedona import live_prefilter
+
+        return live_prefilter(events, self.prefilter)
+
     def _batch(self, df, batch_id: int) -> None:
+        if self.prefilter and "spatial_joins" not in self.joins and getattr(self, "query", None) is not None:
+            from spatec.runners.spark.executor import SPATIAL_JOINS
+
+            # (once: the micro-batches share one plan; the batch's own frame shows none of it)
+            plan = self.query._jsq.streamingQuery().lastExecution().executedPlan().toString()
+            self.joins["spatial_joins"] = [j for j in SPATIAL_JOINS if j in plan]
         rows = [r.asDict() for r in df.collect()]
         alerts, his, trig = {}, {}, {}
         late, handed = [], []
@@ -857,7 +905,7 @@ class SparkLive:
 
     def _derived(self, found, alerts: dict, his: dict, trig: dict) -> None:
         """Composites the driver's phrases over phrases decided, as alerts."""
-        from spatec.runtime.rows import hulls_wkt
+        from spatec.sinks.encoding import hulls_wkt
 
         for (ph, c, row, t), h in zip(found, hulls_wkt([f[1] for f in found], self.proj)):
             if c.id in his:
@@ -975,4 +1023,7 @@ def run_live_spark(compiled, sources, sink_urls, checkpoint, out, lateness: int,
         live.stop()
     counts = live.input_counts()
     counts.update(live.counts)
+    # the phrase types the micro-batches pre-filtered by a Sedona join against their places
+    if live.joins.get("spatial_joins"):
+        counts["prefiltered"] = len({p for p, _ in live.prefilter})
     return counts

@@ -139,6 +139,34 @@ def sedona_prefilter(df, regions: dict, crs: str):
     return keyed.join(keep, "_ev", "left_semi").drop("_ev")
 
 
+def live_prefilter(events, regions: dict):
+    """The rows of a live query's fan-out (columns ``phrase``, ``type``, ``x``, ``y``, ``r``:
+    an event's disc in the metric CRS) that possibly meet a place their phrase's leaves need:
+    ``regions`` is (phrase, type) → the places (Locs) of its leaf pre-filter. Each (phrase,
+    type) is one geometry, the union of its places grown by their radius and a metre (so an
+    event meets at most one: a stream-static inner join adds no row), broadcast and joined
+    with the box around each event's disc (``ST_Intersects``: Sedona's broadcast index join);
+    the box holds the disc, so no event that could meet a place is dropped. Rows of other
+    phrases, events that are no disc and the end-of-input marks pass through."""
+    import shapely
+    from pyspark.sql import functions as F
+
+    spark = sedona_session(events.sparkSession)
+    rows = []
+    for (phrase, t), locs in sorted(regions.items()):
+        shape = shapely.union_all([shapely.buffer(loc.geom, loc.r + 1.0, quad_segs=16) for loc in locs])
+        rows.append((phrase, t, shapely.to_wkb(shape)))
+    places = spark.createDataFrame(rows, "_rp string, _rt string, _wkb binary") \
+        .select("_rp", "_rt", F.expr("ST_GeomFromWKB(_wkb)").alias("_g"))
+    names = sorted({p for p, _ in regions})
+    tested = F.col("phrase").isin(names) & F.col("x").isNotNull()
+    box = F.expr("ST_PolygonFromEnvelope(x - r, y - r, x + r, y + r)")
+    cand = events.where(tested).withColumn("_box", box)
+    kept = cand.join(F.broadcast(places), (F.col("phrase") == F.col("_rp")) & (F.col("type") == F.col("_rt"))
+                     & F.expr("ST_Intersects(_box, _g)")).select(*events.columns)
+    return kept.unionByName(events.where(~tested))
+
+
 # ------------------------------------------------------------------------------- proximity
 
 def proximity_groups(plan: PhrasePlan, events, crs: str, buckets: int, bound: float):
