@@ -1,30 +1,48 @@
-"""Alert latency through `spatec serve` at about 1,000 positions/s.
+"""`spatec serve` end to end at city scale: composites per second and decision-to-delivery
+latency with 10, 10,000 and 100,000 subscriptions.
 
-The Cambridge polls are served by a :class:`~spatec.feeds.server.FeedServer` sped up so
-that positions arrive at ``--rate`` per second (the recording has about 23 a second), to
-a `spatec serve` process (embedded NATS, one source) that runs a phrase deciding at once
-(a bus standing still: each fix paired with the ones up to 30 s before it at the same place)::
+For each number of subscriptions a fresh `spatec serve` (embedded NATS, one source) runs a
+phrase that decides at once, a bus standing still (each fix paired with the bus's fixes of
+the minute before at the same place: about one composite for every three fixes)::
 
     phrase Standing per vehicle = BusGPS -> A ;= BusGPS -> B within 1 min
+      emit vehicle = A.vehicle, line = A.line
 
-An SSE client subscribed to it timestamps each alert as it arrives. An alert's latency is
-from the moment the poll holding its newer fix was first served to the moment its SSE frame
-was read: the poller, the input log, the runner, the alert log, the hub and the SSE
-connection. The baseline, measured in the same run, is the poll interval of the sped-up
-feed (how often positions arrive): the latency a subscriber sees over what polling alone
-costs.
+The recorded Cambridge polls are served sped up so that the service decides about
+``--rate`` composites a second (3 positions per composite). The subscriptions are made with
+the bulk endpoint before the feed starts, a mix of what people watching a city's buses ask
+for (seeded):
 
-    .venv/bin/python bench/bench_serve.py [--rate 1000] [--minutes 6]
+- 45 %: one bus (``vehicle == "..."``: a passenger's app, a depot's screen);
+- 30 %: a line near a stop (``line == "N"`` and a circle of 200-600 m around one of the 1,388
+  Cambridge stops);
+- 15 %: a stop's surroundings (a circle of 150-400 m around a stop);
+- 9 %: a zone (a 1-3 km box somewhere in the fleet's area), possibly or certainly;
+- 1 %: a line (``line == "N"``), and 5 dashboards that take every composite.
+
+``--sse`` of them (the dashboards among them) are read over SSE by a client process (one
+event loop, so that measuring takes the machine's two cores as little as it can). Latency
+is from the moment the composite was decided (the ``Spatec-Decided`` header its detector
+put on it in the alert log, read by a NATS subscriber in the client) to the moment its SSE
+frame is read. Composites per second: the alert log's, while the feed runs, and the rate at which
+the dashboard received them. The baseline, in the same run, is the same service with 10
+subscriptions: the ratios say what the subscriptions cost. Also measured: making the
+subscriptions (bulk), starting again with them (kill -9, then until ``/status`` has them
+all), and ending them (bulk).
+
+    .venv/bin/python bench/bench_serve.py [--subs 10,10000,100000] [--rate 1000] [--sse 40]
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
+import csv
 import json
 import os
-import statistics
+import random
+import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -33,98 +51,235 @@ sys.path.insert(0, str(ROOT))
 
 PROGRAM = '''include "{bus}"
 phrase Standing per vehicle = BusGPS -> A ;= BusGPS -> B within 1 min
-  emit vehicle = A.vehicle
+  emit vehicle = A.vehicle, line = A.line
 '''
+STOPS = ROOT.parent / "shared" / "datasets" / "cambridge" / "stops.csv"
+PER_COMPOSITE = 3.0          # positions per Standing composite in the recording
+
+
+def mix(n: int, vehicles: list, lines: list, stops: list, box: tuple, rng: random.Random) -> list[dict]:
+    """``n`` subscriptions as people ask for them (see the module docstring)."""
+    out = []
+    for i in range(n):
+        if i < 5:
+            out.append({"phrase": "Standing"})                       # dashboards
+            continue
+        k = rng.random()
+        if k < 0.45:
+            out.append({"phrase": "Standing", "where": f'vehicle == "{rng.choice(vehicles)}"'})
+        elif k < 0.75:
+            lon, lat = rng.choice(stops)
+            out.append({"phrase": "Standing", "where": f'line == "{rng.choice(lines)}"',
+                        "area": {"circle": [lon, lat, rng.randrange(200, 600)]}})
+        elif k < 0.90:
+            lon, lat = rng.choice(stops)
+            out.append({"phrase": "Standing", "area": {"circle": [lon, lat, rng.randrange(150, 400)]}})
+        elif k < 0.99:
+            w, h = rng.uniform(0.015, 0.045), rng.uniform(0.01, 0.03)
+            x, y = rng.uniform(box[0], box[2] - w), rng.uniform(box[1], box[3] - h)
+            out.append({"phrase": "Standing", "certainly": rng.random() < 0.3,
+                        "area": {"type": "Polygon", "coordinates": [[[x, y], [x + w, y], [x + w, y + h],
+                                                                     [x, y + h], [x, y]]]}})
+        else:
+            out.append({"phrase": "Standing", "where": f'line == "{rng.choice(lines)}"'})
+    return out
+
+
+def client(port: int, token: str, sids: list, broker: str, out_path: str, stop_path: str) -> None:
+    """The subscribers, in a process of their own on one event loop (so that measuring costs
+    the machine as little as it can): every SSE stream read as it comes, ``(time read,
+    composite id)`` of each frame, and the decision time of every composite from the alert
+    log's headers (a NATS subscriber). Written to ``out_path`` when ``stop_path`` appears."""
+    import re
+
+    ident = re.compile(rb"(?:^|\n)id: ([^\r\n]*)\r?\n")
+    got: dict = {sid: [] for sid in sids}
+    decided: dict = {}
+
+    async def stream(sid):
+        r, w = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+        w.write(f"GET /subscriptions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n".encode())
+        await w.drain()
+        rest = b""
+        while True:
+            chunk = await r.read(1 << 16)
+            if not chunk:
+                return
+            now = time.time()
+            buf = rest + chunk
+            cut = buf.rfind(b"\r\n\r\n")
+            if cut < 0:
+                rest = buf
+                continue
+            rest = buf[cut + 4:]
+            got[sid].extend((now, m.decode()) for m in ident.findall(b"\n" + buf[:cut + 2]))
+
+    async def main():
+        import nats
+
+        nc = await nats.connect(broker)
+
+        async def on(m):
+            h = m.headers or {}
+            if "Spatec-Decided" in h:
+                decided[h.get("Nats-Msg-Id")] = float(h["Spatec-Decided"])
+        await nc.subscribe("spatec.alerts.>", cb=on)
+        tasks = [asyncio.create_task(stream(sid)) for sid in sids]
+        while not os.path.exists(stop_path):
+            await asyncio.sleep(0.2)
+        for t in tasks:
+            t.cancel()
+        await nc.close()
+
+    asyncio.run(main())
+    Path(out_path).write_text(json.dumps({"got": got, "decided": decided}))
+
+
+def run_scale(n: int, args, polls, world, work: Path) -> dict:
+    from spatec.feeds.server import FeedServer
+    from tests.service.conftest import Serve, call, free_port
+
+    prog = work / "standing.spatec"
+    state = work / f"state-{n}"
+    port = free_port()
+    srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], state,
+                extra=["--lateness", "0s", "--trigger", "0.02s", "--outage", "off", "--checkpoint-every", "10s"]).start()
+    out = {"subs": n}
+    try:
+        rng = random.Random(7)
+        reqs = mix(n, *world, rng)
+        t0 = time.perf_counter()
+        ids = []
+        for i in range(0, len(reqs), 10_000):
+            code, body = call(srv, "POST", "/subscriptions/bulk", {"subscriptions": reqs[i:i + 10_000]}, timeout=900)
+            assert code == 200, body
+            ids += [r["id"] for r in body["results"] if "id" in r]
+        out["made_s"] = time.perf_counter() - t0
+        assert len(ids) == n, (len(ids), n)
+        # restart with them: kill -9, then until /status has every one
+        srv.kill()
+        t0 = time.perf_counter()
+        srv = Serve(prog, srv.sources, state, port=srv.port, extra=srv.extra).start(timeout=600)
+        while srv.status()["subscriptions"] < n:
+            time.sleep(0.05)
+        out["restart_s"] = time.perf_counter() - t0
+        picked = ids[:5] + rng.sample(ids[5:], min(max(0, args.sse - 5), max(0, len(ids) - 5)))
+        import multiprocessing
+
+        res_path, stop_path = work / f"client-{n}.json", work / f"client-{n}.stop"
+        cli = multiprocessing.get_context("spawn").Process(
+            target=client, args=(srv.port, srv.token, picked, srv.status()["broker"]["url"], str(res_path),
+                                 str(stop_path)), daemon=True)
+        cli.start()
+        time.sleep(3.0)
+        speed = args.rate * PER_COMPOSITE / world_rate(polls)
+        feed = FeedServer(polls, speed=speed, port=port).start()
+        print(f"  {n:,} subscriptions: feed started at {time.strftime('%H:%M:%S')}", flush=True)
+        span = (polls[-1].received - polls[0].received) / speed
+        t_feed = time.time()
+        time.sleep(span + 2)
+        last, still = -1, 0
+        while still < 3:                       # until the log is still
+            time.sleep(1.0)
+            cur = srv.status()["log"]
+            still = still + 1 if cur == last else 0
+            last = cur
+        time.sleep(2.0)
+        feed.stop()
+        stop_path.write_text("")
+        cli.join(120)
+        res = json.loads(res_path.read_text())
+        decided = res["decided"]
+        readers = {sid: [tuple(x) for x in v] for sid, v in res["got"].items()}
+        st = srv.status()
+        out["composites"] = st["log"]
+        when = sorted(decided.values())
+        # the log's rate while the feed ran: composites decided over the span they were decided in
+        window = [t for t in when if t >= t_feed]
+        out["decided_per_s"] = (len(window) - 1) / (window[-1] - window[0]) if len(window) > 1 else 0.0
+        dash = readers[ids[0]]
+        out["dashboard_per_s"] = (len(dash) - 1) / (dash[-1][0] - dash[0][0]) if len(dash) > 1 else 0.0
+        lat = sorted((t - decided[c]) * 1e3 for got in readers.values() for t, c in got if c in decided)
+        out["frames"] = len(lat)
+        q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")  # noqa: E731
+        out["p50_ms"], out["p99_ms"], out["max_ms"] = q(0.5), q(0.99), (lat[-1] if lat else float("nan"))
+        out["groups"] = st["groups"]
+        out["hub_lag_ms"] = st.get("decided_to_hub_ms")         # decided -> in the buffers, the last alerts
+        t0 = time.perf_counter()
+        for i in range(0, len(ids), 10_000):
+            code, body = call(srv, "POST", "/subscriptions/bulk-delete", {"ids": ids[i:i + 10_000]}, timeout=900)
+            assert code == 200, body
+        out["deleted_s"] = time.perf_counter() - t0
+        out["healthy"] = srv.status()["healthy"]
+    finally:
+        srv.stop()
+    return out
+
+
+def world_rate(polls) -> float:
+    """Positions per second of the recording."""
+    n = sum(len(json.loads(p.data).get("request_data", [])) for p in polls)
+    return n / (polls[-1].received - polls[0].received)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rate", type=float, default=1000.0, help="positions per second")
-    ap.add_argument("--minutes", type=float, default=6.0, help="minutes of the recording")
+    ap.add_argument("--subs", default="10,10000,100000", help="numbers of subscriptions, comma-separated")
+    ap.add_argument("--rate", type=float, default=1000.0, help="composites per second to decide")
+    ap.add_argument("--sse", type=int, default=40, help="subscriptions read over SSE (5 dashboards among them)")
+    ap.add_argument("--minutes", type=float, default=66.0, help="minutes of the recording")
+    ap.add_argument("--keep", action="store_true", help="keep the services' state (a temporary folder) afterwards")
     args = ap.parse_args()
 
-    from spatec.events.canonical import to_events
-    from spatec.feeds.recording import load_recording
-    from spatec.feeds.server import FeedServer
-    from spatec.feeds.sources import feed_batch
-    from spatec.plan.program import compile_program
+    from spatec.feeds.recording import load_recording, poll_records
     from tests.live.conftest import POLLS
-    from tests.service.conftest import Serve, call, free_port, sse
 
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    prog = work / "standing.spatec"
-    prog.write_text(PROGRAM.format(bus=ROOT / "examples" / "bus.spatec"))
-    compiled = compile_program(prog)
+    (work / "standing.spatec").write_text(PROGRAM.format(bus=ROOT / "examples" / "bus.spatec"))
     polls = load_recording(POLLS)
     t0 = polls[0].received
     polls = [p for p in polls if p.received <= t0 + args.minutes * 60]
-    decl = compiled.program.events["BusGPS"]
-    poll_of, seen, n_pos = {}, set(), 0
-    for i, p in enumerate(polls):
-        ev = to_events([feed_batch("sirivm", p.name, p.data, p.received)], decl, compiled.program.timezone, seen).events
-        n_pos += len(ev)
-        for eid in ev["_id"].tolist():
-            poll_of.setdefault(eid, i)
-    span = polls[-1].received - polls[0].received
-    speed = args.rate / (n_pos / span)
-    print(f"{len(polls)} polls, {n_pos:,} positions over {span / 60:.1f} min of the recording; speed x{speed:.0f} "
-          f"= {args.rate:,.0f} positions/s, a poll every {span / len(polls) / speed * 1e3:.0f} ms")
-
-    served: dict[int, float] = {}
-
-    class Timed(FeedServer):
-        def current(self, after=None):
-            got = super().current(after)
-            if got is not None and got[0] not in served:
-                served[got[0]] = time.time()
-            return got
-
-    port = free_port()
-    srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], work / "state",
-                extra=["--lateness", "0s", "--trigger", "0.02s", "--outage", "off"]).start()
-    got: list[tuple[float, dict]] = []
+    vehicles, lines, lons, lats = set(), set(), [], []
+    for p in polls:
+        for r in poll_records(p.data):
+            vehicles.add(r["VehicleRef"])
+            if r.get("LineRef"):
+                lines.add(r["LineRef"])
+            lons.append(float(r["Longitude"]))
+            lats.append(float(r["Latitude"]))
+    with open(STOPS) as f:
+        stops = [(float(r["lon"]), float(r["lat"])) for r in csv.DictReader(f)]
+    lons.sort()
+    lats.sort()
+    box = (lons[len(lons) // 20], lats[len(lats) // 20], lons[-len(lons) // 20], lats[-len(lats) // 20])
+    world = (sorted(vehicles), sorted(lines), stops, box)
+    print(f"{len(polls)} polls ({args.minutes:g} min of Cambridge, {world_rate(polls):.0f} positions/s), served at "
+          f"{args.rate * PER_COMPOSITE:,.0f} positions/s for about {args.rate:,.0f} composites/s; "
+          f"{len(vehicles)} vehicles, {len(lines)} lines, {len(stops)} stops; {args.sse} SSE readers")
+    rows = []
     try:
-        code, body = call(srv, "POST", "/subscriptions", {"phrase": "Standing"})
-        sid = body["id"]
-
-        def read():
-            import http.client
-
-            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-            c.request("GET", f"/subscriptions/{sid}/events", headers={"Accept": "text/event-stream"})
-            r = c.getresponse()
-            try:
-                while True:
-                    line = r.fp.readline()
-                    if not line:
-                        return
-                    if line.startswith(b"data:"):
-                        got.append((time.time(), json.loads(line[5:])))
-            except OSError:
-                return
-
-        th = threading.Thread(target=read, daemon=True)
-        th.start()
-        time.sleep(1.0)
-        feed = Timed(polls, speed=speed, port=port).start()
-        time.sleep(span / speed + 10)
-        feed.stop()
+        for n in (int(x) for x in args.subs.split(",")):
+            r = run_scale(n, args, polls, world, work)
+            rows.append(r)
+            print(json.dumps(r), flush=True)
     finally:
-        srv.stop()
-    lat = []
-    for recv, a in got:
-        i = max(poll_of.get(e, -1) for e in a["events"].values())     # the poll of its newer fix
-        if i in served:
-            lat.append((recv - served[i]) * 1e3)
-    lat.sort()
-    q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]  # noqa: E731
-    interval = span / len(polls) / speed * 1e3
+        if args.keep:
+            print(f"the services' state: {work}")
+        else:                                   # (hundreds of MB a run: the broker's stores)
+            shutil.rmtree(work, ignore_errors=True)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\n{len(lat):,} alerts timed; load average {load} (2 cores, shared)")
-    print(f"{'':<28} {'p50 ms':>9} {'p99 ms':>9}")
-    print(f"{'baseline: poll interval':<28} {interval:>9.0f} {interval:>9.0f}")
-    print(f"{'poll served -> SSE frame':<28} {q(0.5):>9.0f} {q(0.99):>9.0f}")
-    print(f"\nratio to the poll interval: p50 {q(0.5) / interval:.1f}x, p99 {q(0.99) / interval:.1f}x")
+    print(f"\nload average {load} (2 cores, shared)")
+    print(f"{'subscriptions':>13} {'made s':>7} {'restart s':>9} {'decided/s':>9} {'dashboard/s':>11} "
+          f"{'p50 ms':>7} {'p99 ms':>7} {'frames':>8} {'groups':>7} {'ended s':>7}")
+    for r in rows:
+        print(f"{r['subs']:>13,} {r['made_s']:>7.1f} {r['restart_s']:>9.1f} {r['decided_per_s']:>9.0f} "
+              f"{r['dashboard_per_s']:>11.0f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['frames']:>8,} "
+              f"{r['groups']:>7,} {r['deleted_s']:>7.1f}")
+    base = rows[0]
+    for r in rows[1:]:
+        print(f"{r['subs']:,} against {base['subs']:,}: decided/s {r['decided_per_s'] / base['decided_per_s']:.2f}x, "
+              f"p50 {r['p50_ms'] / base['p50_ms']:.2f}x, p99 {r['p99_ms'] / base['p99_ms']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,62 @@ _CMP = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.l
         ">": operator.gt, ">=": operator.ge}
 
 
+#: an expression tree higher than this (after ``and``/``or`` chains are made n-ary) is
+#: evaluated by :func:`_deep` above this height: closures nested deeper would exhaust
+#: Python's stack (REFERENCE decision 29: no depth limits)
+DEEP = 48
+
+
 def compile_expr(e, tz: str, runs=frozenset()):
-    """A closure computing ``e``."""
+    """A closure computing ``e``.
+
+    Built bottom-up without recursion: a chain of ``and`` (or ``or``) is one n-ary
+    closure that stops at the first False (True); the parts of a tree that are at
+    most :data:`DEEP` high are closures, and what is above them is walked by a
+    generator on :func:`~spatec.frontend.ast.trampoline`, with the same values."""
+    height: dict = {}      # id(node) → height of its (n-ary) tree
+    fns: dict = {}         # id(node) → its closure (only for trees at most DEEP high)
+    stack = [(e, False)]
+    while stack:
+        n, ready = stack.pop()
+        if id(n) in height:
+            continue
+        kids = _kids(n, runs)
+        if not ready and kids:
+            stack.append((n, True))
+            stack.extend((k, False) for k in reversed(kids) if id(k) not in height)
+            continue
+        h = 1 + max((height[id(k)] for k in kids), default=0)
+        height[id(n)] = h
+        if h <= DEEP:
+            fns[id(n)] = _closure(n, [fns[id(k)] for k in kids], tz, runs)
+    if id(e) in fns:
+        return fns[id(e)]
+    return lambda env, ctx: A.trampoline(_deep(e, env, ctx, fns, runs))
+
+
+def _kids(e, runs) -> list:
+    """The operands an expression's closure is built from: ``a and b and c`` has three."""
+    if runs and run_ref(e, runs) is not None:
+        return []
+    if isinstance(e, A.BoolOp):
+        out, todo = [], [e.right, e.left]
+        while todo:
+            x = todo.pop()
+            if isinstance(x, A.BoolOp) and x.op == e.op:
+                todo += [x.right, x.left]
+            else:
+                out.append(x)
+        return out
+    if isinstance(e, A.UnaryOp):
+        return [e.operand]
+    if isinstance(e, A.BinOp):
+        return [e.left, e.right]
+    return []
+
+
+def _closure(e, kids: list, tz: str, runs):
+    """The closure of one node, its operands' closures given."""
     if runs:
         ref = run_ref(e, runs)
         if ref is not None:
@@ -60,7 +114,7 @@ def compile_expr(e, tz: str, runs=frozenset()):
             return None if ev is None else ev.attrs.get(name)
         return attr
     if isinstance(e, A.UnaryOp):
-        f = compile_expr(e.operand, tz, runs)
+        (f,) = kids
         if e.op == "not":
             def not_(env, ctx):
                 v = f(env, ctx)
@@ -72,8 +126,30 @@ def compile_expr(e, tz: str, runs=frozenset()):
             return None if v is None else -v
         return neg
     if isinstance(e, A.BoolOp):
-        lf, rf = compile_expr(e.left, tz, runs), compile_expr(e.right, tz, runs)
-        if e.op == "and":
+        return _bool_closure(e.op, kids)
+    if isinstance(e, A.BinOp):
+        lf, rf = kids
+        if e.op in _CMP:
+            op = _CMP[e.op]
+
+            def cmp(env, ctx):
+                a, b = lf(env, ctx), rf(env, ctx)
+                if a is None or b is None:
+                    return None
+                return op(a, b)
+            return cmp
+        return _arith(e.op, lf, rf)
+    if isinstance(e, A.Call):
+        return _call(e, tz, runs)
+    raise TypeError(f"cannot compile {type(e).__name__}")
+
+
+def _bool_closure(op: str, fs: list):
+    """``and`` / ``or`` of any number of operands, SQL's three-valued logic, left to right."""
+    stop = op != "and"               # the value that decides: False for `and`, True for `or`
+    if len(fs) == 2:
+        lf, rf = fs
+        if op == "and":
             def and_(env, ctx):
                 a = lf(env, ctx)
                 if a is False:
@@ -93,21 +169,50 @@ def compile_expr(e, tz: str, runs=frozenset()):
                 return True
             return None if a is None or b is None else False
         return or_
-    if isinstance(e, A.BinOp):
-        lf, rf = compile_expr(e.left, tz, runs), compile_expr(e.right, tz, runs)
-        if e.op in _CMP:
-            op = _CMP[e.op]
 
-            def cmp(env, ctx):
-                a, b = lf(env, ctx), rf(env, ctx)
-                if a is None or b is None:
-                    return None
-                return op(a, b)
-            return cmp
-        return _arith(e.op, lf, rf)
-    if isinstance(e, A.Call):
-        return _call(e, tz, runs)
-    raise TypeError(f"cannot compile {type(e).__name__}")
+    def many(env, ctx):
+        unknown = False
+        for f in fs:
+            v = f(env, ctx)
+            if v is stop:
+                return stop
+            if v is None:
+                unknown = True
+        return None if unknown else not stop
+    return many
+
+
+def _deep(e, env, ctx, fns: dict, runs):
+    """The value of a tree higher than :data:`DEEP`, as a walk for ``trampoline``: the
+    values of :func:`_closure`'s closures, whose subtrees it calls where it has them."""
+    kids = _kids(e, runs)
+    vals = []
+    if isinstance(e, A.BoolOp):
+        stop, unknown = e.op != "and", False
+        for k in kids:
+            f = fns.get(id(k))
+            v = f(env, ctx) if f is not None else (yield _deep(k, env, ctx, fns, runs))
+            if v is stop:
+                return stop
+            unknown = unknown or v is None
+        return None if unknown else not stop
+    for k in kids:
+        f = fns.get(id(k))
+        vals.append(f(env, ctx) if f is not None else (yield _deep(k, env, ctx, fns, runs)))
+    if isinstance(e, A.UnaryOp):
+        (v,) = vals
+        return None if v is None else (not v if e.op == "not" else -v)
+    a, b = vals          # a BinOp (the other nodes are never higher than 1)
+    if a is None or b is None:
+        return None
+    if e.op in _CMP:
+        return _CMP[e.op](a, b)
+    if e.op == "/":
+        return None if b == 0 else a / b
+    return _ARITH[e.op](a, b)
+
+
+_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 def _arith(op: str, lf, rf):

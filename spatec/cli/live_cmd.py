@@ -34,8 +34,12 @@ def add_arguments(p) -> None:
     p.add_argument("--runner", choices=("local", "spark"), default="local",
                    help="local: in-process, lowest latency (default); spark: Structured Streaming")
     p.add_argument("--master", default=None, help="Spark master URL (--runner spark; default local[*])")
-    p.add_argument("--lateness", default="2 min", metavar="DURATION",
-                   help="allowed lateness: the watermark trails the latest event time by this (default 2 min)")
+    p.add_argument("--lateness", default="2 min", metavar="DURATION|auto",
+                   help="allowed lateness: the watermark trails the latest event time by this (default 2 min); "
+                        "auto: grown to the feed's largest delay so far (local runner; see README, live vs replay)")
+    p.add_argument("--max-ahead", default="5 min", metavar="DURATION|off",
+                   help="an event more than this ahead of its feed's clock (or the wall clock) is a reject, never "
+                        "the watermark (default 5 min)")
     p.add_argument("--trigger", default="1s", metavar="DURATION",
                    help="micro-batch interval; HTTP feeds are polled once per batch (default 1s; 0: no pause)")
     p.add_argument("--until-idle", default=None, metavar="SECONDS", type=float,
@@ -66,7 +70,17 @@ def run(args) -> int:
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="spatec: %(name)s: %(message)s")
     compiled = compile_program(args.program, mode="live")
-    lateness = int(parse_duration(args.lateness) * 1e6)
+    from spatec.feeds.ingest import parse_max_ahead
+    from spatec.feeds.lateness import parse_lateness
+
+    lateness, args.auto_lateness = parse_lateness(args.lateness)
+    args.max_ahead_us = parse_max_ahead(args.max_ahead)
+    if args.runner == "spark" and args.max_ahead.strip() != "5 min":
+        raise SpatecError("--max-ahead: Spark live checks events against the default, 5 min; other values are "
+                          "for the local runner")
+    if args.auto_lateness and args.runner == "spark":
+        raise SpatecError("--lateness auto: the local runner only (Spark's watermark delay is fixed); "
+                          "give a duration with --runner spark")
     trigger = parse_duration(args.trigger)
     from spatec.cli.replay_cmd import resolve_tz
 
@@ -144,7 +158,8 @@ def _run_local(compiled, args, ck, out, lateness, trigger, sinks_urls, stop, web
     status = _Status(args.quiet)
     runner = open_local(compiled, args.source, sinks_urls, ck, out, lateness=lateness, crs=args.crs,
                         phrases=args.phrase, webhook=webhook, on_batch=status, max_polls=args.max_polls or 20,
-                        checkpoint_every=parse_duration(args.checkpoint_every))
+                        checkpoint_every=parse_duration(args.checkpoint_every), max_ahead=args.max_ahead_us,
+                        auto_lateness=args.auto_lateness)
     status.runner = runner
     webhooks.extend(s for s in runner.sinks.sinks if hasattr(s, "stop_now"))
     runner.run(trigger=trigger, until_idle=args.until_idle, stop=stop)

@@ -31,13 +31,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        from spatec.errors import ProgramError, SpatecError
+    except KeyboardInterrupt:      # Ctrl-C while the commands' modules are imported: one line too
+        print("spatec: interrupted", file=sys.stderr)
+        return 130
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    from spatec.errors import ProgramError, SpatecError
-
     try:
         return int(args._run(args) or 0)
     except ProgramError as e:

@@ -264,6 +264,9 @@ class RawBatch:
     lists every column of the file and ``fetch`` renders whole records for
     some table rows (JSON: from the parsed objects; CSV, Parquet: by reading
     the file again, paid only when there are rejects).
+
+    ``clock`` is the feed's own time when the file is a feed's poll that says when it was
+    made (epoch seconds: a SIRI-VM poll's ``ts``, a GTFS-realtime header's timestamp).
     """
 
     file: str
@@ -274,6 +277,7 @@ class RawBatch:
     provides: frozenset[str] = frozenset()
     present: tuple[str, ...] = ()
     fetch: Optional[Callable[[Sequence[int]], list[str]]] = None
+    clock: Optional[float] = None
 
     @classmethod
     def of(cls, file: str, table: pa.Table, rows: Iterable[int] | None = None,

@@ -131,7 +131,11 @@ def poll_batch(name: str, data: bytes, received: float | None = None,
             item = {**item, POLL_TIME: received}
         records.append(item)
         rows.append(number)
-    return _batch(name, records, rows, unreadable, columns)
+    out = _batch(name, records, rows, unreadable, columns)
+    ts = doc.get("ts") if isinstance(doc, dict) else None
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts > 0:
+        out.clock = float(ts)        # the feed's own time (the live ingest checks fixes against it)
+    return out
 
 
 def _batch(name: str, records: list[dict[str, Any]], rows: list[int], unreadable: list,

@@ -152,7 +152,10 @@ def gtfsrt_batch(name: str, data: bytes, received: float | None = None,
             r[POLL_TIME] = when
         records.append(r)
         rows.append(n)
-    return _gtfs_raw(name, records, rows, [], columns)
+    out = _gtfs_raw(name, records, rows, [], columns)
+    if msg.header.timestamp:
+        out.clock = float(msg.header.timestamp)    # the feed's own time
+    return out
 
 
 def _gtfs_raw(name, records, rows, unreadable, columns) -> RawBatch:

@@ -77,8 +77,9 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from spatec.automata.machine import NEG_INF
-from spatec.events.canonical import to_events
 from spatec.events.read import wanted_columns, write_rejects
+from spatec.feeds.ingest import MAX_AHEAD, live_events
+from spatec.feeds.lateness import AutoLateness
 from spatec.feeds.sources import DirSource, HttpFeedSource
 from spatec.plan.program import Compiled
 from spatec.runtime.checkpoint import (
@@ -149,7 +150,8 @@ class LocalLive:
     def __init__(self, compiled: Compiled, sources: Sequence, sinks: SinkSet, checkpoint: Path | None,
                  out: Path, lateness: int = 0, crs: str | None = None, phrases=None,
                  seen_retention: int | None = None, on_batch: Callable | None = None, max_polls: int = 1,
-                 checkpoint_every: float | None = None, background: bool | None = None, freeze_gc: bool = True):
+                 checkpoint_every: float | None = None, background: bool | None = None, freeze_gc: bool = True,
+                 max_ahead: int | None = MAX_AHEAD, auto_lateness: bool = False):
         self.compiled, self.program = compiled, compiled.program
         self.sources, self.sinks = list(sources), sinks
         self.ck = Checkpoint(checkpoint)
@@ -157,6 +159,8 @@ class LocalLive:
         self.batch_log = BatchLog(self.ck.dir) if self.ck.dir is not None else None
         self.out = Path(out)
         self.lateness = int(lateness)
+        self.max_ahead = max_ahead          # µs an event may be ahead of its input's clock (spatec.feeds.ingest)
+        self.auto_lateness = AutoLateness(self.lateness) if auto_lateness else None
         self.crs_override = crs
         # the phrases asked for and every phrase whose composites they read (in flow order);
         # only those asked for are reported
@@ -194,6 +198,8 @@ class LocalLive:
         elif st.fingerprint != fp:
             raise CheckpointError(f"{self.ck.state_path}: the checkpoint is of another program (or another "
                                   "version of it); use a new checkpoint directory")
+        elif self.auto_lateness is not None:       # auto: where the run before had it grow to
+            self.lateness = st.lateness = self.auto_lateness.value = max(st.lateness, self.lateness)
         elif st.lateness != self.lateness:
             log.warning("checkpoint lateness %s µs, run with %s µs: using the new value",
                         st.lateness, self.lateness)
@@ -269,6 +275,11 @@ class LocalLive:
                 return []
             self._start(st, choose_crs(self.program, frames, self.crs_override))
         wm_prev = st.watermark
+        if self.auto_lateness is not None and frames:     # --lateness auto (spatec.feeds.lateness)
+            his = [df["_hi"].to_numpy() for df in frames.values() if len(df)]
+            if his:
+                self.lateness = st.lateness = self.auto_lateness.observe(
+                    min(h.min() for h in his), None if st.max_hi == NEG_INF else st.max_hi)
         evs_by_type = {}
         for t, df in frames.items():
             if not len(df):
@@ -339,7 +350,7 @@ class LocalLive:
             decl = self.program.events.get(self._type_of(it))
             if decl is None:
                 continue
-            res = to_events(it.batches, decl, self.program.timezone, self._seen_set)
+            res = live_events(it, decl, self.program.timezone, self._seen_set, self.max_ahead)
             st.counts["read"] += res.read
             st.counts["used"] += res.used
             st.counts["rejected"] += res.rejected
@@ -645,8 +656,9 @@ class LocalLive:
 def open_local(compiled: Compiled, sources: Sequence[str], sinks: Sequence[str], checkpoint: Path | None,
                out: Path | None = None, lateness: int = 0, crs: str | None = None, phrases=None,
                webhook: dict | None = None, on_batch: Callable | None = None, max_polls: int = 1,
-               checkpoint_every: float | None = None, background: bool | None = None) -> LocalLive:
-    """A :class:`LocalLive` from ``TYPE=URL`` source specs and sink URLs (what the CLI takes)."""
+               checkpoint_every: float | None = None, background: bool | None = None, **live) -> LocalLive:
+    """A :class:`LocalLive` from ``TYPE=URL`` source specs and sink URLs (what the CLI takes); ``live``:
+    more :class:`LocalLive` settings (``max_ahead``, ``auto_lateness``)."""
     from spatec.errors import SpatecError
     from spatec.feeds.sources import open_source, parse_source
     from spatec.sinks.alerts import DeliveredLog, open_sink
@@ -667,4 +679,4 @@ def open_local(compiled: Compiled, sources: Sequence[str], sinks: Sequence[str],
                        DeliveredLog(Path(checkpoint) / "delivered.jsonl" if checkpoint is not None else None))
     return LocalLive(compiled, srcs, sink_set, checkpoint, out, lateness=lateness, crs=crs, phrases=phrases,
                      on_batch=on_batch, max_polls=max_polls, checkpoint_every=checkpoint_every,
-                     background=background)
+                     background=background, **live)

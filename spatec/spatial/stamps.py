@@ -38,7 +38,7 @@ from spatec.spatial.smallhull import hull_rings
 __all__ = [
     "Loc", "UNIVERSE", "TOL_DECIDE", "TOL_MEASURE",
     "overlap", "disjoint", "distance", "hull", "hull_support", "area", "centroid",
-    "possibly_in", "certainly_in", "relate_many",
+    "possibly_in", "certainly_in", "relate_many", "relate_discs", "overlap_many",
     "possibly_in_many", "certainly_in_many", "possibly_in_many_geoms", "certainly_in_many_geoms",
     "grown", "is_convex", "are_convex", "grown_convex", "grown_convex_coords", "grown_convex_parts",
     "grown_segments", "grown_point_hulls",
@@ -1009,6 +1009,74 @@ def _distance_within(g: np.ndarray, box: np.ndarray, region, reach: np.ndarray) 
                 & (box[:, 1] - slack <= y1) & (box[:, 3] + slack >= y0))
         if near.any():
             out[near] = np.fmin(out[near], shapely.distance(g[near], part))
+    return out
+
+
+def relate_discs(loc: Loc, xs, ys, rs, points=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(possibly, certainly)`` for one stamp against many disc regions ``(xs[i], ys[i]) ⊕
+    rs[i]`` (the other way round from :func:`relate_many`: a composite's hull against the
+    circle areas of many subscriptions), equal to :func:`possibly_in` and
+    :func:`certainly_in` bit for bit: the same arithmetic, vectorised. ``points``: the
+    centres as shapely points already made (the discs' own ``geom``), if there are.
+
+    Examples
+    --------
+    >>> p, c = relate_discs(Loc.disc(0, 0, 15), [0.0, 190.0, 400.0], [0.0] * 3, [200.0] * 3)
+    >>> p.tolist(), c.tolist()
+    ([True, True, False], [True, False, False])
+    """
+    xs, ys, rs = (np.asarray(a, dtype=float).reshape(-1) for a in (xs, ys, rs))
+    n = xs.shape[0]
+    if loc.geom is None:
+        return np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
+    if loc._xy is not None:
+        dx = loc._xy[0] - xs
+        dy = loc._xy[1] - ys
+        d2 = dx * dx + dy * dy
+        s = loc.r + rs
+        room = rs - loc.r
+        return d2 <= s * s, (room >= 0) & (d2 <= room * room)
+    pts = shapely.points(xs, ys) if points is None else np.asarray(points, dtype=object)
+    possibly = shapely.distance(loc.geom, pts) <= loc.r + rs
+    c = _coords(loc)
+    ddx = c[None, :, 0] - xs[:, None]
+    ddy = c[None, :, 1] - ys[:, None]
+    far = np.sqrt(ddx * ddx + ddy * ddy).max(axis=1)
+    return possibly, far + loc.r <= rs
+
+
+def overlap_many(loc: Loc, regions) -> np.ndarray:
+    """:func:`possibly_in` of one stamp in each of many regions (a composite's hull against
+    the polygon areas of many subscriptions), bit for bit: the same distances, one call.
+
+    Examples
+    --------
+    >>> from shapely import box
+    >>> overlap_many(Loc.disc(0, 0, 15), [Loc.of(box(10, 0, 20, 5)), Loc.of(box(16, 0, 20, 5)),
+    ...                                   Loc.disc(40, 0, 25)]).tolist()
+    [True, False, True]
+    """
+    for region in regions:
+        _check_region(region)
+    n = len(regions)
+    if loc.geom is None:
+        return np.ones(n, dtype=bool)
+    out = np.empty(n, dtype=bool)
+    axy = loc._xy
+    far = []
+    for i, region in enumerate(regions):
+        bxy = region._xy
+        if axy is not None and bxy is not None:     # two discs: overlap's arithmetic
+            dx = axy[0] - bxy[0]
+            dy = axy[1] - bxy[1]
+            s = loc.r + region.r
+            out[i] = dx * dx + dy * dy <= s * s
+        else:
+            far.append(i)
+    if far:
+        geoms = np.array([regions[i].geom for i in far], dtype=object)
+        rs = np.array([loc.r + regions[i].r for i in far], dtype=float)
+        out[far] = shapely.distance(loc.geom, geoms) <= rs
     return out
 
 

@@ -221,3 +221,77 @@ def test_delivered_log_is_written_at_once_and_synced_off_the_batch(tmp_path, mon
     log.flush()
     log.close()
     assert ("jsonl", "P:3") in DeliveredLog(tmp_path / "d.jsonl")
+
+
+class Redirecting:
+    """A webhook that answers 307 to another receiver (which must never get the alert)."""
+
+    def __init__(self, to: str):
+        self.hits = 0
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                outer.hits += 1
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(307)
+                self.send_header("Location", to)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/hook"
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_a_webhook_redirect_is_not_followed(hook, tmp_path):
+    """A redirect would send the alert, and its headers, to a host nobody chose: it is an
+    answer (not retried), and the alert goes to the dead letter."""
+    r = Redirecting(hook.url)
+    try:
+        sink = WebhookSink(r.url, tmp_path / "dl.jsonl", retries=3, backoff=0.01)
+        sink.deliver([ALERT])
+        assert sink.drain(10)
+        sink.close()
+        assert r.hits == 1 and hook.got == []
+        dl = [json.loads(x) for x in (tmp_path / "dl.jsonl").read_text().splitlines()]
+        assert len(dl) == 1 and "redirect" in dl[0]["error"] and "not followed" in dl[0]["error"]
+    finally:
+        r.close()
+
+
+def test_one_retry_loop_for_threads_and_event_loops():
+    """live's webhook sinks (threads) and the service's pushers (asyncio) run the same loop:
+    the same tries, waits and outcome for the same answers."""
+    import asyncio
+
+    from spatec.sinks.alerts import Outcome, Retry, deliver_async, deliver_sync
+
+    retry = Retry(retries=3, backoff=0.5, max_backoff=1.5)
+    for answers, want in [([Outcome(True)], (True, 1, [])),
+                          ([Outcome(False, True, "503")] * 2 + [Outcome(True)], (True, 3, [0.5, 1.0])),
+                          ([Outcome(False, True, "timeout")] * 9, (False, 4, [0.5, 1.0, 1.5])),
+                          ([Outcome(False, False, "HTTP 404")], (False, 1, []))]:
+        for kind in ("sync", "async"):
+            todo, waits = list(answers), []
+            if kind == "sync":
+                result, out, tries = deliver_sync(lambda: todo.pop(0), retry, lambda s: waits.append(s) or False)
+            else:
+                async def send():
+                    return todo.pop(0)
+
+                async def wait(s):
+                    waits.append(s)
+                    return False
+                result, out, tries = asyncio.run(deliver_async(send, retry, wait))
+            assert (result, tries, waits) == want, (kind, answers)
+    # stopped while waiting: neither delivered nor dead-lettered
+    result, _, _ = deliver_sync(lambda: Outcome(False, True, "503"), retry, lambda s: True)
+    assert result is None

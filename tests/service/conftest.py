@@ -28,15 +28,29 @@ class Serve:
     """``spatec serve`` in a process of its own (its own process group: killed whole)."""
 
     def __init__(self, program, sources, state: Path, port: int | None = None, broker: str | None = None,
-                 extra=()):
+                 extra=(), env: dict | None = None, log_dir: Path | None = None):
         self.program, self.sources, self.state = program, list(sources), Path(state)
         self.port = port or free_port()
         self.broker, self.extra = broker, list(extra)
+        self.env = env
+        self.log_path = Path(log_dir or self.state.parent) / f"serve-{self.port}.log"
         self.proc = None
 
     @property
     def base(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def token(self) -> str:
+        """The API token ``spatec serve`` made in its state (``local``)."""
+        return token_of(self.state)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.base}"
+
+    def status(self) -> dict:
+        return call(self, "GET", "/status", token=None)[1]
 
     def start(self, timeout: float = 60) -> "Serve":
         cmd = SPATEC + ["serve", str(self.program), "--port", str(self.port), "--state", str(self.state),
@@ -46,16 +60,18 @@ class Serve:
         if self.broker:
             cmd += ["--broker", self.broker]
         self.state.mkdir(parents=True, exist_ok=True)
-        self.log = open(self.state.parent / f"serve-{self.port}.log", "ab")
+        self.log = open(self.log_path, "ab")
+        env = None if self.env is None else {**{k: v for k, v in os.environ.items() if k != "SPATEC_TOKENS"},
+                                             **self.env}
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, env=env)
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 raise AssertionError(f"spatec serve exited {self.proc.returncode}: "
-                                     + (self.state.parent / f"serve-{self.port}.log").read_text()[-3000:])
+                                     + self.log_path.read_text()[-3000:])
             try:
-                if call(self, "GET", "/status")[0] == 200:
+                if call(self, "GET", "/status", token=None)[0] == 200:
                     return self
             except OSError:
                 pass
@@ -79,10 +95,27 @@ class Serve:
         self.kill(signal.SIGTERM)
 
 
-def call(serve, method: str, path: str, body=None, timeout: float = 30):
+def token_of(state: Path, name: str = "local") -> str:
+    for line in (Path(state) / "tokens").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == name:
+            return parts[1]
+    raise KeyError(name)
+
+
+def call(serve, method: str, path: str, body=None, timeout: float = 30, token: str | None = "", headers=None,
+         data: bytes | None = None):
+    """One request (``token``: the serve's own by default, None for none; ``data``: a raw body
+    instead of ``body`` as JSON); (status, JSON body)."""
     c = http.client.HTTPConnection(*serve.base.split(":"), timeout=timeout)
-    data = json.dumps(body).encode() if body is not None else None
-    c.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+    if data is None:
+        data = json.dumps(body).encode() if body is not None else None
+    h = {"Content-Type": "application/json"} if data else {}
+    tok = serve.token if token == "" else token
+    if tok is not None:
+        h["Authorization"] = f"Bearer {tok}"
+    h.update(headers or {})
+    c.request(method, path, body=data, headers=h)
     r = c.getresponse()
     raw = r.read()
     c.close()
@@ -93,12 +126,15 @@ def call(serve, method: str, path: str, body=None, timeout: float = 30):
 
 
 def sse(serve, path: str, last_id: str | None = None, until=None, max_events: int | None = None,
-        timeout: float = 60.0, idle: float = 4.0):
+        timeout: float = 60.0, idle: float = 4.0, token: str | None = ""):
     """Read an SSE stream: a list of (event, id, data) until ``until(events)`` or ``max_events``
     or an ``end`` event, ``idle`` seconds without a frame (keep-alive pings are every 15 s)
     or ``timeout`` seconds in all."""
     c = http.client.HTTPConnection(*serve.base.split(":"), timeout=idle)
     headers = {"Accept": "text/event-stream"}
+    tok = serve.token if token == "" else token
+    if tok is not None:
+        headers["Authorization"] = f"Bearer {tok}"
     if last_id:
         headers["Last-Event-ID"] = last_id
     c.request("GET", path, headers=headers)

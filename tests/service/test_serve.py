@@ -13,7 +13,7 @@ import shapely
 
 from spatec.feeds.server import FeedServer
 from spatec.plan.program import compile_program
-from tests.live.conftest import CRS, batch_alerts, feed_events, minutes, program_of
+from tests.live.conftest import feed_events, minutes, program_of
 from tests.service.conftest import Serve, call, free_port, sse, wait_for
 
 pytestmark = pytest.mark.slow
@@ -30,10 +30,23 @@ def late_ids(state: Path) -> set:
     return out
 
 
-def metric(wkt: str):
+def batch_alerts(compiled, events, exclude=(), crs: str = "EPSG:32630") -> dict:
+    """phrase → the alerts of a batch replay of ``events`` (less ``exclude``), in the CRS the
+    service measured in (serve and replay choose it by the same rule)."""
+    from spatec.runners.local import replay_frames
+    from spatec.runtime.rows import time_fields
+    from spatec.sinks.alerts import alert_json
+
+    if exclude:
+        events = events[~events["_id"].isin(set(exclude))].reset_index(drop=True)
+    res = replay_frames(compiled, {"BusGPS": events}, crs=crs)
+    return {p.name: alert_json(res.frames[p.name].to_dict("records"), time_fields(p)) for p in compiled.plans}
+
+
+def metric(wkt: str, crs: str = "EPSG:32630"):
     import pyproj
 
-    t = pyproj.Transformer.from_crs("EPSG:4326", CRS, always_xy=True)
+    t = pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
     g = shapely.from_wkt(wkt)
     return shapely.transform(g, lambda c: np.column_stack(t.transform(c[:, 0], c[:, 1])))
 
@@ -125,7 +138,13 @@ def test_three_subscriptions_resume_and_lease(tmp_path, recording):
         assert code == 200 and len(first) == 3
         settled(srv, [feed])
 
-        want = decided(srv, batch_alerts(compiled, feed_events(compiled, polls), exclude=late_ids(tmp_path / "state")))
+        # serve measures in the CRS a replay of the same input chooses (REFERENCE decision 50)
+        from spatec.spatial.crs import choose_crs
+
+        events = feed_events(compiled, polls)
+        crs = call(srv, "GET", "/status")[1]["crs"]
+        assert crs == choose_crs(compiled.program, {"BusGPS": events}) == "EPSG:32630"
+        want = decided(srv, batch_alerts(compiled, events, exclude=late_ids(tmp_path / "state")))
         circle = circle_metric()
         box = metric(shapely.to_wkt(shapely.from_geojson(json.dumps(BOX))))
         expect = {
@@ -287,7 +306,8 @@ def test_push_deliveries_webhook_nats_mqtt(tmp_path, recording):
     polls = minutes(recording, 4)
     prog = program_of(tmp_path, "stuck")
     port = free_port()
-    srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], tmp_path / "state").start()
+    srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], tmp_path / "state",
+                extra=["--push-host", "127.0.0.1"]).start()
     feed = None
     got_nats = []
     stop = threading.Event()
@@ -297,7 +317,7 @@ def test_push_deliveries_webhook_nats_mqtt(tmp_path, recording):
 
         async def run():
             nc = await nats.connect(url)
-            sub = await nc.subscribe("ops.stuck")
+            sub = await nc.subscribe("spatec.deliver.ops.stuck")
             while not stop.is_set():
                 try:
                     m = await sub.next_msg(timeout=0.5)
@@ -311,12 +331,12 @@ def test_push_deliveries_webhook_nats_mqtt(tmp_path, recording):
         where = 'line == "1" or line == "4"'
         subs = {}
         for name, deliver in {"sse": {"sse": True}, "webhook": {"webhook": hook.url},
-                              "nats": {"nats": "ops.stuck"},
+                              "nats": {"nats": "spatec.deliver.ops.stuck"},
                               "mqtt": {"mqtt": {"url": f"mqtt://127.0.0.1:{mport}", "topic": "alerts/stuck"}}}.items():
             code, body = call(srv, "POST", "/subscriptions", {"phrase": "Stuck", "where": where, "deliver": deliver})
             assert code == 201, body
             subs[name] = body["id"]
-        t = threading.Thread(target=nats_listener, args=(call(srv, "GET", "/status")[1]["broker"],), daemon=True)
+        t = threading.Thread(target=nats_listener, args=(call(srv, "GET", "/status")[1]["broker"]["url"],), daemon=True)
         t.start()
         time.sleep(1.0)
         feed = FeedServer(polls, speed=0, port=port).start()

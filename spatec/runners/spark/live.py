@@ -250,8 +250,8 @@ def _reader_class():
             return {"seq": -1}
 
         def latestOffset(self):
-            from spatec.events.canonical import to_events
             from spatec.events.read import write_rejects
+            from spatec.feeds.ingest import MAX_AHEAD, live_events
 
             seen_set = self.seen_set
             got = 0
@@ -261,7 +261,8 @@ def _reader_class():
                 if not items:
                     break
                 for it in items:
-                    res = to_events(it.batches, self.decl, self.compiled.program.timezone, seen_set)
+                    res = live_events(it, self.decl, self.compiled.program.timezone, seen_set,
+                                      int(self.opts.get("maxAhead", MAX_AHEAD)))
                     for k in ("read", "used", "rejected", "duplicates"):
                         self.counts[k] += getattr(res, k)
                     if res.rejected:
