@@ -231,35 +231,17 @@ class CoveringIndex:
                 oks = np.where(cert, c, p).tolist()
             except Exception:  # noqa: BLE001 - one of them cannot be made: each tested alone
                 oks = None
-            if oks is None:
-                for g in discs:
-                    try:
-                        if g.area.test(hull()):
-                            matched(g)
-                    except Exception as e:  # noqa: BLE001 - its own failure
-                        g.error = f"{type(e).__name__}: {e}"
-                        failed.append(g)
-            else:
-                for g, ok in zip(discs, oks):
-                    if ok:
-                        matched(g)
+            for g, ok in zip(discs, oks if oks is not None else each_alone(discs, hull(), failed)):
+                if ok:
+                    matched(g)
         if polys:
             try:
                 oks = S.overlap_many(hull(), [g.area.loc for g in polys]).tolist()
             except Exception:  # noqa: BLE001 - one of them cannot be made: each tested alone
                 oks = None
-            if oks is None:
-                for g in polys:
-                    try:
-                        if g.area.test(hull()):
-                            matched(g)
-                    except Exception as e:  # noqa: BLE001 - its own failure
-                        g.error = f"{type(e).__name__}: {e}"
-                        failed.append(g)
-            else:
-                for g, ok in zip(polys, oks):
-                    if ok:
-                        matched(g)
+            for g, ok in zip(polys, oks if oks is not None else each_alone(polys, hull(), failed)):
+                if ok:
+                    matched(g)
         return more
 
 
@@ -662,3 +644,18 @@ def naive_match(subs, alert: dict, env: dict, hull) -> set:
                 continue
         out.add(sid)
     return out
+
+
+def each_alone(groups: list, hull, failed: list) -> list:
+    """Whether each of ``groups``' areas meets ``hull``, tested one by one (when testing them
+    together failed): a group whose own test raises is False, its reason kept in its
+    ``error`` and the group put in ``failed``."""
+    oks = []
+    for g in groups:
+        try:
+            oks.append(bool(g.area.test(hull)))
+        except Exception as e:  # noqa: BLE001 - its own failure
+            g.error = f"{type(e).__name__}: {e}"
+            failed.append(g)
+            oks.append(False)
+    return oks
