@@ -45,16 +45,17 @@ def range_of(bounds: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return np.searchsorted(bounds, np.asarray(lo, dtype=np.int64), side="right").astype(np.int64)
 
 
-def render(plan, rows, fmt: str, tz: str | None = None):
+def render(plan, rows, fmt: str, tz: str | None = None, newline: bool = False):
     """A phrase's rows as ``(frame, payload)``: the sorted frame (``lo``, ``hi``, ``id``) and
     its rendering — JSON lines or GeoJSON features as an Arrow string array (a text each,
-    without the separator), GeoParquet as an Arrow table."""
+    without the separator; JSON lines with their newline if ``newline``, so that the array's
+    bytes are the file's), GeoParquet as an Arrow table."""
     df = rows_frame(plan, rows)
     times = time_fields(plan)
     if fmt == "jsonl":
         from spatec.sinks.files import jsonl_texts
 
-        return df, jsonl_texts(df, times, tz)
+        return df, jsonl_texts(df, times, tz, newline=newline)
     if fmt == "geojson":
         from spatec.sinks.files import geojson_texts
 

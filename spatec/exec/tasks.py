@@ -21,7 +21,6 @@ values rather than one row per event, and no event is ever a row of the JVM.
 """
 from __future__ import annotations
 
-import io
 import pickle
 from dataclasses import dataclass
 
@@ -234,11 +233,19 @@ def plain(table: pa.Table) -> pa.Table:
 def ipc(table: pa.Table, store: "Store | None" = None) -> bytes:
     """A table as the bytes of an Arrow IPC stream — or, with a :class:`Files` store, as a
     reference to the file it was written to."""
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as w:
+    if store is not None:
+        return store.table(table)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as w:
         w.write_table(table)
-    data = sink.getvalue()
-    return data if store is None else store.put(data)
+    return sink.getvalue().to_pybytes()
+
+
+#: How blobs are written: their buffers as LZ4 frames. A blob is written once and read once or
+#: twice, and compressing costs less than the bytes it saves (to the exchange's files on one
+#: machine, through Spark's shuffle on a cluster): the three-phrase program's blobs on 4
+#: bus-days, 2.27 GB -> 0.73 GB written by the tasks.
+_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
 def unipc(value) -> pa.Table:
@@ -261,6 +268,10 @@ class Store:
     def put(self, data: bytes) -> bytes:
         return data
 
+    def table(self, table: pa.Table) -> bytes:
+        """A table as a blob (:func:`ipc`)."""
+        return ipc(table)
+
 
 class Files(Store):
     """Blobs as files in a folder every executor mounts (this machine; a shared mount): the
@@ -272,14 +283,24 @@ class Files(Store):
     def __init__(self, root: str):
         self.root = root
 
-    def put(self, data: bytes) -> bytes:
+    def _path(self) -> str:
         import os
         import uuid
 
         os.makedirs(self.root, exist_ok=True)
-        path = os.path.join(self.root, f"{uuid.uuid4().hex}.arrow")
+        return os.path.join(self.root, f"{uuid.uuid4().hex}.arrow")
+
+    def put(self, data: bytes) -> bytes:
+        path = self._path()
         with open(path, "wb") as f:
             f.write(data)
+        return FILE_MARK + path.encode()
+
+    def table(self, table: pa.Table) -> bytes:
+        """A table's IPC stream written straight to its file (never whole in memory)."""
+        path = self._path()
+        with pa.OSFile(path, "wb") as f, pa.ipc.new_stream(f, table.schema, options=_IPC) as w:
+            w.write_table(table)
         return FILE_MARK + path.encode()
 
 
@@ -423,7 +444,7 @@ def matched_rows(job: MatchJob, out: "OutputJob | None", got: list) -> list:
                     and out.store is not None else data)
         if out is None or m.phrase not in out.bounds or not len(m.rows):
             continue
-        df, payload = render(plans[m.phrase], m.rows, out.fmt, out.tz)
+        df, payload = render(plans[m.phrase], m.rows, out.fmt, out.tz, newline=True)
         lo = df["lo"].to_numpy(np.int64)
         rng = range_of(out.bounds[m.phrase], lo)
         keys = pa.table({"lo": pa.array(lo), "hi": pa.array(df["hi"].to_numpy(np.int64)),

@@ -178,17 +178,19 @@ def _jsonl_lines(df: pd.DataFrame, time_fields: Collection[str], tz: str | None 
 _CHUNK = 4096
 
 
-def jsonl_texts(df: pd.DataFrame, time_fields: Collection[str] = (), tz: str | None = None) -> pa.Array:
-    """Each row's line of :func:`write_jsonl` (rows in the frame's order), without its newline,
-    as an Arrow string array: the same bytes as the file's lines."""
+def jsonl_texts(df: pd.DataFrame, time_fields: Collection[str] = (), tz: str | None = None,
+                newline: bool = False) -> pa.Array:
+    """Each row's line of :func:`write_jsonl` (rows in the frame's order), without its newline
+    (with it: ``newline``), as an Arrow string array: the same bytes as the file's lines."""
     names = [*FIXED, *_emit_fields(df)]
     if not len(df):
         return pa.array([], pa.string())
     if len(set(names)) != len(names) or not all(type(n) is str for n in names):
         dumps = json.dumps
-        return pa.array([dumps(row, ensure_ascii=False, allow_nan=False) for row in json_rows(df, time_fields, tz)],
+        end = "\n" if newline else ""
+        return pa.array([dumps(row, ensure_ascii=False, allow_nan=False) + end for row in json_rows(df, time_fields, tz)],
                         pa.string())
-    columns = _json_columns(df, names, time_fields, tz, end="}")
+    columns = _json_columns(df, names, time_fields, tz, end="}\n" if newline else "}")
     chunks = [_jsonl_chunk(columns, a, min(a + _CHUNK, len(df))) for a in range(0, len(df), _CHUNK)]
     return pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
 

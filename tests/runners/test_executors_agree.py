@@ -113,3 +113,46 @@ def test_the_spark_executor_writes_the_local_executors_files(spark, tmp_path_fac
     assert {k.split(".")[0]: v for k, v in mine.items()} == {k.split(".")[0]: v for k, v in theirs.items()}
     rej = sorted((tmp / "local" / "_rejects").glob("*.jsonl"))
     assert [p.read_bytes() for p in rej] == [(tmp / "spark" / "_rejects" / p.name).read_bytes() for p in rej]
+
+
+@pytest.mark.parametrize("exchange", ["files", "shuffle"])
+def test_a_geojson_feature_collection_from_spark_is_the_local_one(spark, tmp_path, exchange):
+    # several parts of several features: the separators between features and between parts,
+    # where a newline alone made the collection unreadable
+    import json
+
+    rows = []
+    for v in range(6):
+        for k in range(40):
+            lon, lat = ANCHORS[(v + k // 10) % len(ANCHORS)]
+            rows.append([f"v{v}", "1", "SCCM", "INBOUND", f"{lon:.6f}", f"{lat:.6f}", str(T0 + 30 * k + v)])
+    (tmp_path / "p.spatec").write_text(PROGRAM, encoding="utf-8")
+    c = compile_program(tmp_path / "p.spatec")
+    inputs = written([pd.DataFrame(rows, columns=COLUMNS)], tmp_path / "in")
+    want = replay_local(c, inputs, tmp_path / "local", fmt="geojson")
+    got = on_spark(spark, c, inputs, tmp_path / "spark", {"spark.spatec.exchange": exchange,
+                                                           "spark.spatec.bucketRows": "30"}, fmt="geojson")
+    assert got.counts == want.counts and sum(want.counts.values()) > 10
+    for name, path in want.paths.items():
+        theirs = json.loads(open(path, encoding="utf-8").read())
+        mine = json.loads(open(got.paths[name], encoding="utf-8").read())
+        assert mine == theirs
+        if exchange == "files":         # (the tasks write the parts as the local executor does)
+            assert open(got.paths[name], "rb").read() == open(path, "rb").read()
+
+
+def test_text_chunks_are_the_lines_of_a_part():
+    import json
+
+    import pyarrow as pa
+
+    from spatec.runners.spark.executor import TEXT_CHUNK, text_chunks
+
+    n = TEXT_CHUNK + 5
+    lines = pa.array([f'{{"i": {i}}}\n' for i in range(n)])
+    got = [v[0].as_py() for v, _ in text_chunks(lines, "jsonl")]
+    assert "\n".join(got) + "\n" == "".join(lines.to_pylist())
+    features = pa.array([f'{{"i": {i}}}' for i in range(n)])
+    rows = [v[0].as_py() for v, k in text_chunks(features, "geojson")]
+    assert len(rows) == 2
+    assert [f["i"] for f in json.loads("[" + "\n".join(rows) + "]")] == list(range(n))

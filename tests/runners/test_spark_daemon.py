@@ -40,3 +40,28 @@ def test_workers_run_the_daemon_without_the_archives(spark):
     assert spark.conf.get("spark.python.daemon.module") == "spatec.runners.spark.daemon"
     assert got.zips == 0
     assert got.pyspark == pyspark.__file__
+
+
+def test_workers_keep_what_arrow_frees(spark):
+    """The daemon sets mimalloc's purge delay before pyarrow loads, so every worker it forks
+    keeps freed memory (spatec.runners.memory); a value the environment has is kept."""
+    from spatec.runners.memory import PURGE_DELAY, keep_freed
+
+    def probe(batches):
+        import os
+
+        import pandas as pd
+        import pyarrow as pa
+
+        for _ in batches:
+            yield pd.DataFrame({"delay": [os.environ.get("MIMALLOC_PURGE_DELAY", "")],
+                                "pool": [pa.default_memory_pool().backend_name]})
+
+    got = spark.range(1, numPartitions=1).mapInPandas(probe, "delay string, pool string").collect()[0]
+    assert got["delay"] == (os.environ.get("MIMALLOC_PURGE_DELAY") or PURGE_DELAY)
+    env = {"MIMALLOC_PURGE_DELAY": "250"}
+    keep_freed(env)
+    assert env == {"MIMALLOC_PURGE_DELAY": "250"}
+    env = {}
+    keep_freed(env)
+    assert env == {"MIMALLOC_PURGE_DELAY": "-1"}

@@ -54,6 +54,9 @@ def main() -> None:
         if os.environ.get("PYTHONPATH"):
             os.environ["PYTHONPATH"] = os.pathsep.join(
                 p for p in os.environ["PYTHONPATH"].split(os.pathsep) if not _spark_archive(p))
+    from spatec.runners.memory import keep_freed
+
+    keep_freed()            # (before pyarrow loads: what a task frees stays for its next arrays)
     preload()
     from pyspark import daemon
 

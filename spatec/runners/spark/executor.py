@@ -684,7 +684,7 @@ class SparkExecutor(Executor):
                 if fmt == "parquet":
                     write_parquet_part(t, path)
                 else:
-                    write_text_part(t, path)
+                    write_text_part(t, path, fmt)
                 yield pa.RecordBatch.from_arrays([pa.array([k], pa.int32()), pa.array([r], pa.int32()),
                                                   pa.array([path]), pa.array([t.num_rows], pa.int64())],
                                                  names=["k", "r", "path", "n"])
@@ -710,7 +710,7 @@ class SparkExecutor(Executor):
             t = part_table(table.column("value").to_pylist())
             if t is None:
                 return
-            for chunk in text_chunks(t.column("value")):
+            for chunk in text_chunks(t.column("value"), fmt):
                 yield pa.RecordBatch.from_arrays([pa.array([k], pa.int32()), pa.array([chunk[1]], pa.int64()),
                                                   chunk[0]], names=["_phrase", "n", "value"])
 
@@ -875,13 +875,25 @@ def _reject_lines(batches):
 TEXT_CHUNK = 8192
 
 
-def text_chunks(lines: pa.ChunkedArray):
-    """``(value, lines)`` of runs of :data:`TEXT_CHUNK` texts, each value their newline-joined bytes."""
+def text_chunks(lines: pa.ChunkedArray, fmt: str = "jsonl"):
+    """``(value, lines)`` of runs of :data:`TEXT_CHUNK` texts, each value one row of Spark's
+    text writer, which ends it with a newline: JSON lines (which end with their newline
+    already, :func:`~spatec.exec.parts.render`) their bytes less the last newline; GeoJSON
+    features joined by the FeatureCollection's separator, and a run followed by another ends
+    with a comma, so that a part is a run of features the collection's parts join."""
+    from spatec.sinks.files import GEOJSON_BETWEEN
+
     lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
     for a in range(0, len(lines), TEXT_CHUNK):
         part = lines.slice(a, TEXT_CHUNK)
         lists = pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part)
-        yield pc.binary_join(lists, "\n"), len(part)
+        if fmt == "jsonl":
+            yield pc.utf8_slice_codeunits(pc.binary_join(lists, ""), 0, -1), len(part)
+        else:
+            joined = pc.binary_join(lists, GEOJSON_BETWEEN)
+            if a + TEXT_CHUNK < len(lines):
+                joined = pc.binary_join_element_wise(joined, pa.array([","]), "")
+            yield joined, len(part)
 
 
 def _table(batches) -> pa.Table | None:
@@ -911,12 +923,28 @@ def part_files(folder, with_index: bool = False) -> list:
     return got if with_index else [p for _, p in got]
 
 
-def write_text_part(table: pa.Table, path: str) -> None:
-    """A part's texts (lines, features), one a line, as Spark's text writer writes a part."""
+def write_text_part(table: pa.Table, path: str, fmt: str = "jsonl") -> None:
+    """A part's texts as the in-process executor writes a part
+    (:func:`~spatec.exec.inprocess.write_part`). JSON lines end with their newline already
+    (:func:`~spatec.exec.parts.render`): the sorted column's bytes are the file's, written as
+    they are; GeoJSON features are joined by the FeatureCollection's separator."""
+    from spatec.sinks.files import GEOJSON_BETWEEN
+
     with open(path, "wb") as f:
-        for value, _n in text_chunks(table.column("value")):
-            f.write(value[0].as_buffer())
-            f.write(b"\n")
+        if fmt == "jsonl":
+            for chunk in table.column("value").chunks:
+                if len(chunk):
+                    ends = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1,
+                                         offset=4 * chunk.offset)
+                    f.write(memoryview(chunk.buffers()[2])[int(ends[0]):int(ends[-1])])
+            return
+        lines = table.column("value").combine_chunks()
+        for a in range(0, len(lines), TEXT_CHUNK):
+            lists = pa.ListArray.from_arrays(pa.array([0, len(lines.slice(a, TEXT_CHUNK))], pa.int32()),
+                                             lines.slice(a, TEXT_CHUNK))
+            if a:
+                f.write(GEOJSON_BETWEEN.encode())
+            f.write(pc.binary_join(lists, GEOJSON_BETWEEN)[0].as_buffer())
 
 
 def write_parquet_part(table: pa.Table, path: str) -> None:
