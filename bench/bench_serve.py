@@ -31,7 +31,7 @@ to the hub's buffers (``/status``'s ``decided_to_hub_ms``). Composites per secon
 the dashboard received them. The baseline, in the same run, is the same service with 10
 subscriptions: the ratios say what the subscriptions cost. Also measured: making the
 subscriptions (bulk), starting again with them (kill -9, then until ``/status`` has them
-all), and ending them (bulk).
+all and the matcher has taken every one in), and ending them (bulk).
 
     .venv/bin/python bench/bench_serve.py [--subs 10,10000,100000] [--rate 1000] [--sse 40]
 """
@@ -173,8 +173,8 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         srv.kill()
         t0 = time.perf_counter()
         srv = Serve(prog, srv.sources, state, port=srv.port, extra=srv.extra).start(timeout=600)
-        while srv.status()["subscriptions"] < n:
-            time.sleep(0.05)
+        while (lambda st: st["subscriptions"] < n or st["matcher"]["pending"] or not st["matcher"]["pid"])(srv.status()):
+            time.sleep(0.05)                   # (the matcher's too: until it has taken every one in)
         out["restart_s"] = time.perf_counter() - t0
         picked = ids[:5] + rng.sample(ids[5:], min(max(0, args.sse - 5), max(0, len(ids) - 5)))
         import multiprocessing

@@ -543,7 +543,8 @@ def openapi_doc() -> dict:
         "decided_to_hub_ms": {"type": ["object", "null"], "description": "p50, p99, max of the last alerts' time "
                                                                          "from decision to the subscribers' buffers"},
         "tasks": {"type": "object", "description": "name → state (running | failing), restarts, error"},
-        "matcher": {"type": "object", "description": "the matching process: pid (null while it is started again)"},
+        "matcher": {"type": "object", "description": "the matching process: pid (null while it is started again), "
+                                                   "pending (subscriptions it has not yet taken in)"},
         "engine": {"type": "object", "description": "owned sources, crs, runners (counts, watermark, lateness_s, "
                                                     "running, error), failures"},
         "pushed": {"type": "integer"}, "dead_letters": {"type": "integer"}}}

@@ -148,6 +148,7 @@ class Hub:
         self.matching = Matching(areas, program)     # in-process matching (no matcher process)
         self.matcher: MatcherProcess | None = None
         self.remote = False                          # matched by a matcher process (once one is started)
+        self.pending: set = set()                    # sub ids the matcher has not yet put in a group
         self.buffers: dict[int, Buffer] = {}        # group id → its buffer
         self.subs: dict[str, SubState] = {}
         self.seq_of: OrderedDict[str, int] = OrderedDict()   # composite id → sequence, the window's
@@ -184,6 +185,7 @@ class Hub:
         st.version += 1
         if suspended is None:
             if self.remote:                           # (none while it is started again: it is told then)
+                self.pending.add(sub.id)
                 if self.matcher is not None:
                     self.matcher.send(("put", sub.id, st.version, sub.phrase, sub.where, sub.area, sub.certainly))
             else:
@@ -201,6 +203,7 @@ class Hub:
         st = self.subs.get(sid)
         if st is None or st.version != version or st.suspended is not None:
             return                                    # told something newer meanwhile
+        self.pending.discard(sid)
         if gid == 0:                                  # the matcher could not make it
             self._suspend([sid], error or "it could not be matched")
             return
@@ -230,6 +233,7 @@ class Hub:
     def _leave(self, st: SubState) -> None:
         """No more alerts for it: out of the matching and of its group."""
         if self.remote:
+            self.pending.discard(st.sub.id)
             if self.matcher is not None:
                 self.matcher.send(("drop", st.sub.id))
         else:
@@ -379,6 +383,7 @@ class Hub:
         for st in self.subs.values():
             if st.suspended is None:
                 st.version += 1
+                self.pending.add(st.sub.id)
                 m.send(("put", st.sub.id, st.version, st.sub.phrase, st.sub.where, st.sub.area, st.sub.certainly))
         m.send(("ready",))
         try:

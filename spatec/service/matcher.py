@@ -234,6 +234,7 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
     m = Matching(areas, program)
     commands: deque = deque()
     told = [False]            # the hub's subscriptions at its start received ("ready")
+    compiled: dict = {}       # (phrase, where) → Filter
 
     def read_commands():
         while True:
@@ -252,7 +253,13 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
             if cmd[0] == "put":
                 _, sid, ver, phrase, where, spec, certainly = cmd
                 try:
-                    flt = filters.compile(phrase, where) if where else None
+                    flt = None
+                    if where:                  # the same text, the same filter: compiled once
+                        flt = compiled.get((phrase, where))
+                        if flt is None:
+                            flt = compiled[(phrase, where)] = filters.compile(phrase, where)
+                            if len(compiled) > 100_000:
+                                compiled.pop(next(iter(compiled)))
                     area = areas.area(spec, certainly) if spec is not None else None
                     gid, err = m.put(sid, phrase, flt, area)
                 except Exception as e:  # noqa: BLE001 - it fits no more: the hub suspends it

@@ -536,7 +536,8 @@ class Service:
                 "groups": self.hub.groups(), "log": self.hub.processed, "window_first": self.hub.first,
                 "alerts_handled": self.hub.handled, "alerts_skipped": self.hub.skipped,
                 "decided_to_hub_ms": self.hub.lag_ms(), "tasks": tasks,
-                "matcher": {"pid": self.hub.matcher.proc.pid if self.hub.matcher is not None else None},
+                "matcher": {"pid": self.hub.matcher.proc.pid if self.hub.matcher is not None else None,
+                            "pending": len(self.hub.pending)},
                 "engine": engine, "pushed": self.delivery.sent if self.delivery else 0,
                 "dead_letters": self.delivery.dead if self.delivery else 0}
 
