@@ -24,11 +24,14 @@ for (seeded):
 event loop, so that measuring takes the machine's two cores as little as it can). Latency
 is from the moment the composite was decided (the ``Spatec-Decided`` header its detector
 put on it in the alert log, read by a NATS subscriber in the client) to the moment its SSE
-frame is read. Composites per second: the alert log's, while the feed runs, and the rate at which
+frame is read. Where the milliseconds go: ``log_p50_ms``/``log_p99_ms``, decided to read
+from the log by a plain NATS subscriber in the client; ``js_p50_ms``/``js_p99_ms``, by an
+ordered JetStream consumer there (what the matcher process reads); ``hub_lag_ms``, decided
+to the hub's buffers (``/status``'s ``decided_to_hub_ms``). Composites per second: the alert log's, while the feed runs, and the rate at which
 the dashboard received them. The baseline, in the same run, is the same service with 10
 subscriptions: the ratios say what the subscriptions cost. Also measured: making the
 subscriptions (bulk), starting again with them (kill -9, then until ``/status`` has them
-all), and ending them (bulk).
+all and the matcher has taken every one in), and ending them (bulk).
 
     .venv/bin/python bench/bench_serve.py [--subs 10,10000,100000] [--rate 1000] [--sse 40]
 """
@@ -95,6 +98,7 @@ def client(port: int, token: str, sids: list, broker: str, out_path: str, stop_p
     ident = re.compile(rb"(?:^|\n)id: ([^\r\n]*)\r?\n")
     got: dict = {sid: [] for sid in sids}
     decided: dict = {}
+    jsd: dict = {}
 
     async def stream(sid):
         r, w = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
@@ -123,8 +127,16 @@ def client(port: int, token: str, sids: list, broker: str, out_path: str, stop_p
         async def on(m):
             h = m.headers or {}
             if "Spatec-Decided" in h:
-                decided[h.get("Nats-Msg-Id")] = float(h["Spatec-Decided"])
+                decided[h.get("Nats-Msg-Id")] = (float(h["Spatec-Decided"]), time.time())
         await nc.subscribe("spatec.alerts.>", cb=on)
+
+        async def on_js(m):
+            h = m.headers or {}
+            if "Spatec-Decided" in h:
+                jsd[h.get("Nats-Msg-Id")] = (float(h["Spatec-Decided"]), time.time())
+        from nats.js.api import DeliverPolicy
+        await nc.jetstream().subscribe("spatec.alerts.>", cb=on_js, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW,
+                                       pending_msgs_limit=-1, pending_bytes_limit=-1)
         tasks = [asyncio.create_task(stream(sid)) for sid in sids]
         while not os.path.exists(stop_path):
             await asyncio.sleep(0.2)
@@ -133,7 +145,7 @@ def client(port: int, token: str, sids: list, broker: str, out_path: str, stop_p
         await nc.close()
 
     asyncio.run(main())
-    Path(out_path).write_text(json.dumps({"got": got, "decided": decided}))
+    Path(out_path).write_text(json.dumps({"got": got, "decided": decided, "js": jsd}))
 
 
 def run_scale(n: int, args, polls, world, work: Path) -> dict:
@@ -161,8 +173,8 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         srv.kill()
         t0 = time.perf_counter()
         srv = Serve(prog, srv.sources, state, port=srv.port, extra=srv.extra).start(timeout=600)
-        while srv.status()["subscriptions"] < n:
-            time.sleep(0.05)
+        while (lambda st: st["subscriptions"] < n or st["matcher"]["pending"] or not st["matcher"]["pid"])(srv.status()):
+            time.sleep(0.05)                   # (the matcher's too: until it has taken every one in)
         out["restart_s"] = time.perf_counter() - t0
         picked = ids[:5] + rng.sample(ids[5:], min(max(0, args.sse - 5), max(0, len(ids) - 5)))
         import multiprocessing
@@ -190,7 +202,9 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         stop_path.write_text("")
         cli.join(120)
         res = json.loads(res_path.read_text())
-        decided = res["decided"]
+        seen = res["decided"]
+        decided = {c: d for c, (d, _) in seen.items()}
+        via = sorted((a - d) * 1e3 for d, a in seen.values())     # decided -> read from the log by a client
         readers = {sid: [tuple(x) for x in v] for sid, v in res["got"].items()}
         st = srv.status()
         out["composites"] = st["log"]
@@ -204,6 +218,10 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         out["frames"] = len(lat)
         q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")  # noqa: E731
         out["p50_ms"], out["p99_ms"], out["max_ms"] = q(0.5), q(0.99), (lat[-1] if lat else float("nan"))
+        lat = via
+        out["log_p50_ms"], out["log_p99_ms"] = q(0.5), q(0.99)
+        lat = sorted((a - d) * 1e3 for d, a in res["js"].values())
+        out["js_p50_ms"], out["js_p99_ms"] = q(0.5), q(0.99)
         out["groups"] = st["groups"]
         out["hub_lag_ms"] = st.get("decided_to_hub_ms")         # decided -> in the buffers, the last alerts
         t0 = time.perf_counter()
@@ -271,10 +289,11 @@ def main() -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\nload average {load} (2 cores, shared)")
     print(f"{'subscriptions':>13} {'made s':>7} {'restart s':>9} {'decided/s':>9} {'dashboard/s':>11} "
-          f"{'p50 ms':>7} {'p99 ms':>7} {'frames':>8} {'groups':>7} {'ended s':>7}")
+          f"{'p50 ms':>7} {'p99 ms':>7} {'hub p99':>7} {'log p99':>7} {'frames':>8} {'groups':>7} {'ended s':>7}")
     for r in rows:
         print(f"{r['subs']:>13,} {r['made_s']:>7.1f} {r['restart_s']:>9.1f} {r['decided_per_s']:>9.0f} "
-              f"{r['dashboard_per_s']:>11.0f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['frames']:>8,} "
+              f"{r['dashboard_per_s']:>11.0f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} "
+              f"{(r['hub_lag_ms'] or {}).get('p99', float('nan')):>7.1f} {r['log_p99_ms']:>7.1f} {r['frames']:>8,} "
               f"{r['groups']:>7,} {r['deleted_s']:>7.1f}")
     base = rows[0]
     for r in rows[1:]:

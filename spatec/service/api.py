@@ -468,8 +468,8 @@ async def _frames_of(svc, sid: str, cursor: int, key: str | None, annotate: bool
             yield ServerSentEvent(data=json.dumps({"id": sid, "reason": st.suspended}), event="error")
             return
         st.changed.clear()
-        if first:
-            todo = [e async for e in _entries(svc, sid, cursor, key)]
+        if first or cursor + 1 < max(hub.first, st.since):    # (the matcher took it in after it was made)
+            todo = [e async for e in _entries(svc, sid, cursor, key if first else None)]
             first = False
         else:
             todo = st.after(cursor)
@@ -543,6 +543,8 @@ def openapi_doc() -> dict:
         "decided_to_hub_ms": {"type": ["object", "null"], "description": "p50, p99, max of the last alerts' time "
                                                                          "from decision to the subscribers' buffers"},
         "tasks": {"type": "object", "description": "name → state (running | failing), restarts, error"},
+        "matcher": {"type": "object", "description": "the matching process: pid (null while it is started again), "
+                                                   "pending (subscriptions it has not yet taken in)"},
         "engine": {"type": "object", "description": "owned sources, crs, runners (counts, watermark, lateness_s, "
                                                     "running, error), failures"},
         "pushed": {"type": "integer"}, "dead_letters": {"type": "integer"}}}

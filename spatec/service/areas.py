@@ -82,10 +82,11 @@ class Area:
 
     def disc(self) -> tuple:
         """``(x, y, r, centre point)`` in metres of a disc area (made once per CRS)."""
-        loc = self.loc
         got = self.__dict__.get("_disc")
-        if got is None or got[4] is not loc:
-            got = self.__dict__["_disc"] = (loc.xy[0], loc.xy[1], loc.r, loc.geom, loc)
+        proj = self.owner.proj
+        if got is None or got[5] is not proj:       # (a CRS decided since: a new projector)
+            loc = self.loc
+            got = self.__dict__["_disc"] = (loc.xy[0], loc.xy[1], loc.r, loc.geom, loc, proj)
         return got
 
     def test(self, hull: S.Loc) -> bool:

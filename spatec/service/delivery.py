@@ -118,10 +118,11 @@ class Deliveries:
                 st = hub.subs[sid]
                 if st.suspended is not None:
                     return
-                if cursor + 1 < hub.first:          # older than the buffers: from the log
-                    todo = [e async for e in hub.from_log(svc.broker, st, cursor, hub.first)]
+                complete = max(hub.first, st.since)
+                if cursor + 1 < complete:           # older than the buffers hold for it: from the log
+                    todo = [e async for e in hub.from_log(svc.broker, st, cursor, complete)]
                     if not todo:
-                        cursor = hub.first - 1
+                        cursor = complete - 1
                         continue
                 else:
                     todo = st.after(cursor)

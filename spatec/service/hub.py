@@ -1,25 +1,29 @@
 """The hub: alerts from the log to the subscriptions they match.
 
-One task per process reads the alert stream (an ordered consumer whose messages are
-queued by a callback and handled in batches) and for each alert asks the
-:class:`~spatec.service.index.CoveringIndex` which subscriptions it goes to; each of those
-gets the alert's log entry (sequence, composite id, its SSE frame, encoded once)
-appended to its buffer, and its readers are woken. Every process does this for every
-subscription, so any process can serve any subscriber.
+Matching (:class:`~spatec.service.matcher.Matching`: the covering index, each alert's
+values, hull and SSE frame) runs in the service in a process of its own
+(:class:`~spatec.service.matcher.MatcherProcess`, :meth:`Hub.follow_matcher`): it reads the
+alert log and says, per batch of alerts, which groups of subscriptions each one goes to.
+The hub, on the event loop that serves HTTP and SSE, only appends each alert's entry
+(sequence, composite id, JSON text, SSE frame: made once) to the buffers of those groups
+(:class:`Buffer`, one for all the members of a group) and wakes their readers. Every
+process does this for every subscription, so any process can serve any subscriber. Tests
+and the index's benchmark match in-process (:meth:`Hub.handle`): the same buffers.
 
 Memory is bounded: the buffers hold the entries of the last :data:`WINDOW` alerts of the
 log (older ones are dropped by a sweep), and a process that starts reads back only the
 last :data:`RESTART_WINDOW` alerts before it serves. A reader whose cursor is older than
 what the buffers hold — a client reconnecting after a long absence, a push subscription's
-cursor after a restart — has the alerts in between read again from the log
-(:meth:`Hub.from_log`) and tested against its own subscription: exactly what it missed,
-nothing twice, whatever the window.
+cursor after a restart, a subscription the matcher took in only some alerts after it was
+made — has the alerts in between read again from the log (:meth:`Hub.from_log`) and
+tested against its own subscription: exactly what it missed, nothing twice, whatever the
+window.
 
 Isolation: a subscription whose filter or area fails (its test raises) is *suspended*
 with the reason — visible in ``GET``, sent to its SSE readers as an ``error`` event, counted
 in ``/status``, and stored with the subscription, so a restart never evaluates it again —
-and every other subscription goes on. An entry the hub itself cannot handle is skipped
-with a warning (never a crash loop on restart).
+and every other subscription goes on. An entry that cannot be handled is skipped with a
+warning (never a crash loop on restart).
 
 A subscription receives alerts from its ``start_seq`` on (the log's position when it was
 made), whichever process made it.
@@ -30,14 +34,11 @@ import asyncio
 import bisect
 import json
 import logging
-import re
 import time
 from collections import OrderedDict, deque
 
-import shapely
-
-from spatec.service.filters import STANDARD, field_types, values
-from spatec.service.index import CoveringIndex
+from spatec.service.filters import values
+from spatec.service.matcher import Matching, MatcherProcess, sse_frame
 
 log = logging.getLogger("spatec.service")
 
@@ -66,20 +67,48 @@ class Entry:
         return a if a is not None else json.loads(self.data)
 
 
+class Buffer:
+    """The entries a group of subscriptions (one filter and area) has matched, held once for
+    all its members, and the wake-ups of its members' waiting readers."""
+
+    __slots__ = ("gid", "seqs", "entries", "readers", "members")
+
+    def __init__(self, gid: int):
+        self.gid = gid
+        self.seqs: list = []
+        self.entries: list = []
+        self.readers: set = set()
+        self.members: set = set()
+
+    def add_entry(self, e: Entry) -> None:
+        self.seqs.append(e.seq)
+        self.entries.append(e)
+        for ev in self.readers:
+            ev.set()
+
+    def trim(self, before: int, most: int) -> None:
+        """Forget entries older than sequence ``before``, and all but the last ``most``."""
+        i = bisect.bisect_left(self.seqs, before) if self.seqs and self.seqs[0] < before else 0
+        i = max(i, len(self.seqs) - most)
+        if i > 0:
+            del self.seqs[:i], self.entries[:i]
+
+
 class SubState:
-    """A subscription as the hub holds it: its record, compiled filter and area, readers'
-    wake-up, and whether it is suspended (and why). Its alerts are those of the groups it
-    has been in (:class:`~spatec.service.index.Group` holds the entries once for all its
-    members): ``history`` lists them with the sequence from which each was its group."""
+    """A subscription as the hub holds it: its record, compiled filter and area (for reading
+    the log again: :meth:`Hub.matches`), readers' wake-up, and whether it is suspended (and
+    why). Its alerts are those of the groups it has been in: ``history`` lists their
+    :class:`Buffer` s with the sequence from which each was its group."""
 
     def __init__(self, sub, flt, area, suspended: str | None = None):
         self.sub, self.filter, self.area = sub, flt, area
-        self.history: list = []          # [(from sequence, group)], oldest first
+        self.history: list = []          # [(from sequence, buffer)], oldest first
         self.changed = asyncio.Event()
         self.gone = False
         self.suspended = suspended
         self.lock = asyncio.Lock()       # a renewal and a delete of it, one after the other
-        self.since = 1                   # the first sequence the hub matched against it
+        self.since = 1                   # the first sequence the buffers hold for it completely
+        self.version = 0                 # of what the matcher was last told about it
 
     def after(self, seq: int) -> list[Entry]:
         """Its entries after sequence ``seq``, in log order."""
@@ -105,13 +134,22 @@ class SubState:
         while len(self.history) > 1 and self.history[1][0] <= before:
             del self.history[0]
 
+    def current(self) -> "Buffer | None":
+        return self.history[-1][1] if self.history else None
+
 
 class Hub:
-    """Subscriptions, the index and the buffers of one process (one event loop)."""
+    """Subscriptions and the buffers of one process (one event loop); matching in-process
+    (``handle``) or by a matcher process (``follow_matcher``)."""
 
     def __init__(self, areas, program=None):
         self.areas = areas
-        self.index = CoveringIndex()
+        self.program = program
+        self.matching = Matching(areas, program)     # in-process matching (no matcher process)
+        self.matcher: MatcherProcess | None = None
+        self.remote = False                          # matched by a matcher process (once one is started)
+        self.pending: set = set()                    # sub ids the matcher has not yet put in a group
+        self.buffers: dict[int, Buffer] = {}        # group id → its buffer
         self.subs: dict[str, SubState] = {}
         self.seq_of: OrderedDict[str, int] = OrderedDict()   # composite id → sequence, the window's
         self.processed = 0                    # the last sequence handed to the subscriptions
@@ -123,8 +161,15 @@ class Hub:
         self.lags: deque = deque(maxlen=2000)  # s from decided to handed to the subscriptions, the last alerts
         self.skipped = 0                      # entries the hub could not handle
         self.handled = 0
-        self._types: dict = {}
-        self.program = program
+
+    @property
+    def index(self):
+        """The in-process index (tests and the index's benchmark)."""
+        return self.matching.index
+
+    def groups(self) -> int:
+        """Groups with members (subscriptions with one filter and area)."""
+        return sum(1 for b in self.buffers.values() if b.members)
 
     # -- subscriptions
     def put(self, sub, flt, area, suspended: str | None = None) -> SubState:
@@ -132,25 +177,71 @@ class Hub:
         old = self.subs.get(sub.id)
         st = SubState(sub, flt, area, suspended)
         if old is not None:
-            st.history, st.changed, st.lock, st.since = old.history, old.changed, old.lock, old.since
-            if old.history:
-                old.history[-1][1].readers.discard(old.changed)
+            st.history, st.changed, st.lock, st.since, st.version = (old.history, old.changed, old.lock, old.since,
+                                                                     old.version)
         else:
             st.since = self.processed + 1
         self.subs[sub.id] = st
+        st.version += 1
         if suspended is None:
-            g = self.index.add(sub.id, sub.phrase, flt, area)
-            if not st.history or st.history[-1][1] is not g:
-                st.history = st.history + [(self.processed + 1, g)]
-            if sub.id in self.reading:
-                g.readers.add(st.changed)
-            if g.error is not None:             # the same filter and area failed for another
-                self._suspend([sub.id], g.error)
+            if self.remote:                           # (none while it is started again: it is told then)
+                self.pending.add(sub.id)
+                if self.matcher is not None:
+                    self.matcher.send(("put", sub.id, st.version, sub.phrase, sub.where, sub.area, sub.certainly))
+            else:
+                gid, err = self.matching.put(sub.id, sub.phrase, flt, area)
+                self.joined(sub.id, st.version, gid, self.processed + 1, err)
         else:
-            self.index.remove(sub.id)
+            self._leave(st)
         if old is not None:
             old.changed.set()
         return st
+
+    def joined(self, sid: str, version: int, gid: int, frm: int, error: str | None) -> None:
+        """The matcher put subscription ``sid`` (as of its ``version``) in group ``gid`` for the
+        alerts from sequence ``frm`` on (``error``: the group failed already)."""
+        st = self.subs.get(sid)
+        if st is None or st.version != version or st.suspended is not None:
+            return                                    # told something newer meanwhile
+        self.pending.discard(sid)
+        if gid == 0:                                  # the matcher could not make it
+            self._suspend([sid], error or "it could not be matched")
+            return
+        buf = self.buffers.get(gid)
+        if buf is None:
+            buf = self.buffers[gid] = Buffer(gid)
+        cur = st.current()
+        if cur is not buf:
+            if cur is not None:
+                self._left(cur, st)
+            elif frm > st.since:                      # a new one: what came before is read from the log
+                st.since = frm
+            st.history = st.history + [(frm, buf)]
+            buf.members.add(sid)
+            if sid in self.reading:
+                buf.readers.add(st.changed)
+        if error is not None:
+            self._suspend([sid], error)
+        st.changed.set()
+
+    def _left(self, buf: Buffer, st: SubState) -> None:
+        buf.members.discard(st.sub.id)
+        buf.readers.discard(st.changed)
+        if not buf.members and self.buffers.get(buf.gid) is buf:
+            del self.buffers[buf.gid]                 # its entries stay in its members' histories
+
+    def _leave(self, st: SubState) -> None:
+        """No more alerts for it: out of the matching and of its group."""
+        if self.remote:
+            self.pending.discard(st.sub.id)
+            if self.matcher is not None:
+                self.matcher.send(("drop", st.sub.id))
+        else:
+            self.matching.drop(st.sub.id)
+        cur = st.current()
+        if cur is not None:
+            cur.members.discard(st.sub.id)
+            cur.readers.discard(st.changed)
 
     def read(self, sub_id: str, by: int) -> None:
         """A reader of ``sub_id`` begins (``by=1``) or ends (``-1``): a group's new entry wakes
@@ -162,17 +253,18 @@ class Hub:
             self.reading.pop(sub_id, None)
         st = self.subs.get(sub_id)
         if st is not None and st.history:
-            g = st.history[-1][1]
+            g = st.current()
             (g.readers.add if n > 0 else g.readers.discard)(st.changed)
 
     def drop(self, sub_id: str) -> None:
         st = self.subs.pop(sub_id, None)
-        self.index.remove(sub_id)
-        if st is not None:
-            if st.history:
-                st.history[-1][1].readers.discard(st.changed)
-            st.gone = True
-            st.changed.set()
+        if st is None:
+            self.matching.drop(sub_id)
+            return
+        st.version += 1
+        self._leave(st)
+        st.gone = True
+        st.changed.set()
 
     def _suspend(self, sids, reason: str) -> None:
         for sid in sids:
@@ -180,13 +272,16 @@ class Hub:
             if st is None or st.suspended is not None:
                 continue
             st.suspended = reason
-            self.index.remove(sid)
-            if st.history:
-                st.history[-1][1].readers.discard(st.changed)
+            st.version += 1
+            self._leave(st)
             st.changed.set()
             log.warning("subscription %s suspended: %s", sid, reason)
             if self.on_suspend is not None:
                 self.on_suspend(sid, reason)
+
+    def set_crs(self, crs: str) -> None:
+        if self.matcher is not None:
+            self.matcher.send(("crs", crs))
 
     def lag_ms(self) -> dict:
         """Percentiles of the time from a composite's decision to its entry in the buffers."""
@@ -200,55 +295,45 @@ class Hub:
         return sum(1 for st in self.subs.values() if st.suspended is not None)
 
     # -- alerts
-    def types_of(self, phrase) -> dict:
-        t = self._types.get(phrase)
-        if t is None:
-            try:
-                t = field_types(self.program, phrase) if self.program is not None else dict(STANDARD)
-            except KeyError:       # a phrase of another version of the program: the standard fields
-                t = dict(STANDARD)
-            self._types[phrase] = t
-        return t
-
     def handle(self, seq: int, data: str, decided: float | None = None) -> Entry | None:
-        """Hand one log entry to the subscriptions it matches (None: already handled, or
-        not an alert)."""
+        """Match one log entry in-process and hand it to the subscriptions it goes to (None:
+        already handled, or not an alert)."""
+        if seq <= self.processed:
+            return None
+        try:
+            got = self.matching.match(data)
+        except Exception:  # noqa: BLE001 - never a crash (nor a crash loop on restart) for one entry
+            log.exception("log entry %d could not be handled; skipped", seq)
+            got = None
+        if got is None:
+            self.processed = seq
+            self.skipped += 1
+            return None
+        cid, frame, gids, failed = got
+        return self.deliver(seq, cid, data, frame, decided, gids, failed)
+
+    def deliver(self, seq: int, cid: str | None, data: str, frame: bytes, decided, gids, failed=()) -> Entry | None:
+        """One matched log entry: its entry appended to the buffers of groups ``gids``; the
+        members of groups in ``failed`` (``(gid, reason)``) suspended (``cid`` None: an entry
+        that was no alert)."""
         if seq <= self.processed:
             return None
         self.processed = seq
-        try:
-            return self._handle(seq, data, decided)
-        except Exception:  # noqa: BLE001 - never a crash (nor a crash loop on restart) for one entry
-            self.skipped += 1
-            log.exception("log entry %d could not be handled; skipped", seq)
-            return None
-
-    def _handle(self, seq: int, data: str, decided) -> Entry | None:
-        try:
-            alert = json.loads(data)
-        except ValueError:
+        if cid is None:
             self.skipped += 1
             log.warning("log entry %d is not an alert; skipped", seq)
             return None
-        if not isinstance(alert, dict):
-            self.skipped += 1
-            return None
-        cid = str(alert.get("id", ""))
-        e = Entry(seq, cid, data, sse_frame(cid, data))
+        for gid, reason in failed:
+            buf = self.buffers.get(gid)
+            if buf is not None:
+                self._suspend(list(buf.members), reason)
+        e = Entry(seq, cid, data, frame)
         self.seq_of[cid] = seq
-        env = values(alert, self.types_of(alert.get("phrase")))
-        w = alert.get("hull")
-        try:
-            lonlat = shapely.from_wkt(w) if isinstance(w, str) and w else None   # parsed once
-        except Exception:  # noqa: BLE001 - a hull that is no WKT: a place unknown (REFERENCE decision 3)
-            log.warning("alert %s: its hull is not WKT; matched as having no known place", cid)
-            lonlat = None
-        matched, failed = self.index.match(alert, env, lambda: self.areas.hull_of(lonlat), lonlat)
-        for g in failed:
-            self._suspend(list(g.members), f"its {'filter' if g.filter is not None else 'area'} failed on "
-                                           f"alert {cid}: {g.error}")
-        for g in matched:
-            g.add_entry(e)          # once for all its members (each reads it from its history)
+        bufs = self.buffers
+        for gid in gids:
+            buf = bufs.get(gid)
+            if buf is not None:
+                buf.add_entry(e)      # once for all its members (each reads it from its history)
         if decided is not None:
             now = time.time()
             self.lags.append(now - decided)
@@ -268,67 +353,81 @@ class Hub:
             if seq >= first:
                 break
             self.seq_of.popitem(last=False)
-        for g in self.index.groups.values():
+        for g in self.buffers.values():
             g.trim(first, BUFFER)
         for st in self.subs.values():
             st.trim(first)
+            for _, g in st.history[:-1]:
+                g.trim(first, BUFFER)
 
-    async def follow(self, broker, stop: asyncio.Event) -> None:
-        """Read the alert stream until ``stop`` (from the last :data:`RESTART_WINDOW` alerts
-        at the first start; from where it was after a restart of this task)."""
-        from nats.js.api import ConsumerConfig, DeliverPolicy
+    async def follow_matcher(self, broker_url: str, crs: str, program, stop: asyncio.Event) -> None:
+        """Start the matcher process (from the last :data:`RESTART_WINDOW` alerts of the log at
+        the first start; from where the hub is after a restart), tell it every subscription,
+        and apply what it sends until ``stop``. Raises when the process dies (the supervisor
+        starts it again)."""
+        from spatec.service.broker import ALERTS, Broker
 
-        from spatec.service.broker import ALERTS
-
-        info = await broker.js.stream_info(ALERTS)
-        last_at_start = info.state.last_seq
         if self.processed == 0:
-            start = max(info.state.first_seq or 1, last_at_start - RESTART_WINDOW + 1, 1)
+            b = await Broker(broker_url).connect(setup=False)
+            try:
+                info = await b.js.stream_info(ALERTS)
+            finally:
+                await b.close()
+            start = max(info.state.first_seq or 1, info.state.last_seq - RESTART_WINDOW + 1, 1)
             self.first = start
             self.processed = start - 1
-        else:
-            start = self.processed + 1
-        if self.processed >= last_at_start:
-            self.caught_up.set()
-        queue: deque = deque()
-        ready = asyncio.Event()
-
-        async def got(msg):
-            queue.append(msg)
-            ready.set()
-
-        cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
-        sub = await broker.js.subscribe("spatec.alerts.>", cb=got, ordered_consumer=True, config=cfg,
-                                        pending_msgs_limit=-1, pending_bytes_limit=-1)
+        start = self.processed + 1
+        m = MatcherProcess(program, broker_url, crs, start).start()
+        self.matcher, self.remote = m, True
+        self.buffers = {}                              # group ids are the new process's
+        for st in self.subs.values():
+            if st.suspended is None:
+                st.version += 1
+                self.pending.add(st.sub.id)
+                m.send(("put", st.sub.id, st.version, st.sub.phrase, st.sub.where, st.sub.area, st.sub.certainly))
+        m.send(("ready",))
         try:
             while not stop.is_set():
                 try:
-                    await asyncio.wait_for(ready.wait(), 0.5)
+                    msg = await asyncio.wait_for(m.inbox.get(), 1.0)
                 except asyncio.TimeoutError:
-                    if not self.caught_up.is_set():
-                        info = await broker.js.stream_info(ALERTS)
-                        if self.processed >= info.state.last_seq:
-                            self.caught_up.set()
+                    if not m.alive():
+                        raise RuntimeError(f"the matcher process exited ({m.proc.exitcode})") from None
                     continue
-                ready.clear()
-                t0 = time.monotonic()
-                while queue:
-                    msg = queue.popleft()
-                    seq = msg.metadata.sequence.stream
-                    h = msg.headers or {}
-                    decided = _float(h.get("Spatec-Decided"))
-                    self.handle(seq, msg.data.decode("utf-8", "replace"), decided)
-                    if not self.caught_up.is_set() and seq >= last_at_start:
-                        self.caught_up.set()
-                    if time.monotonic() - t0 > SLICE:      # let the HTTP side in
-                        await asyncio.sleep(0)
-                        t0 = time.monotonic()
-                self.sweep()
+                if msg is None:
+                    if stop.is_set():
+                        return
+                    raise RuntimeError(f"the matcher process ended its pipe (exit code {m.proc.exitcode})")
+                await self._apply(msg)
         finally:
-            try:
-                await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - already closed
-                pass
+            self.matcher = None
+            await asyncio.to_thread(m.close)
+
+    async def _apply(self, msg) -> None:
+        kind = msg[0]
+        if kind == "alerts":
+            _, rows, failed = msg
+            t0 = time.monotonic()
+            if failed:
+                for gid, reason in failed:
+                    buf = self.buffers.get(gid)
+                    if buf is not None:
+                        self._suspend(list(buf.members), reason)
+            for seq, cid, data, frame, decided, gids in rows:
+                self.deliver(seq, cid, data, frame, decided, gids)
+                if time.monotonic() - t0 > SLICE:      # let the HTTP side in
+                    await asyncio.sleep(0)
+                    t0 = time.monotonic()
+            self.sweep()
+        elif kind == "in":
+            t0 = time.monotonic()
+            for sid, ver, gid, frm, err in msg[1]:
+                self.joined(sid, ver, gid, frm, err)
+                if time.monotonic() - t0 > SLICE:
+                    await asyncio.sleep(0)
+                    t0 = time.monotonic()
+        elif kind == "caught_up":
+            self.caught_up.set()
 
     async def from_log(self, broker, st: SubState, after: int, upto: int):
         """The entries of ``st``'s subscription with sequences in ``(after, upto)``, read again
@@ -360,7 +459,9 @@ class Hub:
                     if self.matches(st, alert):
                         yield Entry(seq, cid, data, sse_frame(cid, data), alert)
                 except Exception:  # noqa: BLE001 - as the hub: the entry is skipped
-                    continue
+                    pass
+                if seq + 1 >= upto:
+                    return
         finally:
             try:
                 await sub.unsubscribe()
@@ -372,27 +473,9 @@ class Hub:
         sub = st.sub
         if sub.phrase is not None and alert.get("phrase") != sub.phrase:
             return False
-        if st.filter is not None and not st.filter.test(values(alert, self.types_of(alert.get("phrase")))):
+        if st.filter is not None and not st.filter.test(values(alert, self.matching.types_of(alert.get("phrase")))):
             return False
         return st.area is None or st.area.test(self.areas.hull(alert.get("hull")))
-
-
-def _float(v) -> float | None:
-    try:
-        return float(v) if v is not None else None
-    except ValueError:
-        return None
-
-
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-def sse_frame(cid: str, data: str, event: str = "alert") -> bytes:
-    """The SSE frame of an alert, byte for byte as sse-starlette encodes one (``id:``,
-    ``event:``, ``data:`` lines, CRLF), made without its encoder: one a composite."""
-    cid = _LINE_BREAK.sub("", cid)
-    lines = "".join(f"data: {chunk}\r\n" for chunk in _LINE_BREAK.split(data))
-    return f"id: {cid}\r\nevent: {event}\r\n{lines}\r\n".encode("utf-8")
 
 
 def latest(entries: list[Entry], key: str) -> list[Entry]:

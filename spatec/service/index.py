@@ -70,22 +70,7 @@ class Group:
     parent: "Group | None" = None
     slot: tuple | None = None                      # where it is indexed
     error: str | None = None                       # why its test failed (then it is never tested again)
-    seqs: list = field(default_factory=list)       # the log entries it matched (the hub's buffer: one
-    entries: list = field(default_factory=list)    # list for all its members), their sequences
-    readers: set = field(default_factory=set)      # asyncio events of its members' waiting readers
-
-    def add_entry(self, e) -> None:
-        self.seqs.append(e.seq)
-        self.entries.append(e)
-        for ev in self.readers:
-            ev.set()
-
-    def trim(self, before: int, most: int) -> None:
-        """Forget entries older than sequence ``before``, and all but the last ``most``."""
-        i = bisect.bisect_left(self.seqs, before) if self.seqs and self.seqs[0] < before else 0
-        i = max(i, len(self.seqs) - most)
-        if i > 0:
-            del self.seqs[:i], self.entries[:i]
+    gid: int | None = None                         # its number for the hub (matcher.Matching.gid)
 
     def atoms(self) -> tuple:
         return self.filter.atoms if self.filter is not None else ()

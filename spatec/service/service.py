@@ -4,7 +4,8 @@
   watched (restarted, disk-full reported and recovered);
 - the subscriptions (:mod:`~spatec.service.subscriptions`) from the ``spatec_subs`` bucket,
   watched, so every process knows every subscription; leases lapse by a heap of expiries;
-- the hub (:mod:`~spatec.service.hub`): the alert stream to the subscriptions' buffers;
+- the hub (:mod:`~spatec.service.hub`): the alert stream to the subscriptions' buffers, matched
+  by a process of its own (:mod:`~spatec.service.matcher`);
 - the engine (:mod:`~spatec.service.engine`): the sources this process owns, polled and
   detected;
 - push deliveries (:mod:`~spatec.service.delivery`): webhooks, NATS subjects, MQTT
@@ -104,6 +105,7 @@ class Service:
             self.nats = EmbeddedNats(self.state / "nats", port).start()
             port_file.write_text(str(self.nats.port))
             url = self.nats.url
+        self.url = url
         self.broker = await Broker(url).connect()
         self.watch = BrokerWatch(self.broker, self.nats, self.state / "nats" if self.nats else None)
         self.delivery = Deliveries(self)
@@ -114,7 +116,8 @@ class Service:
             await asyncio.wait_for(self.loaded.wait(), 120)
         except asyncio.TimeoutError:
             log.warning("the stored subscriptions did not load within 120 s; serving meanwhile")
-        self._supervise("hub", lambda: self.hub.follow(self.broker, self.stop_event))
+        self._supervise("hub", lambda: self.hub.follow_matcher(self.url, self.areas.proj.crs, self.program,
+                                                               self.stop_event))
         self._supervise("leases", self._sweep)
         self._supervise("owners", self._own)
         self._supervise("renewals", self._renew)
@@ -204,6 +207,7 @@ class Service:
         log.info("areas are measured in %s from now on", crs)
         self.crs = crs
         self.areas.set_crs(crs)
+        self.hub.set_crs(crs)
         self._doc = None
 
     def need_broker(self) -> None:
@@ -529,9 +533,11 @@ class Service:
             problems += [f"pusher {sid}: {f['error']}" for sid, f in self.delivery.failures.items()]
         return {"healthy": not problems, "problems": problems, "member": self.member, "broker": broker,
                 "crs": self.crs, "subscriptions": len(self.hub.subs), "suspended": self.hub.suspended(),
-                "groups": len(self.hub.index.groups), "log": self.hub.processed, "window_first": self.hub.first,
+                "groups": self.hub.groups(), "log": self.hub.processed, "window_first": self.hub.first,
                 "alerts_handled": self.hub.handled, "alerts_skipped": self.hub.skipped,
                 "decided_to_hub_ms": self.hub.lag_ms(), "tasks": tasks,
+                "matcher": {"pid": self.hub.matcher.proc.pid if self.hub.matcher is not None else None,
+                            "pending": len(self.hub.pending)},
                 "engine": engine, "pushed": self.delivery.sent if self.delivery else 0,
                 "dead_letters": self.delivery.dead if self.delivery else 0}
 

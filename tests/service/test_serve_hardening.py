@@ -293,14 +293,20 @@ def test_a_fix_from_next_year_is_a_reject_not_the_watermark(tmp_path, recording)
         feed.stop()
 
 
-def test_the_broker_killed_is_started_again(tmp_path, recording):
+def _stuck_served(tmp_path, recording, mins: float, speed: float):
+    """``(program, feed port, feed, serve, a Stuck subscription)`` once alerts come."""
     prog = program_of(tmp_path, "stuck")
     port = free_port()
-    feed = FeedServer(minutes(recording, 3), speed=5, port=port).start()
+    feed = FeedServer(minutes(recording, mins), speed=speed, port=port).start()
     srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], tmp_path / "state").start()
+    code, sub = call(srv, "POST", "/subscriptions", {"phrase": "Stuck"})
+    wait_for(lambda: srv.status()["log"] > 0, 60, what="alerts")
+    return prog, port, feed, srv, sub
+
+
+def test_the_broker_killed_is_started_again(tmp_path, recording):
+    prog, port, feed, srv, sub = _stuck_served(tmp_path, recording, 3, 5)
     try:
-        code, sub = call(srv, "POST", "/subscriptions", {"phrase": "Stuck"})
-        wait_for(lambda: srv.status()["log"] > 0, 60, what="alerts")
         pid = int((srv.state / "nats" / "pid").read_text())
         size0 = srv.log_path.stat().st_size
         os.kill(pid, signal.SIGKILL)
@@ -326,6 +332,59 @@ def test_the_broker_killed_is_started_again(tmp_path, recording):
         assert call(srv, "GET", f"/subscriptions/{sub['id']}")[0] == 200
         grown = srv.log_path.stat().st_size - size0
         assert grown < 30_000, srv.log_path.read_text()[-3000:]           # a few lines, not tracebacks a second
+    finally:
+        srv.stop()
+        feed.stop()
+
+
+def _gone(pid: int, timeout: float = 15) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:                                   # a zombie of ours is gone too
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+def test_the_matcher_killed_is_started_again_and_dies_with_the_service(tmp_path, recording):
+    prog, port, feed, srv, sub = _stuck_served(tmp_path, recording, 6, 10)
+    try:
+        pid = srv.status()["matcher"]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        seen = set()
+
+        def look():
+            st = srv.status()
+            seen.add(st["healthy"])
+            return st["tasks"]["hub"]["restarts"] >= 1 and st["matcher"]["pid"] not in (None, pid)
+        wait_for(look, 60, every=0.1, what="the matcher to be started again")
+        st = srv.status()
+        assert False in seen and st["tasks"]["hub"]["error"], st          # /status told
+        before = st["log"]
+        wait_for(lambda: srv.status()["log"] > before, 60, what="alerts after the matcher's restart")
+        code, got = sse(srv, f"/subscriptions/{sub['id']}/events", idle=3, timeout=30)
+        got = ids(got)
+        assert len(got) == len(set(got)) and len(got) >= before        # every alert (Stuck only), each once
+        # Ctrl-C (SIGINT to the service alone): it stops, and so does its matcher
+        matcher = srv.status()["matcher"]["pid"]
+        srv.proc.send_signal(signal.SIGINT)
+        srv.proc.wait(60)
+        assert _gone(matcher), "the matcher outlived the service"
+        # kill -9 of the service alone: the matcher dies with it
+        srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], tmp_path / "state", port=srv.port).start()
+        wait_for(lambda: srv.status()["matcher"]["pid"], 60, what="the matcher")
+        matcher = srv.status()["matcher"]["pid"]
+        os.kill(srv.proc.pid, signal.SIGKILL)
+        srv.proc.wait(30)
+        assert _gone(matcher), "the matcher outlived a killed service"
     finally:
         srv.stop()
         feed.stop()

@@ -1,0 +1,362 @@
+"""Matching: which subscriptions each alert of the log goes to, off the HTTP event loop.
+
+:class:`Matching` is the work itself — the subscriptions' groups in a
+:class:`~spatec.service.index.CoveringIndex`, and for each alert its values, hull and SSE
+frame made once and the groups it matches. It has no I/O: the hub runs it in-process
+(tests, benchmarks of the index) or, in the service, in a process of its own
+(:class:`MatcherProcess`), so that matching 100,000 subscriptions costs the event loop that
+serves HTTP and SSE nothing but appending the matched groups' entries.
+
+The matcher process reads the alert log itself (an ordered consumer from the sequence the
+hub asks for) and is told the subscriptions by the hub, in order, over a pipe:
+
+- to it: ``("put", sid, version, phrase, where, area, certainly)``, ``("drop", sid)``,
+  ``("crs", crs)``, and ``("ready",)`` after the subscriptions the hub had when it started
+  the process (no alert is matched before: each of those is in its group from the first);
+- from it: ``("in", [(sid, version, group id, from sequence, error), ...])`` — each
+  subscription is in that group for every alert from that sequence on (the alerts before were matched
+  without it: the hub reads them from the log for a reader that needs them), ``error``
+  when the group has already failed; ``("alerts", [(seq, cid, data, frame, decided,
+  [group ids]), ...], [(group id, reason), ...])`` per batch of alerts (``cid`` None: an
+  entry that is no alert, skipped); ``("caught_up",)`` once the log as it was at its
+  start has been matched.
+
+Everything it says about a sequence comes after what it said about the sequences before
+(one pipe, one writer), so the hub applies it as it comes. A group whose test raises is
+reported with the reason and never tested again (the hub suspends its members). The
+process dies with the service (``PR_SET_PDEATHSIG``, and a thread that looks at its
+parent twice a second); the hub's supervisor starts it again, with backoff, from the hub's position.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections import deque
+
+import shapely
+
+from spatec.service.filters import STANDARD, field_types, values
+from spatec.service.index import CoveringIndex
+
+log = logging.getLogger("spatec.service")
+
+#: alerts matched at most before their results are sent (and commands looked at again)
+BATCH = 256
+
+
+class Matching:
+    """The index and the per-alert work of matching (one process: no locks)."""
+
+    def __init__(self, areas, program=None):
+        self.areas, self.program = areas, program
+        self.index = CoveringIndex()
+        self._types: dict = {}
+        self._gid = 0
+
+    def gid(self, g) -> int:
+        """A group's number (the hub knows groups by it)."""
+        n = getattr(g, "gid", None)
+        if n is None:
+            self._gid += 1
+            n = g.gid = self._gid
+        return n
+
+    def put(self, sid: str, phrase, flt, area) -> tuple[int, str | None]:
+        """Put a subscription in its group: (group id, the group's error if it has failed)."""
+        g = self.index.add(sid, phrase, flt, area)
+        return self.gid(g), g.error
+
+    def drop(self, sid: str) -> None:
+        self.index.remove(sid)
+
+    def types_of(self, phrase) -> dict:
+        t = self._types.get(phrase)
+        if t is None:
+            try:
+                t = field_types(self.program, phrase) if self.program is not None else dict(STANDARD)
+            except KeyError:       # a phrase of another version of the program: the standard fields
+                t = dict(STANDARD)
+            self._types[phrase] = t
+        return t
+
+    def match(self, data: str):
+        """``(composite id, SSE frame, matched group ids, [(group id, reason)])`` of one log
+        entry, or None if it is no alert. Raises only for an entry it cannot handle."""
+        try:
+            alert = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(alert, dict):
+            return None
+        cid = str(alert.get("id", ""))
+        frame = sse_frame(cid, data)
+        env = values(alert, self.types_of(alert.get("phrase")))
+        w = alert.get("hull")
+        try:
+            lonlat = shapely.from_wkt(w) if isinstance(w, str) and w else None   # parsed once
+        except Exception:  # noqa: BLE001 - a hull that is no WKT: a place unknown (REFERENCE decision 3)
+            log.warning("alert %s: its hull is not WKT; matched as having no known place", cid)
+            lonlat = None
+        matched, failed = self.index.match(alert, env, lambda: self.areas.hull_of(lonlat), lonlat)
+        bad = [(self.gid(g), f"its {'filter' if g.filter is not None else 'area'} failed on alert {cid}: "
+                             f"{g.error}") for g in failed]
+        return cid, frame, [self.gid(g) for g in matched], bad
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def sse_frame(cid: str, data: str, event: str = "alert") -> bytes:
+    """The SSE frame of an alert, byte for byte as sse-starlette encodes one (``id:``,
+    ``event:``, ``data:`` lines, CRLF), made without its encoder: one a composite."""
+    cid = _LINE_BREAK.sub("", cid)
+    lines = "".join(f"data: {chunk}\r\n" for chunk in _LINE_BREAK.split(data))
+    return f"id: {cid}\r\nevent: {event}\r\n{lines}\r\n".encode("utf-8")
+
+
+# ------------------------------------------------------------------------------ the process
+
+class MatcherProcess:
+    """The matcher's process, seen from the hub: commands go out through a sender thread
+    (the event loop never waits for the pipe), results come in through a reader thread
+    onto ``inbox`` (an asyncio queue)."""
+
+    def __init__(self, program, broker_url: str, crs: str, start_seq: int):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.stop = ctx.Event()
+        self.proc = ctx.Process(target=_run, name="spatec match", daemon=True,
+                                args=(program, broker_url, crs, start_seq, child, self.stop, os.getpid()))
+        self._child = child
+        self._out: deque = deque()
+        self._wake = threading.Event()
+        self.inbox: asyncio.Queue | None = None
+        self.closed = False
+
+    def start(self) -> "MatcherProcess":
+        """Start it (from the event loop's thread: the process dies with the thread that made it)."""
+        loop = asyncio.get_running_loop()
+        self.inbox = asyncio.Queue()
+        self.proc.start()
+        self._child.close()
+        threading.Thread(target=self._send_loop, name="matcher-send", daemon=True).start()
+        threading.Thread(target=self._recv_loop, args=(loop,), name="matcher-recv", daemon=True).start()
+        return self
+
+    def send(self, msg: tuple) -> None:
+        self._out.append(msg)
+        self._wake.set()
+
+    def _send_loop(self) -> None:
+        while not self.closed:
+            self._wake.wait(0.5)
+            self._wake.clear()
+            batch = []
+            while self._out:
+                batch.append(self._out.popleft())
+            if batch:
+                try:
+                    self.conn.send(batch)
+                except (OSError, ValueError):      # the process is gone: the supervisor sees it
+                    return
+
+    def _recv_loop(self, loop) -> None:
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError, ValueError):
+                msg = None
+            try:
+                loop.call_soon_threadsafe(self.inbox.put_nowait, msg)
+            except RuntimeError:                   # the loop is closed
+                return
+            if msg is None:
+                return
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop it (and wait for it: no orphan)."""
+        self.closed = True
+        self._wake.set()
+        self.stop.set()
+        self.proc.join(timeout)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+
+def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent: int) -> None:
+    """The matcher's process: commands from the pipe, the alert log from the broker."""
+    import logging as logging_
+
+    from spatec.service.areas import Areas
+    from spatec.service.broker import die_with_parent
+    from spatec.service.filters import Filters
+    from spatec.spatial.crs import Projector
+
+    import signal
+
+    # a signal the starting thread had blocked or ignored stays so across exec: not this one
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent()
+    logging_.basicConfig(level=logging_.WARNING, format="spatec: %(name)s: %(message)s")
+
+    def watchdog():
+        """Whatever the loop waits for (a broker that died with the service): out when the
+        service is gone, or 3 s after being told to stop."""
+        told_at = None
+        while True:
+            if os.getppid() != parent:
+                os._exit(0)
+            if stop.is_set():
+                told_at = told_at or time.monotonic()
+                if time.monotonic() - told_at > 3.0:
+                    os._exit(0)
+            time.sleep(0.5)
+
+    threading.Thread(target=watchdog, name="matcher-watchdog", daemon=True).start()
+    areas = Areas(program, Projector(crs))
+    filters = Filters(program)
+    m = Matching(areas, program)
+    commands: deque = deque()
+    told = [False]            # the hub's subscriptions at its start received ("ready")
+    compiled: dict = {}       # (phrase, where) → Filter
+
+    def read_commands():
+        while True:
+            try:
+                commands.extend(conn.recv())
+            except (EOFError, OSError):
+                stop.set()
+                return
+
+    threading.Thread(target=read_commands, name="matcher-commands", daemon=True).start()
+
+    def apply(next_seq: int) -> None:
+        made, joins = [], []
+        while commands:
+            cmd = commands.popleft()
+            if cmd[0] == "put":
+                _, sid, ver, phrase, where, spec, certainly = cmd
+                try:
+                    flt = None
+                    if where:                  # the same text, the same filter: compiled once
+                        flt = compiled.get((phrase, where))
+                        if flt is None:
+                            flt = compiled[(phrase, where)] = filters.compile(phrase, where)
+                            if len(compiled) > 100_000:
+                                compiled.pop(next(iter(compiled)))
+                    area = areas.area(spec, certainly) if spec is not None else None
+                    gid, err = m.put(sid, phrase, flt, area)
+                except Exception as e:  # noqa: BLE001 - it fits no more: the hub suspends it
+                    m.drop(sid)
+                    gid, err = 0, f"it no longer fits the program: {type(e).__name__}: {e}"
+                else:
+                    if area is not None:
+                        made.append(area)
+                joins.append((sid, ver, gid, next_seq, err))
+            elif cmd[0] == "drop":
+                m.drop(cmd[1])
+            elif cmd[0] == "crs":
+                areas.set_crs(cmd[1])
+            elif cmd[0] == "ready":
+                told[0] = True
+        if made:
+            areas.prepare(made)
+        if joins:
+            conn.send(("in", joins))
+
+    async def main():
+        from nats.js.api import ConsumerConfig, DeliverPolicy
+
+        from spatec.service.broker import ALERTS, Broker
+
+        broker = await Broker(broker_url).connect(setup=False)
+        info = await broker.js.stream_info(ALERTS)
+        last_at_start = info.state.last_seq
+        start = max(start_seq, info.state.first_seq or 1, 1)
+        caught_up = start > last_at_start
+        if caught_up:
+            conn.send(("caught_up",))
+        queue: deque = deque()
+        ready = asyncio.Event()
+
+        async def got(msg):
+            queue.append(msg)
+            ready.set()
+
+        cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
+        await broker.js.subscribe("spatec.alerts.>", cb=got, ordered_consumer=True, config=cfg,
+                                  pending_msgs_limit=-1, pending_bytes_limit=-1)
+        next_seq = start
+        last_look = time.monotonic()
+        while not stop.is_set():
+            apply(next_seq)
+            if not queue or not told[0]:
+                ready.clear()
+                try:
+                    await asyncio.wait_for(ready.wait(), 0.02 if commands else 0.2)
+                except asyncio.TimeoutError:
+                    pass
+                if time.monotonic() - last_look > 1.0:
+                    last_look = time.monotonic()
+                    if os.getppid() != parent:
+                        return
+                    if not caught_up:
+                        info = await broker.js.stream_info(ALERTS)
+                        if next_seq > info.state.last_seq:
+                            caught_up = True
+                            conn.send(("caught_up",))
+                continue
+            out, failed = [], []
+            while queue and len(out) < BATCH:
+                msg = queue.popleft()
+                seq = msg.metadata.sequence.stream
+                if seq < next_seq:
+                    continue
+                next_seq = seq + 1
+                data = msg.data.decode("utf-8", "replace")
+                decided = _float((msg.headers or {}).get("Spatec-Decided"))
+                try:
+                    got_ = m.match(data)
+                except Exception:  # noqa: BLE001 - never a crash (nor a crash loop on restart) for one entry
+                    log.exception("log entry %d could not be matched; skipped", seq)
+                    got_ = None
+                if got_ is None:
+                    out.append((seq, None, data, b"", decided, []))
+                    continue
+                cid, frame, gids, bad = got_
+                out.append((seq, cid, data, frame, decided, gids))
+                failed.extend(bad)
+            conn.send(("alerts", out, failed))
+            if not caught_up and next_seq > last_at_start:
+                caught_up = True
+                conn.send(("caught_up",))
+            await asyncio.sleep(0)
+        await broker.close()
+
+    try:
+        asyncio.run(main())
+    except (BrokenPipeError, EOFError, KeyboardInterrupt):
+        pass
+
+
+def _float(v) -> float | None:
+    try:
+        return float(v) if v is not None else None
+    except ValueError:
+        return None
