@@ -875,6 +875,14 @@ def _reject_lines(batches):
 TEXT_CHUNK = 8192
 
 
+def _runs(lines):
+    """``(start, list)`` of runs of :data:`TEXT_CHUNK` texts, each run one list value."""
+    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    for a in range(0, len(lines), TEXT_CHUNK):
+        part = lines.slice(a, TEXT_CHUNK)
+        yield a, pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part), len(lines)
+
+
 def text_chunks(lines: pa.ChunkedArray, fmt: str = "jsonl"):
     """``(value, lines)`` of runs of :data:`TEXT_CHUNK` texts, each value one row of Spark's
     text writer, which ends it with a newline: JSON lines (which end with their newline
@@ -883,17 +891,15 @@ def text_chunks(lines: pa.ChunkedArray, fmt: str = "jsonl"):
     with a comma, so that a part is a run of features the collection's parts join."""
     from spatec.sinks.files import GEOJSON_BETWEEN
 
-    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
-    for a in range(0, len(lines), TEXT_CHUNK):
-        part = lines.slice(a, TEXT_CHUNK)
-        lists = pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part)
+    for a, lists, n in _runs(lines):
+        k = len(lists.values)
         if fmt == "jsonl":
-            yield pc.utf8_slice_codeunits(pc.binary_join(lists, ""), 0, -1), len(part)
+            yield pc.utf8_slice_codeunits(pc.binary_join(lists, ""), 0, -1), k
         else:
             joined = pc.binary_join(lists, GEOJSON_BETWEEN)
-            if a + TEXT_CHUNK < len(lines):
+            if a + TEXT_CHUNK < n:
                 joined = pc.binary_join_element_wise(joined, pa.array([","]), "")
-            yield joined, len(part)
+            yield joined, k
 
 
 def _table(batches) -> pa.Table | None:
@@ -938,10 +944,7 @@ def write_text_part(table: pa.Table, path: str, fmt: str = "jsonl") -> None:
                                          offset=4 * chunk.offset)
                     f.write(memoryview(chunk.buffers()[2])[int(ends[0]):int(ends[-1])])
             return
-        lines = table.column("value").combine_chunks()
-        for a in range(0, len(lines), TEXT_CHUNK):
-            lists = pa.ListArray.from_arrays(pa.array([0, len(lines.slice(a, TEXT_CHUNK))], pa.int32()),
-                                             lines.slice(a, TEXT_CHUNK))
+        for a, lists, _n in _runs(table.column("value")):
             if a:
                 f.write(GEOJSON_BETWEEN.encode())
             f.write(pc.binary_join(lists, GEOJSON_BETWEEN)[0].as_buffer())
