@@ -6,7 +6,8 @@ and the rejects' parts under ``.../_rejects/<type>/``. :meth:`Outputs.commit` th
 every phrase's output in its place, in one step each (a rename):
 
 - ``merged`` (one machine): ``out/<phrase>.<ext>``, the parts put end to end in order —
-  streamed file to file by the kernel (``copy_file_range``), never held;
+  streamed file to file by the kernel (``copy_file_range``), never held; or, where the write
+  tasks can, written by them into that one file at their offsets (:mod:`spatec.exec.inplace`);
 - ``dataset`` (a cluster): the folder ``out/<phrase>/`` of parts ``part-00000.<ext>`` ...,
   in ``(lo, hi, id)`` order, one dataset for DuckDB (``read_json('out/P/*.jsonl')``),
   GeoPandas, Sedona and Spark.
@@ -51,6 +52,11 @@ class Outputs:
         """Where a phrase's output is once committed: its file, or its folder."""
         return self.out / (f"{phrase}.{self.ext}" if self.merged else phrase)
 
+    def staged(self, phrase: str) -> Path:
+        """Where a phrase's merged file is made before its commit (hidden in the run's
+        folder); parts given as this one file are that file (:mod:`spatec.exec.inplace`)."""
+        return self.root / f".{safe_name(phrase)}.{self.ext}"
+
     def commit(self, parts: dict, rejects: dict | None = None) -> dict:
         """Every phrase's output in place (``parts``: phrase → its part files in order), and
         the rejects (type → part files in order) as ``out/_rejects/<type>.jsonl``; phrase →
@@ -82,7 +88,9 @@ class Outputs:
     def _stage(self, phrase: str, files: list) -> Path:
         """The phrase's output made beside its place (hidden in the run's folder)."""
         if self.merged:
-            target = self.root / f".{safe_name(phrase)}.{self.ext}"
+            target = self.staged(phrase)
+            if [Path(f) for f in files] == [target]:        # (written in place)
+                return target
             if self.fmt == "geojson":
                 from spatec.sinks.files import GEOJSON_BETWEEN, GEOJSON_HEAD, GEOJSON_TAIL
 

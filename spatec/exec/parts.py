@@ -25,6 +25,8 @@ EXTENSIONS = {"jsonl": "jsonl", "parquet": "parquet", "geojson": "geojson"}
 
 #: Quantiles of the events' ``lo`` the ranges are chosen from.
 QUANTILES = 64
+#: Texts joined at a time (:func:`text_runs`).
+TEXT_RUN = 8192
 
 
 def range_bounds(quantiles: list, k: int) -> np.ndarray:
@@ -65,6 +67,15 @@ def render(plan, rows, fmt: str, tz: str | None = None, newline: bool = False):
 
         return df, parquet_table(df, times, plan=plan)
     raise ValueError(f"unknown output format {fmt!r}")
+
+
+def text_runs(lines):
+    """``(start, list, count)`` of runs of :data:`TEXT_RUN` texts of ``lines``, each run one
+    list value (for Arrow's ``binary_join``)."""
+    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    for a in range(0, len(lines), TEXT_RUN):
+        part = lines.slice(a, TEXT_RUN)
+        yield a, pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part), len(lines)
 
 
 def keys_of(df) -> tuple:

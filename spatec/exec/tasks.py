@@ -45,7 +45,7 @@ TYPED = pa.schema([pa.field("kind", pa.int8()), pa.field("split", pa.int32()), p
 LINES, EVENTS, LOW = 0, 1, 2
 MATCHED = pa.schema([pa.field("_kind", pa.int8()), pa.field("_to", pa.int32()), pa.field("_phrase", pa.int32()),
                      pa.field("_range", pa.int32()), pa.field("n", pa.int64()), pa.field("low", pa.int64()),
-                     pa.field("value", pa.binary())])
+                     pa.field("size", pa.int64()), pa.field("value", pa.binary())])
 #: A blob's rows on their way to an item (:func:`recut`).
 ITEMS = pa.schema([pa.field("_to", pa.int32()), pa.field("_item", pa.int32()), pa.field("type", pa.string()),
                    pa.field("hist", pa.bool_()), pa.field("value", pa.binary())])
@@ -429,11 +429,11 @@ def matched_rows(job: MatchJob, out: "OutputJob | None", got: list) -> list:
     from spatec.exec.parts import range_of, render
 
     plans = {p.name: p for p in job.plans}
-    kinds, places, phrases, ranges, ns, lows, values = [], [], [], [], [], [], []
+    kinds, places, phrases, ranges, ns, lows, sizes, values = [], [], [], [], [], [], [], []
 
-    def row(kind, place, phrase, rng, n, low, value):
+    def row(kind, place, phrase, rng, n, low, value, size=0):
         kinds.append(kind), places.append(place), phrases.append(phrase), ranges.append(rng)
-        ns.append(n), lows.append(low), values.append(value)
+        ns.append(n), lows.append(low), sizes.append(size), values.append(value)
 
     for m in got:
         if m.produced is not None:
@@ -451,23 +451,26 @@ def matched_rows(job: MatchJob, out: "OutputJob | None", got: list) -> list:
                          "id": pa.array(df["id"].astype(object).tolist(), pa.string())})
         k = out.phrases.index(m.phrase)
         cuts = np.flatnonzero(np.diff(rng)) + 1          # (rows sorted by lo: ranges in runs)
+        ends = None if isinstance(payload, pa.Table) else np.r_[0, np.cumsum(pc.binary_length(payload).to_numpy(
+            zero_copy_only=False))]
         for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(rng)].tolist()):
             r = int(rng[a])
             key = keys.slice(a, b - a)
-            if isinstance(payload, pa.Table):       # GeoParquet rows: theirs under "_" names
+            if ends is None:                        # GeoParquet rows: theirs under "_" names
                 body = payload.slice(a, b - a)
                 part = pa.Table.from_arrays(key.columns + body.columns,
                                             names=key.column_names + [f"_{c}" for c in body.column_names])
                 part = part.replace_schema_metadata(payload.schema.metadata)
             else:                                   # texts: a line, a feature
                 part = pa.Table.from_arrays(key.columns + [payload.slice(a, b - a)], names=key.column_names + ["value"])
-            row(LINES, out.places[out.first[m.phrase] + r], k, r, b - a, None, ipc(part, out.store))
+            row(LINES, out.places[out.first[m.phrase] + r], k, r, b - a, None, ipc(part, out.store),
+                int(ends[b] - ends[a]) if ends is not None else 0)
     if not kinds:
         return []
     return [pa.RecordBatch.from_arrays(
         [pa.array(kinds, pa.int8()), pa.array(places, pa.int32()), pa.array(phrases, pa.int32()),
          pa.array(ranges, pa.int32()), pa.array(ns, pa.int64()), pa.array(lows, pa.int64()),
-         pa.array(values, pa.binary())], schema=MATCHED)]
+         pa.array(sizes, pa.int64()), pa.array(values, pa.binary())], schema=MATCHED)]
 
 
 def part_table(values: list) -> pa.Table | None:

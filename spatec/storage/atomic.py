@@ -62,6 +62,23 @@ def write_synced(path: PathLike, data: bytes, mode: str = "wb", at: int | None =
     return len(data)
 
 
+def remove_soon(path: PathLike) -> None:
+    """The folder ``path`` removed by a thread of its own (nothing waits for it but the
+    interpreter's exit): renamed aside first, so that its name is free at once."""
+    import shutil
+    import threading
+    import uuid
+
+    path = Path(path)
+    aside = path.with_name(f".{path.name}.removed-{uuid.uuid4().hex[:8]}")
+    try:
+        os.replace(path, aside)
+    except OSError:
+        aside = path
+    threading.Thread(target=shutil.rmtree, args=(aside,), kwargs={"ignore_errors": True},
+                     name="spatec-remove", daemon=False).start()
+
+
 def safe_name(text: str) -> str:
     """``text`` as a file name: letters, digits, ``-``, ``_`` and ``.`` kept, the rest ``_``;
     at most 120 characters."""

@@ -146,7 +146,8 @@ def test_text_chunks_are_the_lines_of_a_part():
 
     import pyarrow as pa
 
-    from spatec.runners.spark.executor import TEXT_CHUNK, text_chunks
+    from spatec.exec.parts import TEXT_RUN as TEXT_CHUNK
+    from spatec.runners.spark.executor import text_chunks
 
     n = TEXT_CHUNK + 5
     lines = pa.array([f'{{"i": {i}}}\n' for i in range(n)])

@@ -37,3 +37,21 @@ def test_append_at_cuts_what_a_crash_left(tmp_path):
 def test_safe_name():
     assert safe_name("sirivm+http://127.0.0.1:8080/x") == "sirivm_http___127.0.0.1_8080_x"
     assert len(safe_name("x" * 500)) == 120
+
+
+def test_a_folder_removed_soon_is_gone_from_its_name_at_once_and_then_entirely(tmp_path):
+    import threading
+
+    from spatec.storage.atomic import remove_soon
+
+    d = tmp_path / "exchange"
+    (d / "sub").mkdir(parents=True)
+    for i in range(50):
+        (d / "sub" / f"f{i}").write_bytes(b"x" * 1000)
+    remove_soon(d)
+    assert not d.exists()                       # its name free at once
+    for t in threading.enumerate():
+        if t.name == "spatec-remove":
+            t.join()
+    assert list(tmp_path.iterdir()) == []       # and then nothing left aside
+    remove_soon(tmp_path / "missing")           # (a folder already gone: nothing to do, no error)

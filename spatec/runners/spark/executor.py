@@ -49,7 +49,7 @@ from spatec.exec.decide import IngestSummary, cells_of, duplicate_rejects, suspe
 from spatec.exec.executor import Executor, Ingested
 from spatec.exec.groups import Item, dealt, groupings, items_of
 from spatec.exec.match import MatchJob
-from spatec.exec.parts import QUANTILES, range_bounds
+from spatec.exec.parts import QUANTILES, TEXT_RUN, range_bounds, text_runs
 from spatec.exec.tasks import (
     BLOB,
     CELL,
@@ -106,6 +106,8 @@ class SparkExecutor(Executor):
         self.folder: str | None = None
         #: the Sedona joins the replay's plans hold (``BroadcastIndexJoin``, ``DistanceJoin`` ...)
         self.joins: list = []
+        #: phrases whose composites two tasks may both find (a part writes each once)
+        self.repeats: set = set()
 
     @property
     def cores(self) -> int:
@@ -342,6 +344,7 @@ class SparkExecutor(Executor):
         shown = [p.name for p in ctx.shown]
         plans = {p.name: p for p in ctx.plans}
         self._plan = plans
+        self.repeats = set()
         settings = ctx.settings
         fmt = ctx.fmt if outputs is not None else "jsonl"
         first, bounds, n_out = {}, {}, 0
@@ -490,6 +493,7 @@ class SparkExecutor(Executor):
                                        job.plans[0].physical.proximity)
             if grouped is None:
                 return None
+            self.repeats.update(g.phrases)
         else:
             grouped = rows
         grouped = grouped.repartition(buckets, "_b")
@@ -654,7 +658,7 @@ class SparkExecutor(Executor):
         for df, job in matched.values():
             if not any(p.name in shown for p in job.plans):
                 continue
-            x = df.where(F.col("_kind") == LINES).select("_to", "_phrase", "_range", "value")
+            x = df.where(F.col("_kind") == LINES).select("_to", "_phrase", "_range", "n", "size", "value")
             lines = x if lines is None else lines.union(x)
         if lines is None:
             if outputs is None:
@@ -662,14 +666,16 @@ class SparkExecutor(Executor):
 
                 result["frames"] = {name: rows_frame(self._plan[name], []) for name in shown}
             return result
-        moved = placed(lines, len(out_job.places), "_to")
         fmt = out_job.fmt
 
         if outputs is not None and (fmt == "parquet" or self.store.kind == "files"):
             # the tasks write their parts (GeoParquet: spatec's encoder; with the files
-            # exchange, every part: its texts never cross the JVM)
+            # exchange, every part: its texts never cross the JVM), into the merged file
+            # where they can (:mod:`spatec.exec.inplace`)
             folders = {name: str(outputs.folder(name)) for name in shown}
             ext = {"parquet": "parquet", "jsonl": "jsonl", "geojson": "geojson"}[fmt]
+            lines, layouts = self._layouts(lines, shown, outputs, fmt)
+            moved = placed(lines.select("_to", "_phrase", "_range", "value"), len(out_job.places), "_to")
 
             def write_parts(batches):
                 table = _table(batches)
@@ -679,21 +685,27 @@ class SparkExecutor(Executor):
                 r = int(table.column("_range")[0].as_py())
                 t = part_table(table.column("value").to_pylist())
                 name = shown[k]
-                os.makedirs(folders[name], exist_ok=True)
-                path = os.path.join(folders[name], f"part-{r:05d}.{ext}")
-                if fmt == "parquet":
-                    write_parquet_part(t, path)
+                if k in layouts:
+                    from spatec.exec.inplace import write_at
+
+                    path = layouts[k].path
+                    write_at(t, layouts[k], r, fmt)
                 else:
-                    write_text_part(t, path, fmt)
+                    os.makedirs(folders[name], exist_ok=True)
+                    path = os.path.join(folders[name], f"part-{r:05d}.{ext}")
+                    if fmt == "parquet":
+                        write_parquet_part(t, path)
+                    else:
+                        write_text_part(t, path, fmt)
                 yield pa.RecordBatch.from_arrays([pa.array([k], pa.int32()), pa.array([r], pa.int32()),
                                                   pa.array([path]), pa.array([t.num_rows], pa.int64())],
                                                  names=["k", "r", "path", "n"])
 
             with spark_step("writing the outputs", self.log):
                 got = moved.mapInArrow(write_parts, "k int, r int, path string, n long").collect()
-            for name in shown:
+            for k, name in enumerate(shown):
                 mine = sorted((int(x["r"]), x["path"], int(x["n"])) for x in got if shown[int(x["k"])] == name)
-                result["parts"][name] = [p for _, p, _ in mine]
+                result["parts"][name] = [layouts[k].path] if k in layouts else [p for _, p, _ in mine]
                 result["counts"][name] = sum(n for _, _, n in mine)
                 if not mine and fmt == "parquet":       # (no composite: a file of no rows, its schema)
                     from spatec.exec.inprocess import write_part
@@ -714,6 +726,7 @@ class SparkExecutor(Executor):
                 yield pa.RecordBatch.from_arrays([pa.array([k], pa.int32()), pa.array([chunk[1]], pa.int64()),
                                                   chunk[0]], names=["_phrase", "n", "value"])
 
+        moved = placed(lines.select("_to", "_phrase", "_range", "value"), len(out_job.places), "_to")
         rendered = moved.mapInArrow(texts, "_phrase int, n long, value string")
         obs = Observation("spatec_counts")
         rendered = rendered.observe(obs, F.sum("n").alias("_all"),
@@ -746,6 +759,38 @@ class SparkExecutor(Executor):
             result["counts"][name] = int(counts.get(f"p{k}") or 0)
         return result
 
+    def _layouts(self, lines, shown: list, outputs, fmt: str):
+        """``(lines, layouts)``: phrase number → the :class:`~spatec.exec.inplace.Layout` of its
+        merged file, made (:func:`~spatec.exec.inplace.prepare`), for the phrases whose parts
+        the write tasks write into it; ``lines`` then the match stages' rows kept (they are
+        read twice: their sizes by range, then the parts)."""
+        from pyspark.sql import functions as F
+
+        from spatec.exec.inplace import FORMATS, layout, prepare
+
+        if not (outputs.merged and fmt in FORMATS and self.store.kind == "files"):
+            return lines, {}
+        exact = [k for k, name in enumerate(shown) if name not in self.repeats]
+        if not exact:
+            return lines, {}
+        lines = self._keep(lines)
+        with spark_step("sizing the outputs", self.log):
+            got = lines.where(F.col("_phrase").isin(exact)).groupBy("_phrase", "_range") \
+                .agg(F.sum("size").alias("b"), F.sum("n").alias("n")).collect()
+        ranges: dict = {k: {} for k in exact}
+        for x in got:
+            ranges[int(x["_phrase"])][int(x["_range"])] = (int(x["b"]), int(x["n"]))
+        layouts = {}
+        try:
+            for k in exact:
+                layouts[k] = layout(str(outputs.staged(shown[k])), ranges[k], fmt)
+                prepare(layouts[k], fmt)
+        except OSError as e:
+            from spatec.exec.commit import write_error
+
+            raise write_error(e, outputs.out) from None
+        return lines, layouts
+
     def close(self) -> None:
         """Free what this replay cached on the executors, and the files exchange's folder."""
         for df in self.cached:
@@ -755,9 +800,9 @@ class SparkExecutor(Executor):
                 pass
         self.cached = []
         if self.folder is not None:
-            import shutil
+            from spatec.storage.atomic import remove_soon
 
-            shutil.rmtree(self.folder, ignore_errors=True)
+            remove_soon(self.folder)        # (a second or two of unlinking: not the replay's)
             self.folder = None
 
 
@@ -872,32 +917,21 @@ def _reject_lines(batches):
 #: Lines put in one row of the text writer: a row's value is its lines joined by newlines, which
 #: the writer ends with one, so the file is the lines' bytes, and the JVM handles a few large
 #: values rather than one row a line.
-TEXT_CHUNK = 8192
-
-
-def _runs(lines):
-    """``(start, list)`` of runs of :data:`TEXT_CHUNK` texts, each run one list value."""
-    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
-    for a in range(0, len(lines), TEXT_CHUNK):
-        part = lines.slice(a, TEXT_CHUNK)
-        yield a, pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part), len(lines)
-
-
 def text_chunks(lines: pa.ChunkedArray, fmt: str = "jsonl"):
-    """``(value, lines)`` of runs of :data:`TEXT_CHUNK` texts, each value one row of Spark's
+    """``(value, lines)`` of runs of :data:`~spatec.exec.parts.TEXT_RUN` texts, each value one row of Spark's
     text writer, which ends it with a newline: JSON lines (which end with their newline
     already, :func:`~spatec.exec.parts.render`) their bytes less the last newline; GeoJSON
     features joined by the FeatureCollection's separator, and a run followed by another ends
     with a comma, so that a part is a run of features the collection's parts join."""
     from spatec.sinks.files import GEOJSON_BETWEEN
 
-    for a, lists, n in _runs(lines):
+    for a, lists, n in text_runs(lines):
         k = len(lists.values)
         if fmt == "jsonl":
             yield pc.utf8_slice_codeunits(pc.binary_join(lists, ""), 0, -1), k
         else:
             joined = pc.binary_join(lists, GEOJSON_BETWEEN)
-            if a + TEXT_CHUNK < n:
+            if a + TEXT_RUN < n:
                 joined = pc.binary_join_element_wise(joined, pa.array([","]), "")
             yield joined, k
 
@@ -931,23 +965,14 @@ def part_files(folder, with_index: bool = False) -> list:
 
 def write_text_part(table: pa.Table, path: str, fmt: str = "jsonl") -> None:
     """A part's texts as the in-process executor writes a part
-    (:func:`~spatec.exec.inprocess.write_part`). JSON lines end with their newline already
-    (:func:`~spatec.exec.parts.render`): the sorted column's bytes are the file's, written as
-    they are; GeoJSON features are joined by the FeatureCollection's separator."""
-    from spatec.sinks.files import GEOJSON_BETWEEN
+    (:func:`~spatec.exec.inprocess.write_part`): JSON lines (which end with their newline,
+    :func:`~spatec.exec.parts.render`) the sorted column's bytes as they are, GeoJSON
+    features joined by the FeatureCollection's separator (:func:`~spatec.exec.inplace.text_pieces`)."""
+    from spatec.exec.inplace import text_pieces
 
     with open(path, "wb") as f:
-        if fmt == "jsonl":
-            for chunk in table.column("value").chunks:
-                if len(chunk):
-                    ends = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1,
-                                         offset=4 * chunk.offset)
-                    f.write(memoryview(chunk.buffers()[2])[int(ends[0]):int(ends[-1])])
-            return
-        for a, lists, _n in _runs(table.column("value")):
-            if a:
-                f.write(GEOJSON_BETWEEN.encode())
-            f.write(pc.binary_join(lists, GEOJSON_BETWEEN)[0].as_buffer())
+        for piece in text_pieces(table, fmt):
+            f.write(piece)
 
 
 def write_parquet_part(table: pa.Table, path: str) -> None:
