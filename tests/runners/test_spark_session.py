@@ -3,6 +3,7 @@ machine, Sedona's jar on spark.jars."""
 import pytest
 
 from spatec.runners.spark.session import (
+    jvm_settings,
     local_master,
     network_settings,
     sedona_jar,
@@ -29,6 +30,13 @@ def test_running_session_listens_on_loopback_without_ui(spark):
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
     assert conf.get("spark.driver.host") == "127.0.0.1"
     assert spark.sparkContext.uiWebUrl is None
+
+
+def test_a_local_jvm_compiles_with_the_first_tier_only_and_a_cluster_keeps_its_default(spark):
+    assert jvm_settings("local[2]") == {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+    assert jvm_settings("spark://127.0.0.1:7077") == {} and jvm_settings("yarn") == {}
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert "-XX:TieredStopAtLevel=1" in list(bean.getInputArguments())      # (the session's JVM got it)
 
 
 def test_sedona_jar_on_spark_jars(spark):

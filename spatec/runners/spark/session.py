@@ -81,6 +81,19 @@ def network_settings(master: str) -> dict:
     return out
 
 
+#: The JVM of a ``local`` master, which runs the executor too: its just-in-time compiler's
+#: first tier only. Spark's Java code there moves small rows between spatec's Python tasks,
+#: and the second tier's compiling cost more than it saved (4 bus-days, three phrases: the
+#: JVM's CPU 16.8-18.0 -> 8.3 s in a session's first replay, 7.3-8.5 -> 4.4-5.7 s in the next).
+#: A cluster's executors keep the JVM's default; ``conf`` may set its own options.
+LOCAL_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+
+
+def jvm_settings(master: str) -> dict:
+    """:data:`LOCAL_JVM` for a ``local`` master, nothing for a cluster's."""
+    return dict(LOCAL_JVM) if master.startswith("local") else {}
+
+
 def with_jar(conf: dict, jar: str | None) -> dict:
     """``conf`` with ``jar`` added to ``spark.jars`` (unless Sedona is configured already)."""
     if jar is None or _sedona_jars(conf):
@@ -93,8 +106,8 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
                   log_dir=None):
     """A SparkSession for spatec jobs (the active one is reused, with its settings).
 
-    ``master`` defaults to ``local[*]``; ``conf`` overrides :data:`DEFAULTS` and
-    :func:`network_settings`. Sedona's jar (:func:`sedona_jar`) goes on
+    ``master`` defaults to ``local[*]``; ``conf`` overrides :data:`DEFAULTS`,
+    :func:`network_settings` and :func:`jvm_settings`. Sedona's jar (:func:`sedona_jar`) goes on
     ``spark.jars``; its functions are registered (``SedonaContext.create``) when a
     Sedona join is first planned (:func:`spatec.runners.spark.sedona.sedona_session`),
     not here: a job without one does not pay for it. :data:`ENGINE_KEY` is
@@ -115,7 +128,8 @@ def get_or_create(master: str | None = None, conf: dict | None = None, app_name:
     master = master or "local[*]"
     b = SparkSession.builder.appName(app_name).master(master)
     # executors (also on a standalone cluster on this machine) run the same interpreter
-    settings = {**DEFAULTS, **network_settings(master), "spark.pyspark.python": sys.executable, **conf}
+    settings = {**DEFAULTS, **network_settings(master), **jvm_settings(master), "spark.pyspark.python": sys.executable,
+                **conf}
     settings = with_jar(settings, sedona_jar())
     settings.setdefault(ENGINE_KEY, "sedona-spark" if _sedona_jars(settings) else "sedonadb")
     for k, v in settings.items():
