@@ -16,7 +16,8 @@ that (``--scales``, e.g. ``1,4,16``), written once as Parquet under
 3. for ``silent``, ``stuck`` and ``hospital_to_station``, runs the
    hand-written baselines of :mod:`baselines` — DuckDB projecting with
    pyproj, DuckDB projecting in SQL, PySpark — on the same canonical events,
-   in the same process (PySpark's in the same SparkSession spatec ran on),
+   in the same process (PySpark's in a SparkSession of its own, with Spark's
+   own JVM settings, each query run once untimed first: :func:`pyspark_baseline`),
    and asserts they produce exactly spatec's
    composites: the same number of rows and the same order-free digest of
    their event ids (:func:`baselines.digest`), which DuckDB computes from
@@ -275,7 +276,7 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
             del frames
         if baselines and phrases:
             emit(row)       # spatec's part of the row, kept by the parent should the baselines fail
-            got = compare_baselines(c, result, data, out, phrases, spark if pyspark else None)
+            got = compare_baselines(c, result, data, out, phrases, pyspark, program)
             # spatec end to end (reading and typing the input included) against the baselines
             # from canonical events already typed (DuckDB: from their Parquet file)
             row.update(got)
@@ -287,7 +288,7 @@ def child(scale: int, program: str, local: bool, baselines: bool, again: int = 1
     return row
 
 
-def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> dict:
+def compare_baselines(c, result, data: Path, out: Path, phrases, spark: bool = False, program: str = "") -> dict:
     """The hand-written baselines of ``phrases`` on the same canonical events as spatec's
     run ``result``, timed; each asserted to give exactly spatec's composites (the row
     count and an order-free digest of the event ids, :func:`baselines.digest`, read by
@@ -295,7 +296,7 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
     canonical events are written once to Parquet slice by slice (untimed); DuckDB
     projecting with pyproj (:func:`baselines.duckdb_file`), DuckDB projecting in SQL
     (:func:`baselines.duckdb_sql_file`) and, with ``spark``, PySpark
-    (:func:`baselines.pyspark_write`, in spatec's SparkSession) each read that file
+    (:func:`baselines.pyspark_write`, in a session of its own: :func:`pyspark_baseline`) each read that file
     themselves, so no step holds all events or all composites in Python. Each baseline's
     time (``duckdb_pyproj_s``, ``duckdb_sql_s``, ``pyspark_s``) is reading the file,
     projecting the positions, the query and its rows materialised (DuckDB: a table;
@@ -312,9 +313,15 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
     duckdb = {"duckdb_pyproj": B.duckdb_file, "duckdb_sql": B.duckdb_sql_file}
     seconds = dict.fromkeys(duckdb, 0.0)
     mem = {k: PeakMemory() for k in duckdb}
-    t_ps = 0.0
-    ps_mem = PeakMemory()
     places = B.places_of(c.program)
+    ps_got = {}
+    if spark:        # (first: its own session, while this one's memory is idle)
+        r = subprocess.run([sys.executable, __file__, "--pyspark-baseline", program, canon, crs, str(out)],
+                           capture_output=True, text=True)
+        lines = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+        if r.returncode or not lines:
+            raise RuntimeError(f"the PySpark baseline failed: {r.stderr[-2000:]}")
+        ps_got = json.loads(lines[-1][7:])
     for phrase in phrases:
         name = names[phrase]
         variables = B.VARIABLES[name]
@@ -329,17 +336,45 @@ def compare_baselines(c, result, data: Path, out: Path, phrases, spark=None) -> 
                 con.close()
             seconds[key] += t
             assert duck == mine, (phrase, key, duck, mine)
-        if spark is not None:
-            folder = out / f"pyspark_{name}"
-            with ps_mem:
-                _, t = timed(lambda: B.pyspark_write(spark, name, canon, crs, str(folder), places=places))
-            t_ps += t
-            ps = B.files_digest(folder, variables)
+        if spark:
+            ps = B.files_digest(out / f"pyspark_{name}", variables)
             assert ps == mine, (phrase, ps, mine)
     got = {f"{k}_s": seconds[k] for k in duckdb} | {f"{k}_mb": mem[k].driver for k in duckdb}
-    if spark is not None:
-        got.update(pyspark_s=t_ps, pyspark_driver_mb=ps_mem.driver, pyspark_workers_mb=ps_mem.workers)
+    if spark:
+        got.update(ps_got)
     return got
+
+
+def pyspark_baseline(program: str, canon: str, crs: str, out: str) -> dict:
+    """The PySpark baseline of ``program``'s phrases in a session of its own, with Spark's
+    own JVM settings (spatec's sessions on a local master run the JIT's first tier only,
+    which suits its Python tasks and not a DataFrame query's Java): each query run once to
+    warm the JVM and the workers (untimed), then timed, its rows written to
+    ``out/pyspark_<name>``; its time and its process tree's peak memory."""
+    import baselines as B
+
+    from spatec.plan.program import compile_program
+    from spatec.runners.spark.batch import warm_workers
+    from spatec.runners.spark.session import get_or_create
+
+    path, phrases = PROGRAMS[program]
+    phrases = (phrases,) if isinstance(phrases, str) else tuple(phrases)
+    spark = get_or_create(None, {"spark.driver.memory": "8g", "spark.driver.extraJavaOptions": ""})
+    warm_workers(spark)
+    places = B.places_of(compile_program(path).program)
+    names = {"HospitalToStation": "hospital_to_station", "Stuck": "stuck", "Silent": "silent"}
+    mem, total = PeakMemory(), 0.0
+    for again in (False, True):
+        for phrase in phrases:
+            name = names[phrase]
+            folder = str(Path(out) / f"pyspark_{name}")
+            if not again:
+                B.pyspark_write(spark, name, canon, crs, folder, places=places)
+                continue
+            with mem:
+                _, t = timed(lambda: B.pyspark_write(spark, name, canon, crs, folder, places=places))
+            total += t
+    return {"pyspark_s": total, "pyspark_driver_mb": mem.driver, "pyspark_workers_mb": mem.workers}
 
 
 # ------------------------------------------------------------------------------- parent
@@ -436,7 +471,11 @@ def main(argv=None) -> int:
                          "on the path, interleaved with this tree's runs; rows say which (tree)")
     ap.add_argument("--no-pyspark", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=4, metavar=("SCALE", "PROGRAM", "FORMAT", "RUNNER"), help=argparse.SUPPRESS)
+    ap.add_argument("--pyspark-baseline", nargs=4, metavar=("PROGRAM", "CANON", "CRS", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.pyspark_baseline:
+        emit(pyspark_baseline(*args.pyspark_baseline))
+        return 0
     preset = {"scales": "1,4,16", "programs": "three", "formats": "jsonl,parquet", "again": 0} if args.scaling \
         else {"scales": "1", "programs": ",".join(PROGRAMS), "formats": "jsonl", "again": 1}
     for k, v in preset.items():

@@ -218,6 +218,8 @@ def _small(arr: pa.Array) -> pa.Array:
     array: moved and taken as small integers (its texts are the same)."""
     if len(arr) < 4096:
         return arr
+    if pc.count_distinct(arr.slice(0, 4096)).as_py() * 4 > 4096:
+        return arr          # (many values in the first 4,096 already: ids, times as texts)
     enc = arr.dictionary_encode()
     return enc if len(enc.dictionary) * 4 <= len(arr) else arr
 
