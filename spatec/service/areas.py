@@ -92,6 +92,11 @@ class Area:
     def test(self, hull: S.Loc) -> bool:
         return S.certainly_in(hull, self.loc) if self.certainly else S.possibly_in(hull, self.loc)
 
+    def inside(self) -> tuple:
+        """``(polygon, its boundary, whether areal)`` a hull must lie in to be certainly in this
+        (non-disc) area (:func:`spatec.spatial.stamps.containment`: what ``test`` uses)."""
+        return S.containment(self.loc)
+
 
 class Areas:
     """Builds :class:`Area` s and hull stamps for one program, in one metric CRS."""
@@ -188,6 +193,25 @@ class Areas:
         if g is None or g.is_empty:
             return S.UNIVERSE
         return S.Loc.of(shapely.transform(g, lambda c: _fwd(self.proj, c)))
+
+    def hulls_of(self, geoms: list) -> list:
+        """:meth:`hull_of` of many hulls, projected in one call: per hull its stamp, or the
+        exception making it raised."""
+        out: list = [S.UNIVERSE] * len(geoms)
+        todo = [i for i, g in enumerate(geoms) if g is not None and not g.is_empty]
+        if not todo:
+            return out
+        try:
+            made = shapely.transform(np.array([geoms[i] for i in todo], dtype=object),
+                                     lambda c: _fwd(self.proj, c)).tolist()
+        except Exception:  # noqa: BLE001 - one of them: each alone
+            made = None
+        for k, i in enumerate(todo):
+            try:
+                out[i] = S.Loc.of(made[k]) if made is not None else self.hull_of(geoms[i])
+            except Exception as e:  # noqa: BLE001 - that hull's own
+                out[i] = e
+        return out
 
     def place_names(self, hull: S.Loc) -> list[str]:
         """The program's places the hull possibly meets (an alert's "where", for people)."""

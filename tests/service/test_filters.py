@@ -288,8 +288,8 @@ def test_one_failing_subscription_is_suspended_and_the_others_go_on(bunching, ar
             raise OverflowError("int too large to convert to float")
         poison.test = boom
         zone = {"type": "Polygon", "coordinates": [[[0.1, 52.1], [0.2, 52.1], [0.2, 52.3], [0.1, 52.3], [0.1, 52.1]]]}
-        bad_certain = areas.area(zone, certainly=True)      # tested alone: its test raises
-        bad_certain.test = lambda hull: (_ for _ in ()).throw(ValueError("region geometry is not valid"))
+        bad_certain = areas.area(zone, certainly=True)      # its containment polygon cannot be made
+        bad_certain.inside = lambda: (_ for _ in ()).throw(ValueError("region geometry is not valid"))
 
         class Unprojectable(Areas):                     # areas whose stamp cannot be made
             def stamp(self, area):
