@@ -130,20 +130,34 @@ class Areas:
         return got
 
     def prepare(self, areas) -> None:
-        """Project many circle areas at once (a start with thousands of subscriptions)."""
+        """Project many circle and GeoJSON areas at once (a start with thousands of
+        subscriptions): their stamps made as :meth:`stamp` makes them, one projection call
+        for all (one that fails is left to be made, and fail, alone)."""
         crs = self.proj.crs
-        todo = [a for a in areas if a is not None and isinstance(a.shape, tuple) and isinstance(a.spec, dict)
-                and (a._loc is None or a._crs != crs)]
-        if not todo:
-            return
-        lon = np.array([a.shape[0] for a in todo])
-        lat = np.array([a.shape[1] for a in todo])
-        x, y = self.proj.forward(lon, lat)
-        locs = S.Loc.discs(np.atleast_1d(x), np.atleast_1d(y), [a.shape[2] for a in todo])
-        if locs is None:
-            return               # a coordinate that does not project: each is made (and fails) alone
-        for a, loc in zip(todo, locs):
-            a._loc, a._crs = loc, crs
+        todo = [a for a in areas if a is not None and isinstance(a.spec, dict) and (a._loc is None or a._crs != crs)]
+        discs = [a for a in todo if isinstance(a.shape, tuple)]
+        polys = [a for a in todo if not isinstance(a.shape, tuple)]
+        if discs:
+            lon = np.array([a.shape[0] for a in discs])
+            lat = np.array([a.shape[1] for a in discs])
+            x, y = self.proj.forward(lon, lat)
+            locs = S.Loc.discs(np.atleast_1d(x), np.atleast_1d(y), [a.shape[2] for a in discs])
+            if locs is not None:     # else a coordinate that does not project: each is made (and fails) alone
+                for a, loc in zip(discs, locs):
+                    a._loc, a._crs = loc, crs
+        if polys:
+            try:
+                made = shapely.transform(np.array([a.shape for a in polys], dtype=object),
+                                         lambda c: _fwd(self.proj, c))
+                valid = shapely.is_valid(made).tolist()
+            except Exception:  # noqa: BLE001 - each is made (and fails) alone
+                return
+            for a, g, ok in zip(polys, made.tolist(), valid):
+                if ok:
+                    try:
+                        a._loc, a._crs = S.Loc.of(g), crs
+                    except Exception:  # noqa: BLE001 - made (and failing) alone
+                        pass
 
     def _make(self, spec, certainly: bool) -> Area:
         if isinstance(spec, str):

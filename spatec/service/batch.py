@@ -183,7 +183,7 @@ class AreaTable:
         if not todo:
             return
         kind, xs, ys, rs = self.kind, self.x, self.y, self.r
-        geom, q, edge, areal, qbox = self.geom, self.q, self.edge, self.areal, self.qbox
+        geom, q, qbox = self.geom, self.q, self.qbox
         polys = []
         for i in todo:
             a = self.rows[i].area
@@ -198,18 +198,16 @@ class AreaTable:
                     if loc.xy is not None:         # a place that is a disc without being a circle: alone
                         kind[i] = SLOW
                     else:
-                        kind[i], geom[i], rs[i] = POLY, loc.geom, loc.r
+                        kind[i], geom[i], rs[i], q[i] = POLY, loc.geom, loc.r, None
                         polys.append(i)
-                        if a.certainly:
-                            qq, bb, ar = a.inside()
-                            q[i], edge[i], areal[i] = qq, bb, ar
-                            qbox[i] = shapely.bounds(qq)
             except Exception as e:  # noqa: BLE001 - its own failure, reported when an alert meets it
                 self.bad[i] = f"{type(e).__name__}: {e}"
         if polys:
             p = np.array(polys)
             shapely.prepare(geom[p])
-            self.mbox[p] = shapely.bounds(geom[p])
+            self.mbox[p] = mb = shapely.bounds(geom[p])
+            grow = rs[p][:, None] * np.array([-1.0, -1.0, 1.0, 1.0])
+            qbox[p] = mb + grow          # holds the containment polygon (made when first needed)
         self.ready[todo] = True
 
     # -- matching
@@ -458,6 +456,14 @@ class AreaTable:
                 within = ((hbox[kb, 0] >= qbox[:, 0]) & (hbox[kb, 1] >= qbox[:, 1])
                           & (hbox[kb, 2] <= qbox[:, 2]) & (hbox[kb, 3] <= qbox[:, 3]))
                 k = k[within]
+                for row in np.unique(si[k]).tolist():
+                    if self.q[row] is None:       # its containment polygon, made once
+                        try:
+                            self.q[row], self.edge[row], self.areal[row] = self.rows[row].area.inside()
+                        except Exception as e:  # noqa: BLE001 - its own failure, on the first alert that needs it
+                            first = int(ai[k[si[k] == row][0]])
+                            self._fail(row, f"{type(e).__name__}: {e}", out[first])
+                k = k[self.live[si[k]]]
                 if len(k):
                     kb = ha[k]
                     cov = shapely.covered_by(hgeom[kb], self.q[si[k]])

@@ -50,6 +50,8 @@ RESTART_WINDOW = 10_000
 BUFFER = 100_000
 #: s of work the hub does on the event loop before it lets other tasks run
 SLICE = 0.005
+#: alerts the window moves by between two trims of the buffers
+TRIM = 2_000
 
 
 class Entry:
@@ -161,6 +163,8 @@ class Hub:
         self.lags: deque = deque(maxlen=2000)  # s from decided to handed to the subscriptions, the last alerts
         self.skipped = 0                      # entries the hub could not handle
         self.handled = 0
+        self._trimmed = 1                     # the window's first sequence when the buffers were last trimmed
+        self._trimming: asyncio.Task | None = None
 
     @property
     def index(self):
@@ -343,7 +347,11 @@ class Hub:
         return e
 
     def sweep(self) -> None:
-        """Keep the window: entries and ids older than :data:`WINDOW` alerts are forgotten."""
+        """Keep the window: ids older than :data:`WINDOW` alerts are forgotten at once; the
+        buffers' older entries every :data:`TRIM` alerts, by a task that lets the event loop
+        in (at 100,000 subscriptions a pass over them all takes tens of milliseconds).
+        Nothing older than ``first`` is read from a buffer meanwhile (readers older than it
+        read the log), so trimming late changes what is kept, not what is delivered."""
         first = max(1, self.processed - WINDOW + 1)
         if first <= self.first:
             return
@@ -353,12 +361,30 @@ class Hub:
             if seq >= first:
                 break
             self.seq_of.popitem(last=False)
-        for g in self.buffers.values():
+        if first - self._trimmed >= TRIM and (self._trimming is None or self._trimming.done()):
+            self._trimmed = first
+            try:
+                self._trimming = asyncio.get_running_loop().create_task(self._trim(first))
+            except RuntimeError:           # no event loop (in-process use): at once
+                for _ in self._trim_steps(first):
+                    pass
+
+    async def _trim(self, first: int) -> None:
+        t0 = time.monotonic()
+        for _ in self._trim_steps(first):
+            if time.monotonic() - t0 > SLICE:
+                await asyncio.sleep(0)
+                t0 = time.monotonic()
+
+    def _trim_steps(self, first: int):
+        for g in list(self.buffers.values()):
             g.trim(first, BUFFER)
-        for st in self.subs.values():
+            yield
+        for st in list(self.subs.values()):
             st.trim(first)
             for _, g in st.history[:-1]:
                 g.trim(first, BUFFER)
+            yield
 
     async def follow_matcher(self, broker_url: str, crs: str, program, stop: asyncio.Event) -> None:
         """Start the matcher process (from the last :data:`RESTART_WINDOW` alerts of the log at

@@ -268,6 +268,80 @@ def test_index_agrees_with_evaluating_every_subscription(bunching, areas):
     assert any(g.parent is not None for g in idx.groups.values())          # covered
 
 
+def _table_sub(rng):
+    """A subscription of the kinds the area table matches (and some it does not)."""
+    lon, lat = 0.1 + rng.random() * 0.05, 52.18 + rng.random() * 0.04
+    d = 0.002 + rng.random() * 0.02
+    box = {"type": "Polygon", "coordinates": [[[lon, lat], [lon + d, lat], [lon + d, lat + d], [lon, lat + d],
+                                               [lon, lat]]]}
+    ell = {"type": "Polygon", "coordinates": [[[lon, lat], [lon + d, lat], [lon + d, lat + d / 3],
+                                               [lon + d / 3, lat + d / 3], [lon + d / 3, lat + d], [lon, lat + d],
+                                               [lon, lat]]]}                          # not convex
+    circle = {"circle": [lon, lat, rng.randrange(20, 1500)]}
+    line = f'line == "{rng.randrange(12)}"'
+    return rng.choice([
+        (None, circle), (None, box), (None, ell), (line, circle), (line, box),
+        (f"{line} and metres < {rng.randrange(100)}", circle),             # the filter tested after the place
+        (None, rng.choice(["centre", "station", "hospital"])), (line, "centre"),
+        (f"metres < {rng.randrange(100)}", circle), (line, None), (None, None)])
+
+
+def _table_alert(rng):
+    lon, lat = 0.1 + rng.random() * 0.05, 52.18 + rng.random() * 0.04
+    d = rng.random() * 0.004
+    k = rng.random()
+    hull = (f"POINT ({lon} {lat})" if k < 0.15 else None if k < 0.2 else
+            f"POLYGON (({lon} {lat}, {lon + d} {lat}, {lon + d} {lat + d}, {lon} {lat}))")
+    return {"phrase": "Bunching", "line": str(rng.randrange(12)), "metres": float(rng.randrange(100)), "hull": hull}
+
+
+def test_matching_a_batch_agrees_with_evaluating_every_subscription(bunching, monkeypatch):
+    """The area table (a tree of boxes remade as rows come, rows removed and compacted, the
+    exact tests over a batch's pairs at once, a CRS decided later) gives every alert of a
+    batch what testing each subscription alone gives: circles, boxes, a non-convex polygon,
+    places, possibly and certainly, with and without an equality first; point hulls, no hull."""
+    from spatec.service import batch
+
+    monkeypatch.setattr(batch, "FRESH", 40)            # the tree made again often
+    areas = Areas(bunching, Projector(CRS))
+    rng = random.Random(5)
+    idx, subs = CoveringIndex(), {}
+
+    def add(i):
+        w, a = _table_sub(rng)
+        flt = compile_filter(bunching, "Bunching", w) if w else None
+        area = areas.area(a, certainly=rng.random() < 0.4) if a is not None else None
+        idx.add(str(i), "Bunching", flt, area)
+        subs[str(i)] = ("Bunching", flt, area)
+
+    types = field_types(bunching, "Bunching")
+
+    def check():
+        alerts = [_table_alert(rng) for _ in range(150)]
+        envs = [values(a, types) for a in alerts]
+        got = idx.match_many([(a, e, (lambda a=a: areas.hull(a["hull"])), False) for a, e in zip(alerts, envs)])
+        n = 0
+        for a, e, (matched, failed) in zip(alerts, envs, got):
+            want = naive_match(subs, a, e, lambda a=a: areas.hull(a["hull"]))
+            assert not failed and members(matched) == want
+            assert len(matched) == len(set(matched))            # a group once
+            n += len(want)
+        assert n > 0
+
+    for i in range(600):
+        add(i)
+    check()
+    for i in range(0, 600, 3):               # a third leave: the rows are compacted
+        idx.remove(str(i))
+        del subs[str(i)]
+    for i in range(600, 700):
+        add(i)
+    check()
+    assert any(t.tree is not None for t in idx.tables.values())
+    areas.set_crs("EPSG:32630")              # another CRS: the rows' metric parts made again
+    check()
+
+
 class _Sub:
     def __init__(self, sid, phrase="Bunching"):
         self.id, self.phrase, self.start_seq = sid, phrase, 1
