@@ -159,6 +159,11 @@ class AreaTable:
         self.row_of = {g: j for j, g in enumerate(self.rows)}
         self.n, self.dead = m, 0
 
+    def prepare(self) -> None:
+        """The tree and the rows' metric parts made now (else at the next match)."""
+        self._index()
+        self._prepare()
+
     def _index(self) -> None:
         """The tree made again when many rows came or went since."""
         if self.dead > DEAD * max(self.n, 1) and self.dead > 64:

@@ -153,6 +153,7 @@ class Hub:
         self.pending: set = set()                    # sub ids the matcher has not yet put in a group
         self.buffers: dict[int, Buffer] = {}        # group id → its buffer
         self.subs: dict[str, SubState] = {}
+        self.pushed: set = set()                     # ids of the subscriptions delivered by push, not SSE
         self.seq_of: OrderedDict[str, int] = OrderedDict()   # composite id → sequence, the window's
         self.processed = 0                    # the last sequence handed to the subscriptions
         self.first = 1                        # the first sequence the buffers hold completely
@@ -186,6 +187,10 @@ class Hub:
         else:
             st.since = self.processed + 1
         self.subs[sub.id] = st
+        if getattr(sub, "deliver", {"sse": True}).get("sse"):
+            self.pushed.discard(sub.id)
+        else:
+            self.pushed.add(sub.id)
         st.version += 1
         if suspended is None:
             if self.remote:                           # (none while it is started again: it is told then)
@@ -262,6 +267,7 @@ class Hub:
 
     def drop(self, sub_id: str) -> None:
         st = self.subs.pop(sub_id, None)
+        self.pushed.discard(sub_id)
         if st is None:
             self.matching.drop(sub_id)
             return

@@ -173,6 +173,12 @@ class CoveringIndex:
                     self._place(child, px)
             g.covered = None
 
+    def prepare(self) -> None:
+        """Make the area tables' trees and their rows' metric parts now (else at the next
+        alert): after many subscriptions came at once."""
+        for t in self.tables.values():
+            t.prepare()
+
     def match(self, alert: dict, env: dict, hull, lonlat=False) -> tuple[list, list]:
         """(``lonlat``: the hull in lon/lat already parsed, or None for an alert with none.)"""
         got = self.match_many([(alert, env, hull, lonlat)])[0]

@@ -312,11 +312,15 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
             elif cmd[0] == "drop":
                 m.drop(cmd[1])
             elif cmd[0] == "crs":
-                areas.set_crs(cmd[1])
+                if cmd[1] != areas.proj.crs:   # every area projected again, in one call
+                    areas.set_crs(cmd[1])
+                    made.extend(g.area for g in m.index.groups.values() if g.area is not None)
             elif cmd[0] == "ready":
                 told[0] = True
         if made:
             areas.prepare(made)
+            if len(made) > 100:            # many at once (a start): the tables made before the next alert
+                m.index.prepare()
         if joins:
             conn.send(("in", joins))
 
