@@ -88,6 +88,13 @@ class Buffer:
         for ev in self.readers:
             ev.set()
 
+    def add_entries(self, es: list) -> None:
+        """Entries of one batch, in log order (readers woken once)."""
+        self.seqs.extend([e.seq for e in es])
+        self.entries.extend(es)
+        for ev in self.readers:
+            ev.set()
+
     def trim(self, before: int, most: int) -> None:
         """Forget entries older than sequence ``before``, and all but the last ``most``."""
         i = bisect.bisect_left(self.seqs, before) if self.seqs and self.seqs[0] < before else 0
@@ -154,6 +161,7 @@ class Hub:
         self.buffers: dict[int, Buffer] = {}        # group id → its buffer
         self.subs: dict[str, SubState] = {}
         self.pushed: set = set()                     # ids of the subscriptions delivered by push, not SSE
+        self._suspended_ids: set = set()
         self.seq_of: OrderedDict[str, int] = OrderedDict()   # composite id → sequence, the window's
         self.processed = 0                    # the last sequence handed to the subscriptions
         self.first = 1                        # the first sequence the buffers hold completely
@@ -187,6 +195,7 @@ class Hub:
         else:
             st.since = self.processed + 1
         self.subs[sub.id] = st
+        (self._suspended_ids.add if suspended is not None else self._suspended_ids.discard)(sub.id)
         if getattr(sub, "deliver", {"sse": True}).get("sse"):
             self.pushed.discard(sub.id)
         else:
@@ -268,6 +277,7 @@ class Hub:
     def drop(self, sub_id: str) -> None:
         st = self.subs.pop(sub_id, None)
         self.pushed.discard(sub_id)
+        self._suspended_ids.discard(sub_id)
         if st is None:
             self.matching.drop(sub_id)
             return
@@ -282,6 +292,7 @@ class Hub:
             if st is None or st.suspended is not None:
                 continue
             st.suspended = reason
+            self._suspended_ids.add(sid)
             st.version += 1
             self._leave(st)
             st.changed.set()
@@ -302,7 +313,8 @@ class Hub:
                 (("p50", 0.5), ("p99", 0.99), ("max", 1.0))}
 
     def suspended(self) -> int:
-        return sum(1 for st in self.subs.values() if st.suspended is not None)
+        """Subscriptions suspended (counted as they are: ``/status`` asks often)."""
+        return len(self._suspended_ids)
 
     # -- alerts
     def handle(self, seq: int, data: str, decided: float | None = None) -> Entry | None:
@@ -352,6 +364,48 @@ class Hub:
         self.handled += 1
         return e
 
+    async def deliver_batch(self, rows: list, groups: list) -> None:
+        """A batch of matched log entries (``rows``: ``(seq, cid, data, frame, decided)``,
+        ``cid`` None for an entry that was no alert; ``groups``: ``(group id, [row, ...])``):
+        each group's buffer gets its entries at once (one subscription's alerts stay in log
+        order: they are one buffer's), the event loop let in between groups now and then."""
+        entries: list = [None] * len(rows)
+        last = self.processed
+        decided_at = []
+        for i, (seq, cid, data, frame, decided) in enumerate(rows):
+            if seq <= self.processed:
+                continue
+            last = max(last, seq)
+            if cid is None:
+                self.skipped += 1
+                log.warning("log entry %d is not an alert; skipped", seq)
+                continue
+            entries[i] = e = Entry(seq, cid, data, frame)
+            self.seq_of[cid] = seq
+            self.handled += 1
+            if decided is not None:
+                decided_at.append(decided)
+        bufs = self.buffers
+        t0 = time.monotonic()
+        for gid, idx in groups:
+            buf = bufs.get(gid)
+            if buf is None:
+                continue
+            es = [entries[i] for i in idx]
+            if None in es:
+                es = [e for e in es if e is not None]
+            if es:
+                buf.add_entries(es)
+            if time.monotonic() - t0 > SLICE:          # let the HTTP side in
+                await asyncio.sleep(0)
+                t0 = time.monotonic()
+        self.processed = max(self.processed, last)
+        if decided_at:
+            now = time.time()
+            self.lags.extend(now - d for d in decided_at)
+            if self.latencies is not None:
+                self.latencies.extend((d, now) for d in decided_at)
+
     def sweep(self) -> None:
         """Keep the window: ids older than :data:`WINDOW` alerts are forgotten at once; the
         buffers' older entries every :data:`TRIM` alerts, by a task that lets the event loop
@@ -392,9 +446,11 @@ class Hub:
                 g.trim(first, BUFFER)
             yield
 
-    async def follow_matcher(self, broker_url: str, crs: str, program, stop: asyncio.Event) -> None:
+    async def follow_matcher(self, broker_url: str, crs: str, program, stop: asyncio.Event,
+                             loaded: asyncio.Event | None = None) -> None:
         """Start the matcher process (from the last :data:`RESTART_WINDOW` alerts of the log at
-        the first start; from where the hub is after a restart), tell it every subscription,
+        the first start; from where the hub is after a restart), tell it every subscription
+        (once ``loaded`` is set: the stored ones are all in the hub),
         and apply what it sends until ``stop``. Raises when the process dies (the supervisor
         starts it again)."""
         from spatec.service.broker import ALERTS, Broker
@@ -410,15 +466,21 @@ class Hub:
             self.processed = start - 1
         start = self.processed + 1
         m = MatcherProcess(program, broker_url, crs, start).start()
-        self.matcher, self.remote = m, True
-        self.buffers = {}                              # group ids are the new process's
-        for st in self.subs.values():
-            if st.suspended is None:
-                st.version += 1
-                self.pending.add(st.sub.id)
-                m.send(("put", st.sub.id, st.version, st.sub.phrase, st.sub.where, st.sub.area, st.sub.certainly))
-        m.send(("ready",))
+        self.remote = True
         try:
+            if loaded is not None and not loaded.is_set():   # (the process starts meanwhile)
+                await loaded.wait()
+            self.matcher = m
+            self.buffers = {}                              # group ids are the new process's
+            if self.areas.proj.crs != crs:                 # decided meanwhile
+                m.send(("crs", self.areas.proj.crs))
+            for st in self.subs.values():
+                if st.suspended is None:
+                    st.version += 1
+                    self.pending.add(st.sub.id)
+                    m.send(("put", st.sub.id, st.version, st.sub.phrase, st.sub.where, st.sub.area,
+                            st.sub.certainly))
+            m.send(("ready",))
             while not stop.is_set():
                 try:
                     msg = await asyncio.wait_for(m.inbox.get(), 1.0)
@@ -438,18 +500,13 @@ class Hub:
     async def _apply(self, msg) -> None:
         kind = msg[0]
         if kind == "alerts":
-            _, rows, failed = msg
-            t0 = time.monotonic()
+            _, rows, failed, groups = msg
             if failed:
                 for gid, reason in failed:
                     buf = self.buffers.get(gid)
                     if buf is not None:
                         self._suspend(list(buf.members), reason)
-            for seq, cid, data, frame, decided, gids in rows:
-                self.deliver(seq, cid, data, frame, decided, gids)
-                if time.monotonic() - t0 > SLICE:      # let the HTTP side in
-                    await asyncio.sleep(0)
-                    t0 = time.monotonic()
+            await self.deliver_batch(rows, groups)
             self.sweep()
         elif kind == "in":
             t0 = time.monotonic()

@@ -16,10 +16,11 @@ hub asks for) and is told the subscriptions by the hub, in order, over a pipe:
 - from it: ``("in", [(sid, version, group id, from sequence, error), ...])`` — each
   subscription is in that group for every alert from that sequence on (the alerts before were matched
   without it: the hub reads them from the log for a reader that needs them), ``error``
-  when the group has already failed; ``("alerts", [(seq, cid, data, frame, decided,
-  [group ids]), ...], [(group id, reason), ...])`` per batch of alerts (``cid`` None: an
-  entry that is no alert, skipped); ``("caught_up",)`` once the log as it was at its
-  start has been matched.
+  when the group has already failed; ``("alerts", [(seq, cid, data, frame, decided), ...],
+  [(group id, reason), ...], [(group id, [row, ...]), ...])`` per batch of alerts (``cid``
+  None: an entry that is no alert, skipped; then each group with the rows it matched, in
+  order: the hub appends a batch to a group's buffer at once, not alert by alert);
+  ``("caught_up",)`` once the log as it was at its start has been matched.
 
 Everything it says about a sequence comes after what it said about the sequences before
 (one pipe, one writer), so the hub applies it as it comes. A group whose test raises is
@@ -380,17 +381,24 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
                 results = m.match_batch([d for _, d, _ in batch])
             except Exception as e:  # noqa: BLE001 - never a crash (nor a crash loop on restart): entries skipped
                 results = [e] * len(batch)
-            for (seq, data, decided), got_ in zip(batch, results):
+            groups: dict = {}                      # group id → the rows it matched
+            for row, ((seq, data, decided), got_) in enumerate(zip(batch, results)):
                 if isinstance(got_, Exception):
                     log.error("log entry %d could not be matched; skipped: %s: %s", seq, type(got_).__name__, got_)
                     got_ = None
                 if got_ is None:
-                    out.append((seq, None, data, b"", decided, []))
+                    out.append((seq, None, data, b"", decided))
                     continue
                 cid, frame, gids, bad = got_
-                out.append((seq, cid, data, frame, decided, gids))
+                out.append((seq, cid, data, frame, decided))
+                for gid in gids:
+                    rows = groups.get(gid)
+                    if rows is None:
+                        groups[gid] = [row]
+                    else:
+                        rows.append(row)
                 failed.extend(bad)
-            conn.send(("alerts", out, failed))
+            conn.send(("alerts", out, failed, list(groups.items())))
             if not caught_up and next_seq > last_at_start:
                 caught_up = True
                 conn.send(("caught_up",))
