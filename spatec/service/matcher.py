@@ -120,7 +120,14 @@ class Matching:
         except Exception:  # noqa: BLE001 - one is no WKT: each alone
             lonlats = [self._lonlat(w, t[2]) for w, t in zip(wkts, todo)]
         hulls = self.areas.hulls_of(lonlats)
-        got = self.index.match_many([(t[1], t[4], _given(h), g) for t, h, g in zip(todo, hulls, lonlats)])
+        items = [(t[1], t[4], _given(h), g) for t, h, g in zip(todo, hulls, lonlats)]
+        if len(items) == 1:                       # (one alert: the index's own `match`)
+            try:
+                got = [self.index.match(*items[0])]
+            except Exception as e:  # noqa: BLE001 - that entry's own
+                got = [e]
+        else:
+            got = self.index.match_many(items)
         for (k, _, cid, frame, _), r in zip(todo, got):
             if isinstance(r, Exception):
                 res[k] = r
@@ -128,7 +135,7 @@ class Matching:
             matched, failed = r
             bad = [(self.gid(g), f"its {'filter' if g.filter is not None else 'area'} failed on alert {cid}: "
                                  f"{g.error}") for g in failed]
-            res[k] = (cid, frame, [g.gid for g in matched], bad)
+            res[k] = (cid, frame, [self.gid(g) for g in matched], bad)
         return res
 
     @staticmethod

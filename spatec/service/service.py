@@ -327,7 +327,7 @@ class Service:
                     self.hub.drop(sid)
                     lapsed.append(sid)
             for i in range(0, len(lapsed), BULK_CHUNK):
-                await kv_many(self.broker.js, SUBS, [(sid, None, None) for sid in lapsed[i:i + BULK_CHUNK]])
+                await kv_many(self.broker.nc, SUBS, [(sid, None, None) for sid in lapsed[i:i + BULK_CHUNK]])
             try:
                 await asyncio.wait_for(self.stop_event.wait(), 0.5)
             except asyncio.TimeoutError:
@@ -392,7 +392,7 @@ class Service:
         todo = [(i, s) for i, s in enumerate(made) if isinstance(s, Subscription)]
         for k in range(0, len(todo), BULK_CHUNK):
             chunk = todo[k:k + BULK_CHUNK]
-            got = await kv_many(self.broker.js, SUBS, [(s.id, json.dumps(s.to_json()).encode(), _ttl(s.lease))
+            got = await kv_many(self.broker.nc, SUBS, [(s.id, json.dumps(s.to_json()).encode(), _ttl(s.lease))
                                                        for _, s in chunk])
             for (i, sub), g in zip(chunk, got):
                 if g is True:
@@ -461,7 +461,7 @@ class Service:
         for sid in mine:
             self.hub.drop(sid)
         for k in range(0, len(mine), BULK_CHUNK):
-            await kv_many(self.broker.js, SUBS, [(sid, None, None) for sid in mine[k:k + BULK_CHUNK]])
+            await kv_many(self.broker.nc, SUBS, [(sid, None, None) for sid in mine[k:k + BULK_CHUNK]])
         return len(mine), missing
 
     def listing(self, ident, limit: int, after: str | None) -> list[dict]:
