@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import gc
 import json
 import logging
 import time
@@ -450,7 +451,7 @@ class Hub:
                              loaded: asyncio.Event | None = None) -> None:
         """Start the matcher process (from the last :data:`RESTART_WINDOW` alerts of the log at
         the first start; from where the hub is after a restart), tell it every subscription
-        (once ``loaded`` is set: the stored ones are all in the hub),
+        (and that it has been told all once ``loaded`` is set: the stored ones are in the hub),
         and apply what it sends until ``stop``. Raises when the process dies (the supervisor
         starts it again)."""
         from spatec.service.broker import ALERTS, Broker
@@ -467,10 +468,8 @@ class Hub:
         start = self.processed + 1
         m = MatcherProcess(program, broker_url, crs, start).start()
         self.remote = True
+        ready = None
         try:
-            if loaded is not None and not loaded.is_set():   # (the process starts meanwhile)
-                await loaded.wait()
-            self.matcher = m
             self.buffers = {}                              # group ids are the new process's
             if self.areas.proj.crs != crs:                 # decided meanwhile
                 m.send(("crs", self.areas.proj.crs))
@@ -480,7 +479,16 @@ class Hub:
                     self.pending.add(st.sub.id)
                     m.send(("put", st.sub.id, st.version, st.sub.phrase, st.sub.where, st.sub.area,
                             st.sub.certainly))
-            m.send(("ready",))
+            self.matcher = m                               # from now on each one is told as it comes
+            if loaded is not None and not loaded.is_set():
+                # the stored ones are told as they load (the matcher takes them in meanwhile);
+                # it matches no alert before they all are
+                async def when_loaded():
+                    await loaded.wait()
+                    m.send(("ready",))
+                ready = asyncio.create_task(when_loaded())
+            else:
+                m.send(("ready",))
             while not stop.is_set():
                 try:
                     msg = await asyncio.wait_for(m.inbox.get(), 1.0)
@@ -494,6 +502,8 @@ class Hub:
                     raise RuntimeError(f"the matcher process ended its pipe (exit code {m.proc.exitcode})")
                 await self._apply(msg)
         finally:
+            if ready is not None:
+                ready.cancel()
             self.matcher = None
             await asyncio.to_thread(m.close)
 
@@ -515,6 +525,10 @@ class Hub:
                 if time.monotonic() - t0 > SLICE:
                     await asyncio.sleep(0)
                     t0 = time.monotonic()
+            if len(msg[1]) >= 1000 and not self.pending:
+                # many taken in (a start): what they made (buffers, histories) stays for the
+                # service's life, so it is no work for the collector's full passes from now on
+                gc.freeze()
         elif kind == "caught_up":
             self.caught_up.set()
 

@@ -325,9 +325,11 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
                     made.extend(g.area for g in m.index.groups.values() if g.area is not None)
             elif cmd[0] == "ready":
                 told[0] = True
+                made.append(None)              # (the tables made now, before the first alert)
         if made:
             areas.prepare(made)
-            if len(made) > 100:            # many at once (a start): the tables made before the next alert
+            # many at once once told all (or the telling ends): the tables made before the next alert
+            if told[0] and (len(made) > 100 or made[-1] is None):
                 m.index.prepare()
         if joins:
             conn.send(("in", joins))
