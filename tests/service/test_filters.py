@@ -342,6 +342,62 @@ def test_matching_a_batch_agrees_with_evaluating_every_subscription(bunching, mo
     check()
 
 
+def test_a_failing_area_in_a_batch_is_its_own(bunching, monkeypatch):
+    """In a batch matched together (the tree path), a row whose area cannot be made fails at
+    the first alert that meets its box, with the reason, once; the rows around it and the
+    other alerts of the batch are matched as evaluating each subscription gives."""
+    from spatec.service import batch
+
+    monkeypatch.setattr(batch, "FRESH", 8)
+
+    class Unprojectable(Areas):
+        def stamp(self, area):
+            raise ValueError("no projection for it")
+
+    areas = Areas(bunching, Projector(CRS))
+    broken = Unprojectable(bunching, Projector(CRS))
+    rng = random.Random(3)
+    idx, subs = CoveringIndex(), {}
+    for i in range(200):
+        lon, lat = 0.1 + rng.random() * 0.05, 52.18 + rng.random() * 0.04
+        a = areas.area({"circle": [lon, lat, rng.randrange(100, 2000)]}, certainly=rng.random() < 0.3)
+        idx.add(str(i), "Bunching", None, a)
+        subs[str(i)] = ("Bunching", None, a)
+    bad = broken.area({"circle": [0.125, 52.2, 5000]})          # meets every alert below
+    idx.add("bad", "Bunching", None, bad)
+    types = field_types(bunching, "Bunching")
+    alerts = [_table_alert(rng) for _ in range(60)]
+    alerts = [dict(a, hull=a["hull"] or "POINT (0.12 52.2)") for a in alerts]
+    envs = [values(a, types) for a in alerts]
+    got = idx.match_many([(a, e, (lambda a=a: areas.hull(a["hull"])), False) for a, e in zip(alerts, envs)])
+    failed = [g for _, f in got for g in f]
+    assert len(failed) == 1 and "bad" in failed[0].members and "no projection" in failed[0].error
+    assert got[0][1] == failed                                   # at the first alert
+    for a, e, (matched, _) in zip(alerts, envs, got):
+        assert members(matched) == naive_match(subs, a, e, lambda a=a: areas.hull(a["hull"]))
+    again = idx.match_many([(alerts[0], envs[0], (lambda: areas.hull(alerts[0]["hull"])), False)])
+    assert again[0][1] == []                                     # never tested again
+
+
+def test_a_batch_goes_to_each_group_in_log_order(bunching, areas):
+    """The hub appends a batch's entries group by group: each subscription still reads its
+    alerts in log order, once, and an entry already handled or no alert is skipped."""
+
+    async def run():
+        hub = Hub(areas, bunching)
+        hub.put(_Sub("a"), None, None)
+        hub.put(_Sub("b"), compile_filter(bunching, "Bunching", 'line == "1"'), None)
+        ga, gb = hub.subs["a"].current().gid, hub.subs["b"].current().gid
+        rows = [(1, "c1", "{}", b"1", None), (2, None, "x", b"", None), (3, "c3", "{}", b"3", None),
+                (4, "c4", "{}", b"4", None)]
+        await hub.deliver_batch(rows, [(gb, [2, 3]), (ga, [0, 2, 3])])
+        await hub.deliver_batch([(4, "c4", "{}", b"4", None), (5, "c5", "{}", b"5", None)], [(ga, [0, 1])])
+        assert [e.id for e in hub.subs["a"].entries] == ["c1", "c3", "c4", "c5"]
+        assert [e.id for e in hub.subs["b"].entries] == ["c3", "c4"]
+        assert hub.processed == 5 and hub.skipped == 1
+    asyncio.run(run())
+
+
 class _Sub:
     def __init__(self, sid, phrase="Bunching"):
         self.id, self.phrase, self.start_seq = sid, phrase, 1
