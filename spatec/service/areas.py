@@ -92,6 +92,11 @@ class Area:
     def test(self, hull: S.Loc) -> bool:
         return S.certainly_in(hull, self.loc) if self.certainly else S.possibly_in(hull, self.loc)
 
+    def inside(self) -> tuple:
+        """``(polygon, its boundary, whether areal)`` a hull must lie in to be certainly in this
+        (non-disc) area (:func:`spatec.spatial.stamps.containment`: what ``test`` uses)."""
+        return S.containment(self.loc)
+
 
 class Areas:
     """Builds :class:`Area` s and hull stamps for one program, in one metric CRS."""
@@ -125,20 +130,34 @@ class Areas:
         return got
 
     def prepare(self, areas) -> None:
-        """Project many circle areas at once (a start with thousands of subscriptions)."""
+        """Project many circle and GeoJSON areas at once (a start with thousands of
+        subscriptions): their stamps made as :meth:`stamp` makes them, one projection call
+        for all (one that fails is left to be made, and fail, alone)."""
         crs = self.proj.crs
-        todo = [a for a in areas if a is not None and isinstance(a.shape, tuple) and isinstance(a.spec, dict)
-                and (a._loc is None or a._crs != crs)]
-        if not todo:
-            return
-        lon = np.array([a.shape[0] for a in todo])
-        lat = np.array([a.shape[1] for a in todo])
-        x, y = self.proj.forward(lon, lat)
-        locs = S.Loc.discs(np.atleast_1d(x), np.atleast_1d(y), [a.shape[2] for a in todo])
-        if locs is None:
-            return               # a coordinate that does not project: each is made (and fails) alone
-        for a, loc in zip(todo, locs):
-            a._loc, a._crs = loc, crs
+        todo = [a for a in areas if a is not None and isinstance(a.spec, dict) and (a._loc is None or a._crs != crs)]
+        discs = [a for a in todo if isinstance(a.shape, tuple)]
+        polys = [a for a in todo if not isinstance(a.shape, tuple)]
+        if discs:
+            lon = np.array([a.shape[0] for a in discs])
+            lat = np.array([a.shape[1] for a in discs])
+            x, y = self.proj.forward(lon, lat)
+            locs = S.Loc.discs(np.atleast_1d(x), np.atleast_1d(y), [a.shape[2] for a in discs])
+            if locs is not None:     # else a coordinate that does not project: each is made (and fails) alone
+                for a, loc in zip(discs, locs):
+                    a._loc, a._crs = loc, crs
+        if polys:
+            try:
+                made = shapely.transform(np.array([a.shape for a in polys], dtype=object),
+                                         lambda c: _fwd(self.proj, c))
+                valid = shapely.is_valid(made).tolist()
+            except Exception:  # noqa: BLE001 - each is made (and fails) alone
+                return
+            for a, g, ok in zip(polys, made.tolist(), valid):
+                if ok:
+                    try:
+                        a._loc, a._crs = S.Loc.of(g), crs
+                    except Exception:  # noqa: BLE001 - made (and failing) alone
+                        pass
 
     def _make(self, spec, certainly: bool) -> Area:
         if isinstance(spec, str):
@@ -188,6 +207,25 @@ class Areas:
         if g is None or g.is_empty:
             return S.UNIVERSE
         return S.Loc.of(shapely.transform(g, lambda c: _fwd(self.proj, c)))
+
+    def hulls_of(self, geoms: list) -> list:
+        """:meth:`hull_of` of many hulls, projected in one call: per hull its stamp, or the
+        exception making it raised."""
+        out: list = [S.UNIVERSE] * len(geoms)
+        todo = [i for i, g in enumerate(geoms) if g is not None and not g.is_empty]
+        if not todo:
+            return out
+        try:
+            made = shapely.transform(np.array([geoms[i] for i in todo], dtype=object),
+                                     lambda c: _fwd(self.proj, c)).tolist()
+        except Exception:  # noqa: BLE001 - one of them: each alone
+            made = None
+        for k, i in enumerate(todo):
+            try:
+                out[i] = S.Loc.of(made[k]) if made is not None else self.hull_of(geoms[i])
+            except Exception as e:  # noqa: BLE001 - that hull's own
+                out[i] = e
+        return out
 
     def place_names(self, hull: S.Loc) -> list[str]:
         """The program's places the hull possibly meets (an alert's "where", for people)."""

@@ -73,8 +73,9 @@ class Deliveries:
         for sid in list(self.failures):
             if sid not in hub.subs:
                 del self.failures[sid]
-        for sid, st in list(hub.subs.items()):
-            if sid in self.pushers or st.sub.deliver.get("sse") or st.suspended is not None:
+        for sid in list(hub.pushed):          # (not a pass over every subscription: at 100,000, tens of ms)
+            st = hub.subs.get(sid)
+            if st is None or sid in self.pushers or st.sub.deliver.get("sse") or st.suspended is not None:
                 continue
             f = self.failures.get(sid)
             if f is not None and f["next"] > now:

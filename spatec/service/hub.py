@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import gc
 import json
 import logging
 import time
@@ -50,6 +51,8 @@ RESTART_WINDOW = 10_000
 BUFFER = 100_000
 #: s of work the hub does on the event loop before it lets other tasks run
 SLICE = 0.005
+#: alerts the window moves by between two trims of the buffers
+TRIM = 2_000
 
 
 class Entry:
@@ -83,6 +86,13 @@ class Buffer:
     def add_entry(self, e: Entry) -> None:
         self.seqs.append(e.seq)
         self.entries.append(e)
+        for ev in self.readers:
+            ev.set()
+
+    def add_entries(self, es: list) -> None:
+        """Entries of one batch, in log order (readers woken once)."""
+        self.seqs.extend([e.seq for e in es])
+        self.entries.extend(es)
         for ev in self.readers:
             ev.set()
 
@@ -151,6 +161,8 @@ class Hub:
         self.pending: set = set()                    # sub ids the matcher has not yet put in a group
         self.buffers: dict[int, Buffer] = {}        # group id → its buffer
         self.subs: dict[str, SubState] = {}
+        self.pushed: set = set()                     # ids of the subscriptions delivered by push, not SSE
+        self._suspended_ids: set = set()
         self.seq_of: OrderedDict[str, int] = OrderedDict()   # composite id → sequence, the window's
         self.processed = 0                    # the last sequence handed to the subscriptions
         self.first = 1                        # the first sequence the buffers hold completely
@@ -161,6 +173,8 @@ class Hub:
         self.lags: deque = deque(maxlen=2000)  # s from decided to handed to the subscriptions, the last alerts
         self.skipped = 0                      # entries the hub could not handle
         self.handled = 0
+        self._trimmed = 1                     # the window's first sequence when the buffers were last trimmed
+        self._trimming: asyncio.Task | None = None
 
     @property
     def index(self):
@@ -182,6 +196,11 @@ class Hub:
         else:
             st.since = self.processed + 1
         self.subs[sub.id] = st
+        (self._suspended_ids.add if suspended is not None else self._suspended_ids.discard)(sub.id)
+        if getattr(sub, "deliver", {"sse": True}).get("sse"):
+            self.pushed.discard(sub.id)
+        else:
+            self.pushed.add(sub.id)
         st.version += 1
         if suspended is None:
             if self.remote:                           # (none while it is started again: it is told then)
@@ -258,6 +277,8 @@ class Hub:
 
     def drop(self, sub_id: str) -> None:
         st = self.subs.pop(sub_id, None)
+        self.pushed.discard(sub_id)
+        self._suspended_ids.discard(sub_id)
         if st is None:
             self.matching.drop(sub_id)
             return
@@ -272,6 +293,7 @@ class Hub:
             if st is None or st.suspended is not None:
                 continue
             st.suspended = reason
+            self._suspended_ids.add(sid)
             st.version += 1
             self._leave(st)
             st.changed.set()
@@ -292,7 +314,8 @@ class Hub:
                 (("p50", 0.5), ("p99", 0.99), ("max", 1.0))}
 
     def suspended(self) -> int:
-        return sum(1 for st in self.subs.values() if st.suspended is not None)
+        """Subscriptions suspended (counted as they are: ``/status`` asks often)."""
+        return len(self._suspended_ids)
 
     # -- alerts
     def handle(self, seq: int, data: str, decided: float | None = None) -> Entry | None:
@@ -342,8 +365,54 @@ class Hub:
         self.handled += 1
         return e
 
+    async def deliver_batch(self, rows: list, groups: list) -> None:
+        """A batch of matched log entries (``rows``: ``(seq, cid, data, frame, decided)``,
+        ``cid`` None for an entry that was no alert; ``groups``: ``(group id, [row, ...])``):
+        each group's buffer gets its entries at once (one subscription's alerts stay in log
+        order: they are one buffer's), the event loop let in between groups now and then."""
+        entries: list = [None] * len(rows)
+        last = self.processed
+        decided_at = []
+        for i, (seq, cid, data, frame, decided) in enumerate(rows):
+            if seq <= self.processed:
+                continue
+            last = max(last, seq)
+            if cid is None:
+                self.skipped += 1
+                log.warning("log entry %d is not an alert; skipped", seq)
+                continue
+            entries[i] = e = Entry(seq, cid, data, frame)
+            self.seq_of[cid] = seq
+            self.handled += 1
+            if decided is not None:
+                decided_at.append(decided)
+        bufs = self.buffers
+        t0 = time.monotonic()
+        for gid, idx in groups:
+            buf = bufs.get(gid)
+            if buf is None:
+                continue
+            es = [entries[i] for i in idx]
+            if None in es:
+                es = [e for e in es if e is not None]
+            if es:
+                buf.add_entries(es)
+            if time.monotonic() - t0 > SLICE:          # let the HTTP side in
+                await asyncio.sleep(0)
+                t0 = time.monotonic()
+        self.processed = max(self.processed, last)
+        if decided_at:
+            now = time.time()
+            self.lags.extend(now - d for d in decided_at)
+            if self.latencies is not None:
+                self.latencies.extend((d, now) for d in decided_at)
+
     def sweep(self) -> None:
-        """Keep the window: entries and ids older than :data:`WINDOW` alerts are forgotten."""
+        """Keep the window: ids older than :data:`WINDOW` alerts are forgotten at once; the
+        buffers' older entries every :data:`TRIM` alerts, by a task that lets the event loop
+        in (at 100,000 subscriptions a pass over them all takes tens of milliseconds).
+        Nothing older than ``first`` is read from a buffer meanwhile (readers older than it
+        read the log), so trimming late changes what is kept, not what is delivered."""
         first = max(1, self.processed - WINDOW + 1)
         if first <= self.first:
             return
@@ -353,16 +422,36 @@ class Hub:
             if seq >= first:
                 break
             self.seq_of.popitem(last=False)
-        for g in self.buffers.values():
+        if first - self._trimmed >= TRIM and (self._trimming is None or self._trimming.done()):
+            self._trimmed = first
+            try:
+                self._trimming = asyncio.get_running_loop().create_task(self._trim(first))
+            except RuntimeError:           # no event loop (in-process use): at once
+                for _ in self._trim_steps(first):
+                    pass
+
+    async def _trim(self, first: int) -> None:
+        t0 = time.monotonic()
+        for _ in self._trim_steps(first):
+            if time.monotonic() - t0 > SLICE:
+                await asyncio.sleep(0)
+                t0 = time.monotonic()
+
+    def _trim_steps(self, first: int):
+        for g in list(self.buffers.values()):
             g.trim(first, BUFFER)
-        for st in self.subs.values():
+            yield
+        for st in list(self.subs.values()):
             st.trim(first)
             for _, g in st.history[:-1]:
                 g.trim(first, BUFFER)
+            yield
 
-    async def follow_matcher(self, broker_url: str, crs: str, program, stop: asyncio.Event) -> None:
+    async def follow_matcher(self, broker_url: str, crs: str, program, stop: asyncio.Event,
+                             loaded: asyncio.Event | None = None) -> None:
         """Start the matcher process (from the last :data:`RESTART_WINDOW` alerts of the log at
-        the first start; from where the hub is after a restart), tell it every subscription,
+        the first start; from where the hub is after a restart), tell it every subscription
+        (and that it has been told all once ``loaded`` is set: the stored ones are in the hub),
         and apply what it sends until ``stop``. Raises when the process dies (the supervisor
         starts it again)."""
         from spatec.service.broker import ALERTS, Broker
@@ -378,15 +467,28 @@ class Hub:
             self.processed = start - 1
         start = self.processed + 1
         m = MatcherProcess(program, broker_url, crs, start).start()
-        self.matcher, self.remote = m, True
-        self.buffers = {}                              # group ids are the new process's
-        for st in self.subs.values():
-            if st.suspended is None:
-                st.version += 1
-                self.pending.add(st.sub.id)
-                m.send(("put", st.sub.id, st.version, st.sub.phrase, st.sub.where, st.sub.area, st.sub.certainly))
-        m.send(("ready",))
+        self.remote = True
+        ready = None
         try:
+            self.buffers = {}                              # group ids are the new process's
+            if self.areas.proj.crs != crs:                 # decided meanwhile
+                m.send(("crs", self.areas.proj.crs))
+            for st in self.subs.values():
+                if st.suspended is None:
+                    st.version += 1
+                    self.pending.add(st.sub.id)
+                    m.send(("put", st.sub.id, st.version, st.sub.phrase, st.sub.where, st.sub.area,
+                            st.sub.certainly))
+            self.matcher = m                               # from now on each one is told as it comes
+            if loaded is not None and not loaded.is_set():
+                # the stored ones are told as they load (the matcher takes them in meanwhile);
+                # it matches no alert before they all are
+                async def when_loaded():
+                    await loaded.wait()
+                    m.send(("ready",))
+                ready = asyncio.create_task(when_loaded())
+            else:
+                m.send(("ready",))
             while not stop.is_set():
                 try:
                     msg = await asyncio.wait_for(m.inbox.get(), 1.0)
@@ -400,24 +502,21 @@ class Hub:
                     raise RuntimeError(f"the matcher process ended its pipe (exit code {m.proc.exitcode})")
                 await self._apply(msg)
         finally:
+            if ready is not None:
+                ready.cancel()
             self.matcher = None
             await asyncio.to_thread(m.close)
 
     async def _apply(self, msg) -> None:
         kind = msg[0]
         if kind == "alerts":
-            _, rows, failed = msg
-            t0 = time.monotonic()
+            _, rows, failed, groups = msg
             if failed:
                 for gid, reason in failed:
                     buf = self.buffers.get(gid)
                     if buf is not None:
                         self._suspend(list(buf.members), reason)
-            for seq, cid, data, frame, decided, gids in rows:
-                self.deliver(seq, cid, data, frame, decided, gids)
-                if time.monotonic() - t0 > SLICE:      # let the HTTP side in
-                    await asyncio.sleep(0)
-                    t0 = time.monotonic()
+            await self.deliver_batch(rows, groups)
             self.sweep()
         elif kind == "in":
             t0 = time.monotonic()
@@ -426,6 +525,10 @@ class Hub:
                 if time.monotonic() - t0 > SLICE:
                     await asyncio.sleep(0)
                     t0 = time.monotonic()
+            if len(msg[1]) >= 1000 and not self.pending:
+                # many taken in (a start): what they made (buffers, histories) stays for the
+                # service's life, so it is no work for the collector's full passes from now on
+                gc.freeze()
         elif kind == "caught_up":
             self.caught_up.set()
 

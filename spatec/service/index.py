@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import shapely
 
+from spatec.service.batch import AreaTable, tabled
 from spatec.service.filters import Atom
 from spatec.spatial import stamps as S
 
@@ -100,7 +101,13 @@ class CoveringIndex:
         self.groups: dict[tuple, Group] = {}
         self.of_sub: dict[str, Group] = {}
         self.phrases: dict = {}           # phrase (None: every phrase) → _PhraseIndex
-        self.tests = 0                    # groups tested in full (a measure of the work)
+        self.tables: dict = {}            # phrase (None: every phrase) → AreaTable (groups with an area)
+        self._tests = 0
+
+    @property
+    def tests(self) -> int:
+        """Groups tested in full (a measure of the work)."""
+        return self._tests + sum(t.tests for t in self.tables.values())
 
     def __len__(self) -> int:
         return len(self.of_sub)
@@ -114,7 +121,14 @@ class CoveringIndex:
         g = self.groups.get(key)
         if g is None:
             g = self.groups[key] = Group(key, phrase, flt, area)
-            self._place(g, self.phrases.setdefault(phrase, _PhraseIndex()))
+            if tabled(g):                    # an area (and at most an equality first): matched in batches
+                g.slot = ("table", None)
+                t = self.tables.get(phrase)
+                if t is None:
+                    t = self.tables[phrase] = AreaTable()
+                t.put(g)
+            else:
+                self._place(g, self.phrases.setdefault(phrase, _PhraseIndex()))
         g.members.add(sub_id)
         self.of_sub[sub_id] = g
         return g
@@ -137,6 +151,12 @@ class CoveringIndex:
         if g.members:
             return
         del self.groups[g.key]
+        if g.slot is not None and g.slot[0] == "table":
+            t = self.tables[g.phrase]
+            t.drop(g)
+            if not t:
+                del self.tables[g.phrase]
+            return
         px = self.phrases[g.phrase]
         if g.parent is not None:
             g.parent.covered.drop(g)
@@ -153,26 +173,58 @@ class CoveringIndex:
                     self._place(child, px)
             g.covered = None
 
+    def prepare(self) -> None:
+        """Make the area tables' trees and their rows' metric parts now (else at the next
+        alert): after many subscriptions came at once."""
+        for t in self.tables.values():
+            t.prepare()
+
     def match(self, alert: dict, env: dict, hull, lonlat=False) -> tuple[list, list]:
         """(``lonlat``: the hull in lon/lat already parsed, or None for an alert with none.)"""
-        out: list = []
-        failed: list = []
-        memo = []
+        got = self.match_many([(alert, env, hull, lonlat)])[0]
+        if isinstance(got, Exception):
+            raise got
+        return got
 
-        def hull_once():
-            if not memo:
-                memo.append(hull())
-            return memo[0]
-
-        where = _Where(alert, hull_once, lonlat)
-        for ph in (alert.get("phrase"), None):
-            px = self.phrases.get(ph)
-            if px is None:
+    def match_many(self, items: list) -> list:
+        """``match`` of many alerts at once (``items``: ``(alert, env, hull, lonlat)`` each):
+        per alert ``(matched, failed)``, or the exception its matching raised. The groups
+        with an area are matched for all of them at once (:class:`~spatec.service.batch.AreaTable`)."""
+        res: list = [None] * len(items)
+        wheres, hulls = [], []
+        for i, (alert, env, hull, lonlat) in enumerate(items):
+            hull_once = _once(hull)
+            where = _Where(alert, hull_once, lonlat)
+            wheres.append(where)
+            hulls.append(hull_once)
+            out: list = []
+            failed: list = []
+            try:
+                ph = alert.get("phrase")
+                for p in ((ph, None) if ph is not None else (None,)):
+                    px = self.phrases.get(p)
+                    if px is None:
+                        continue
+                    todo = list(px.candidates(env, where))
+                    while todo:
+                        todo = self._test(todo, env, hull_once, where, out, failed)
+            except Exception as e:  # noqa: BLE001 - that alert's own (the caller skips it)
+                res[i] = e
                 continue
-            todo = list(px.candidates(env, where))
-            while todo:
-                todo = self._test(todo, env, hull_once, where, out, failed)
-        return out, failed
+            res[i] = (out, failed)
+        for p, table in self.tables.items():
+            which = [i for i, r in enumerate(res) if not isinstance(r, Exception)
+                     and (p is None or items[i][0].get("phrase") == p)]
+            if not which:
+                continue
+            got = table.match([wheres[i] for i in which], [items[i][1] for i in which], [hulls[i] for i in which])
+            for i, (matched, failed, err) in zip(which, got):
+                if err is not None:
+                    res[i] = err
+                elif matched or failed:
+                    res[i][0].extend(matched)
+                    res[i][1].extend(failed)
+        return res
 
     def _test(self, groups, env, hull, where, out: list, failed: list) -> list:
         """Test ``groups`` (filters one by one, circle areas all at once); those that match go
@@ -187,7 +239,7 @@ class CoveringIndex:
         for g in groups:
             if g.error is not None:
                 continue
-            self.tests += 1
+            self._tests += 1
             try:
                 if g.filter is not None and not g.filter.test(env):
                     continue
@@ -228,6 +280,17 @@ class CoveringIndex:
                 if ok:
                     matched(g)
         return more
+
+
+def _once(make):
+    """``make``, called at most once."""
+    memo = []
+
+    def once():
+        if not memo:
+            memo.append(make())
+        return memo[0]
+    return once
 
 
 class _Where:

@@ -16,10 +16,11 @@ hub asks for) and is told the subscriptions by the hub, in order, over a pipe:
 - from it: ``("in", [(sid, version, group id, from sequence, error), ...])`` — each
   subscription is in that group for every alert from that sequence on (the alerts before were matched
   without it: the hub reads them from the log for a reader that needs them), ``error``
-  when the group has already failed; ``("alerts", [(seq, cid, data, frame, decided,
-  [group ids]), ...], [(group id, reason), ...])`` per batch of alerts (``cid`` None: an
-  entry that is no alert, skipped); ``("caught_up",)`` once the log as it was at its
-  start has been matched.
+  when the group has already failed; ``("alerts", [(seq, cid, data, frame, decided), ...],
+  [(group id, reason), ...], [(group id, [row, ...]), ...])`` per batch of alerts (``cid``
+  None: an entry that is no alert, skipped; then each group with the rows it matched, in
+  order: the hub appends a batch to a group's buffer at once, not alert by alert);
+  ``("caught_up",)`` once the log as it was at its start has been matched.
 
 Everything it says about a sequence comes after what it said about the sequences before
 (one pipe, one writer), so the hub applies it as it comes. A group whose test raises is
@@ -38,6 +39,7 @@ import threading
 import time
 from collections import deque
 
+import numpy as np
 import shapely
 
 from spatec.service.filters import STANDARD, field_types, values
@@ -87,25 +89,71 @@ class Matching:
     def match(self, data: str):
         """``(composite id, SSE frame, matched group ids, [(group id, reason)])`` of one log
         entry, or None if it is no alert. Raises only for an entry it cannot handle."""
+        got = self.match_batch([data])[0]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def match_batch(self, datas: list) -> list:
+        """:meth:`match` of many log entries at once (their hulls parsed and projected in one
+        call each, the groups with an area matched for all of them together): per entry its
+        result, None, or the exception it raised."""
+        res: list = [None] * len(datas)
+        todo = []                                 # (entry, alert, cid, frame, env)
+        for k, data in enumerate(datas):
+            try:
+                alert = json.loads(data)
+            except ValueError:
+                continue
+            if not isinstance(alert, dict):
+                continue
+            try:
+                cid = str(alert.get("id", ""))
+                todo.append((k, alert, cid, sse_frame(cid, data), values(alert, self.types_of(alert.get("phrase")))))
+            except Exception as e:  # noqa: BLE001 - that entry's own
+                res[k] = e
+        if not todo:
+            return res
+        wkts = [w if isinstance(w, str) and w else None for w in (t[1].get("hull") for t in todo)]
         try:
-            alert = json.loads(data)
-        except ValueError:
-            return None
-        if not isinstance(alert, dict):
-            return None
-        cid = str(alert.get("id", ""))
-        frame = sse_frame(cid, data)
-        env = values(alert, self.types_of(alert.get("phrase")))
-        w = alert.get("hull")
+            lonlats = shapely.from_wkt(np.array(wkts, dtype=object)).tolist()     # parsed once, in one call
+        except Exception:  # noqa: BLE001 - one is no WKT: each alone
+            lonlats = [self._lonlat(w, t[2]) for w, t in zip(wkts, todo)]
+        hulls = self.areas.hulls_of(lonlats)
+        items = [(t[1], t[4], _given(h), g) for t, h, g in zip(todo, hulls, lonlats)]
+        if len(items) == 1:                       # (one alert: the index's own `match`)
+            try:
+                got = [self.index.match(*items[0])]
+            except Exception as e:  # noqa: BLE001 - that entry's own
+                got = [e]
+        else:
+            got = self.index.match_many(items)
+        for (k, _, cid, frame, _), r in zip(todo, got):
+            if isinstance(r, Exception):
+                res[k] = r
+                continue
+            matched, failed = r
+            bad = [(self.gid(g), f"its {'filter' if g.filter is not None else 'area'} failed on alert {cid}: "
+                                 f"{g.error}") for g in failed]
+            res[k] = (cid, frame, [self.gid(g) for g in matched], bad)
+        return res
+
+    @staticmethod
+    def _lonlat(w, cid):
         try:
-            lonlat = shapely.from_wkt(w) if isinstance(w, str) and w else None   # parsed once
+            return shapely.from_wkt(w) if w is not None else None
         except Exception:  # noqa: BLE001 - a hull that is no WKT: a place unknown (REFERENCE decision 3)
             log.warning("alert %s: its hull is not WKT; matched as having no known place", cid)
-            lonlat = None
-        matched, failed = self.index.match(alert, env, lambda: self.areas.hull_of(lonlat), lonlat)
-        bad = [(self.gid(g), f"its {'filter' if g.filter is not None else 'area'} failed on alert {cid}: "
-                             f"{g.error}") for g in failed]
-        return cid, frame, [self.gid(g) for g in matched], bad
+            return None
+
+
+def _given(loc):
+    """A hull function that gives ``loc`` (or raises it: the exception making it raised)."""
+    def hull():
+        if isinstance(loc, Exception):
+            raise loc
+        return loc
+    return hull
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -272,11 +320,17 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
             elif cmd[0] == "drop":
                 m.drop(cmd[1])
             elif cmd[0] == "crs":
-                areas.set_crs(cmd[1])
+                if cmd[1] != areas.proj.crs:   # every area projected again, in one call
+                    areas.set_crs(cmd[1])
+                    made.extend(g.area for g in m.index.groups.values() if g.area is not None)
             elif cmd[0] == "ready":
                 told[0] = True
+                made.append(None)              # (the tables made now, before the first alert)
         if made:
             areas.prepare(made)
+            # many at once once told all (or the telling ends): the tables made before the next alert
+            if told[0] and (len(made) > 100 or made[-1] is None):
+                m.index.prepare()
         if joins:
             conn.send(("in", joins))
 
@@ -323,26 +377,37 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
                             conn.send(("caught_up",))
                 continue
             out, failed = [], []
-            while queue and len(out) < BATCH:
+            batch = []                             # (seq, data, decided)
+            while queue and len(batch) < BATCH:
                 msg = queue.popleft()
                 seq = msg.metadata.sequence.stream
                 if seq < next_seq:
                     continue
                 next_seq = seq + 1
-                data = msg.data.decode("utf-8", "replace")
-                decided = _float((msg.headers or {}).get("Spatec-Decided"))
-                try:
-                    got_ = m.match(data)
-                except Exception:  # noqa: BLE001 - never a crash (nor a crash loop on restart) for one entry
-                    log.exception("log entry %d could not be matched; skipped", seq)
+                batch.append((seq, msg.data.decode("utf-8", "replace"),
+                              _float((msg.headers or {}).get("Spatec-Decided"))))
+            try:
+                results = m.match_batch([d for _, d, _ in batch])
+            except Exception as e:  # noqa: BLE001 - never a crash (nor a crash loop on restart): entries skipped
+                results = [e] * len(batch)
+            groups: dict = {}                      # group id → the rows it matched
+            for row, ((seq, data, decided), got_) in enumerate(zip(batch, results)):
+                if isinstance(got_, Exception):
+                    log.error("log entry %d could not be matched; skipped: %s: %s", seq, type(got_).__name__, got_)
                     got_ = None
                 if got_ is None:
-                    out.append((seq, None, data, b"", decided, []))
+                    out.append((seq, None, data, b"", decided))
                     continue
                 cid, frame, gids, bad = got_
-                out.append((seq, cid, data, frame, decided, gids))
+                out.append((seq, cid, data, frame, decided))
+                for gid in gids:
+                    rows = groups.get(gid)
+                    if rows is None:
+                        groups[gid] = [row]
+                    else:
+                        rows.append(row)
                 failed.extend(bad)
-            conn.send(("alerts", out, failed))
+            conn.send(("alerts", out, failed, list(groups.items())))
             if not caught_up and next_seq > last_at_start:
                 caught_up = True
                 conn.send(("caught_up",))

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from spatec.service.areas import Areas
-from spatec.service.broker import SUBS, Broker, BrokerWatch, EmbeddedNats, kv_many, kv_update
+from spatec.service.broker import SUBS, Broker, BrokerWatch, BucketWatch, EmbeddedNats, kv_many, kv_update
 from spatec.service.hub import Hub
 from spatec.service.subscriptions import Checker, PushPolicy, RequestError, Subscription
 from spatec.spatial.crs import Projector, utm_epsg
@@ -111,13 +111,15 @@ class Service:
         self.delivery = Deliveries(self)
         self.engine = Engine(self.compiled, self.sources, self.broker, self.state, self.lateness, self.trigger,
                              self.checkpoint_every, self.member, outage=self.outage, crs=self.crs, live=self.live)
+        self.hub.remote = True          # matched by the matcher process: none in this one's own index
         self._supervise("subscriptions", self._watch_subscriptions)
+        # the matcher process starts while the stored subscriptions load; it is told them once loaded
+        self._supervise("hub", lambda: self.hub.follow_matcher(self.url, self.areas.proj.crs, self.program,
+                                                               self.stop_event, self.loaded))
         try:
             await asyncio.wait_for(self.loaded.wait(), 120)
         except asyncio.TimeoutError:
             log.warning("the stored subscriptions did not load within 120 s; serving meanwhile")
-        self._supervise("hub", lambda: self.hub.follow_matcher(self.url, self.areas.proj.crs, self.program,
-                                                               self.stop_event))
         self._supervise("leases", self._sweep)
         self._supervise("owners", self._own)
         self._supervise("renewals", self._renew)
@@ -249,36 +251,24 @@ class Service:
             self._install(sub, got)
 
     async def _watch_subscriptions(self) -> None:
-        """Every subscription of the bucket: first the stored ones (compiled on a thread, then
-        installed a slice at a time), then each change as it comes."""
-        kv = self.broker.subs
-        w = await kv.watch(">", include_history=False)
-        initial: list = []
+        """Every subscription of the bucket: first the stored ones (all read, then compiled on
+        a thread, then installed a slice at a time), then each change as it comes."""
+        w = await BucketWatch(self.broker.js, SUBS).start()
         try:
             if not self.loaded.is_set():
-                while True:
-                    try:
-                        ent = await w.updates(timeout=10)
-                    except Exception:  # noqa: BLE001 - nats-py's TimeoutError: no end marker came
-                        break
-                    if ent is None:
-                        break
-                    initial.append(ent)
-                await self._load(initial)
+                await self._load(await w.loaded())
                 self.loaded.set()
+            else:                            # started again: the keys are changes to look at
+                for ent in await w.loaded():
+                    await self._apply(ent)
             while not self.stop_event.is_set():
                 try:
-                    ent = await w.updates(timeout=5)
-                except Exception:  # noqa: BLE001 - nats-py raises its TimeoutError when nothing changed
-                    continue
-                if ent is None:
+                    ent = await asyncio.wait_for(w.changes.get(), 5)
+                except asyncio.TimeoutError:
                     continue
                 await self._apply(ent)
         finally:
-            try:
-                await w.stop()
-            except Exception:  # noqa: BLE001 - the connection is gone
-                pass
+            await w.stop()
 
     async def _load(self, entries) -> None:
         now = time.time()
@@ -337,7 +327,7 @@ class Service:
                     self.hub.drop(sid)
                     lapsed.append(sid)
             for i in range(0, len(lapsed), BULK_CHUNK):
-                await kv_many(self.broker.js, SUBS, [(sid, None, None) for sid in lapsed[i:i + BULK_CHUNK]])
+                await kv_many(self.broker.nc, SUBS, [(sid, None, None) for sid in lapsed[i:i + BULK_CHUNK]])
             try:
                 await asyncio.wait_for(self.stop_event.wait(), 0.5)
             except asyncio.TimeoutError:
@@ -402,7 +392,7 @@ class Service:
         todo = [(i, s) for i, s in enumerate(made) if isinstance(s, Subscription)]
         for k in range(0, len(todo), BULK_CHUNK):
             chunk = todo[k:k + BULK_CHUNK]
-            got = await kv_many(self.broker.js, SUBS, [(s.id, json.dumps(s.to_json()).encode(), _ttl(s.lease))
+            got = await kv_many(self.broker.nc, SUBS, [(s.id, json.dumps(s.to_json()).encode(), _ttl(s.lease))
                                                        for _, s in chunk])
             for (i, sub), g in zip(chunk, got):
                 if g is True:
@@ -471,7 +461,7 @@ class Service:
         for sid in mine:
             self.hub.drop(sid)
         for k in range(0, len(mine), BULK_CHUNK):
-            await kv_many(self.broker.js, SUBS, [(sid, None, None) for sid in mine[k:k + BULK_CHUNK]])
+            await kv_many(self.broker.nc, SUBS, [(sid, None, None) for sid in mine[k:k + BULK_CHUNK]])
         return len(mine), missing
 
     def listing(self, ident, limit: int, after: str | None) -> list[dict]:

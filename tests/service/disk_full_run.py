@@ -32,7 +32,7 @@ def main(tmp: Path) -> None:
         wait_for(lambda: srv.status()["log"] > 0, 90, what="alerts")
         import shutil
 
-        with open(filler, "wb") as f:            # every byte, so the broker's next writes fail
+        with open(filler, "wb", buffering=0) as f:   # every byte (unbuffered: nothing left to fail at close)
             try:
                 while True:
                     f.write(b"\0" * (1 << 20))

@@ -268,6 +268,136 @@ def test_index_agrees_with_evaluating_every_subscription(bunching, areas):
     assert any(g.parent is not None for g in idx.groups.values())          # covered
 
 
+def _table_sub(rng):
+    """A subscription of the kinds the area table matches (and some it does not)."""
+    lon, lat = 0.1 + rng.random() * 0.05, 52.18 + rng.random() * 0.04
+    d = 0.002 + rng.random() * 0.02
+    box = {"type": "Polygon", "coordinates": [[[lon, lat], [lon + d, lat], [lon + d, lat + d], [lon, lat + d],
+                                               [lon, lat]]]}
+    ell = {"type": "Polygon", "coordinates": [[[lon, lat], [lon + d, lat], [lon + d, lat + d / 3],
+                                               [lon + d / 3, lat + d / 3], [lon + d / 3, lat + d], [lon, lat + d],
+                                               [lon, lat]]]}                          # not convex
+    circle = {"circle": [lon, lat, rng.randrange(20, 1500)]}
+    line = f'line == "{rng.randrange(12)}"'
+    return rng.choice([
+        (None, circle), (None, box), (None, ell), (line, circle), (line, box),
+        (f"{line} and metres < {rng.randrange(100)}", circle),             # the filter tested after the place
+        (None, rng.choice(["centre", "station", "hospital"])), (line, "centre"),
+        (f"metres < {rng.randrange(100)}", circle), (line, None), (None, None)])
+
+
+def _table_alert(rng):
+    lon, lat = 0.1 + rng.random() * 0.05, 52.18 + rng.random() * 0.04
+    d = rng.random() * 0.004
+    k = rng.random()
+    hull = (f"POINT ({lon} {lat})" if k < 0.15 else None if k < 0.2 else
+            f"POLYGON (({lon} {lat}, {lon + d} {lat}, {lon + d} {lat + d}, {lon} {lat}))")
+    return {"phrase": "Bunching", "line": str(rng.randrange(12)), "metres": float(rng.randrange(100)), "hull": hull}
+
+
+def test_matching_a_batch_agrees_with_evaluating_every_subscription(bunching, monkeypatch):
+    """The area table (a tree of boxes remade as rows come, rows removed and compacted, the
+    exact tests over a batch's pairs at once, a CRS decided later) gives every alert of a
+    batch what testing each subscription alone gives: circles, boxes, a non-convex polygon,
+    places, possibly and certainly, with and without an equality first; point hulls, no hull."""
+    from spatec.service import batch
+
+    monkeypatch.setattr(batch, "FRESH", 40)            # the tree made again often
+    areas = Areas(bunching, Projector(CRS))
+    rng = random.Random(5)
+    idx, subs = CoveringIndex(), {}
+
+    def add(i):
+        w, a = _table_sub(rng)
+        flt = compile_filter(bunching, "Bunching", w) if w else None
+        area = areas.area(a, certainly=rng.random() < 0.4) if a is not None else None
+        idx.add(str(i), "Bunching", flt, area)
+        subs[str(i)] = ("Bunching", flt, area)
+
+    types = field_types(bunching, "Bunching")
+
+    def check():
+        alerts = [_table_alert(rng) for _ in range(150)]
+        envs = [values(a, types) for a in alerts]
+        got = idx.match_many([(a, e, (lambda a=a: areas.hull(a["hull"])), False) for a, e in zip(alerts, envs)])
+        n = 0
+        for a, e, (matched, failed) in zip(alerts, envs, got):
+            want = naive_match(subs, a, e, lambda a=a: areas.hull(a["hull"]))
+            assert not failed and members(matched) == want
+            assert len(matched) == len(set(matched))            # a group once
+            n += len(want)
+        assert n > 0
+
+    for i in range(600):
+        add(i)
+    check()
+    for i in range(0, 600, 3):               # a third leave: the rows are compacted
+        idx.remove(str(i))
+        del subs[str(i)]
+    for i in range(600, 700):
+        add(i)
+    check()
+    assert any(t.tree is not None for t in idx.tables.values())
+    areas.set_crs("EPSG:32630")              # another CRS: the rows' metric parts made again
+    check()
+
+
+def test_a_failing_area_in_a_batch_is_its_own(bunching, monkeypatch):
+    """In a batch matched together (the tree path), a row whose area cannot be made fails at
+    the first alert that meets its box, with the reason, once; the rows around it and the
+    other alerts of the batch are matched as evaluating each subscription gives."""
+    from spatec.service import batch
+
+    monkeypatch.setattr(batch, "FRESH", 8)
+
+    class Unprojectable(Areas):
+        def stamp(self, area):
+            raise ValueError("no projection for it")
+
+    areas = Areas(bunching, Projector(CRS))
+    broken = Unprojectable(bunching, Projector(CRS))
+    rng = random.Random(3)
+    idx, subs = CoveringIndex(), {}
+    for i in range(200):
+        lon, lat = 0.1 + rng.random() * 0.05, 52.18 + rng.random() * 0.04
+        a = areas.area({"circle": [lon, lat, rng.randrange(100, 2000)]}, certainly=rng.random() < 0.3)
+        idx.add(str(i), "Bunching", None, a)
+        subs[str(i)] = ("Bunching", None, a)
+    bad = broken.area({"circle": [0.125, 52.2, 5000]})          # meets every alert below
+    idx.add("bad", "Bunching", None, bad)
+    types = field_types(bunching, "Bunching")
+    alerts = [_table_alert(rng) for _ in range(60)]
+    alerts = [dict(a, hull=a["hull"] or "POINT (0.12 52.2)") for a in alerts]
+    envs = [values(a, types) for a in alerts]
+    got = idx.match_many([(a, e, (lambda a=a: areas.hull(a["hull"])), False) for a, e in zip(alerts, envs)])
+    failed = [g for _, f in got for g in f]
+    assert len(failed) == 1 and "bad" in failed[0].members and "no projection" in failed[0].error
+    assert got[0][1] == failed                                   # at the first alert
+    for a, e, (matched, _) in zip(alerts, envs, got):
+        assert members(matched) == naive_match(subs, a, e, lambda a=a: areas.hull(a["hull"]))
+    again = idx.match_many([(alerts[0], envs[0], (lambda: areas.hull(alerts[0]["hull"])), False)])
+    assert again[0][1] == []                                     # never tested again
+
+
+def test_a_batch_goes_to_each_group_in_log_order(bunching, areas):
+    """The hub appends a batch's entries group by group: each subscription still reads its
+    alerts in log order, once, and an entry already handled or no alert is skipped."""
+
+    async def run():
+        hub = Hub(areas, bunching)
+        hub.put(_Sub("a"), None, None)
+        hub.put(_Sub("b"), compile_filter(bunching, "Bunching", 'line == "1"'), None)
+        ga, gb = hub.subs["a"].current().gid, hub.subs["b"].current().gid
+        rows = [(1, "c1", "{}", b"1", None), (2, None, "x", b"", None), (3, "c3", "{}", b"3", None),
+                (4, "c4", "{}", b"4", None)]
+        await hub.deliver_batch(rows, [(gb, [2, 3]), (ga, [0, 2, 3])])
+        await hub.deliver_batch([(4, "c4", "{}", b"4", None), (5, "c5", "{}", b"5", None)], [(ga, [0, 1])])
+        assert [e.id for e in hub.subs["a"].entries] == ["c1", "c3", "c4", "c5"]
+        assert [e.id for e in hub.subs["b"].entries] == ["c3", "c4"]
+        assert hub.processed == 5 and hub.skipped == 1
+    asyncio.run(run())
+
+
 class _Sub:
     def __init__(self, sid, phrase="Bunching"):
         self.id, self.phrase, self.start_seq = sid, phrase, 1
@@ -288,8 +418,8 @@ def test_one_failing_subscription_is_suspended_and_the_others_go_on(bunching, ar
             raise OverflowError("int too large to convert to float")
         poison.test = boom
         zone = {"type": "Polygon", "coordinates": [[[0.1, 52.1], [0.2, 52.1], [0.2, 52.3], [0.1, 52.3], [0.1, 52.1]]]}
-        bad_certain = areas.area(zone, certainly=True)      # tested alone: its test raises
-        bad_certain.test = lambda hull: (_ for _ in ()).throw(ValueError("region geometry is not valid"))
+        bad_certain = areas.area(zone, certainly=True)      # its containment polygon cannot be made
+        bad_certain.inside = lambda: (_ for _ in ()).throw(ValueError("region geometry is not valid"))
 
         class Unprojectable(Areas):                     # areas whose stamp cannot be made
             def stamp(self, area):
