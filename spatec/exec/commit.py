@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 from spatec.errors import OutputError
-from spatec.exec.parts import EXTENSIONS
+from spatec.exec.parts import EXTENSIONS, text_frame
 from spatec.storage.atomic import safe_name
 
 RUN_PREFIX = ".spatec-run-"
@@ -91,17 +91,12 @@ class Outputs:
             target = self.staged(phrase)
             if [Path(f) for f in files] == [target]:        # (written in place)
                 return target
-            if self.fmt == "geojson":
-                from spatec.sinks.files import GEOJSON_BETWEEN, GEOJSON_HEAD, GEOJSON_TAIL
-
-                concatenate(files, target, head=GEOJSON_HEAD.encode(), between=GEOJSON_BETWEEN.encode(),
-                            tail=GEOJSON_TAIL.encode())
-            elif self.fmt == "parquet":
+            if self.fmt == "parquet":
                 from spatec.sinks.files import merge_parquet_files
 
                 merge_parquet_files(files, target)
             else:
-                concatenate(files, target)
+                concatenate(files, target, *text_frame(self.fmt))
             return target
         folder = self.root / f".{safe_name(phrase)}.parts"
         folder.mkdir()

@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spatec.exec.parts import text_frame, text_runs
+
 #: The formats whose parts are texts put end to end (GeoJSON: with its separator between).
 FORMATS = ("jsonl", "geojson")
 
@@ -43,19 +45,10 @@ class Layout:
         return self.sizes.get(r, 0) == size
 
 
-def _frame(fmt: str) -> tuple[bytes, bytes, bytes]:
-    """``(head, between, tail)`` of a file of ``fmt``'s parts."""
-    if fmt == "geojson":
-        from spatec.sinks.files import GEOJSON_BETWEEN, GEOJSON_HEAD, GEOJSON_TAIL
-
-        return GEOJSON_HEAD.encode(), GEOJSON_BETWEEN.encode(), GEOJSON_TAIL.encode()
-    return b"", b"", b""
-
-
 def part_size(text_bytes: int, rows: int, fmt: str) -> int:
     """A part's bytes from its texts' (``rows`` of them): GeoJSON's joined by its separator."""
     if fmt == "geojson" and rows:
-        return text_bytes + (rows - 1) * len(_frame(fmt)[1])
+        return text_bytes + (rows - 1) * len(text_frame(fmt)[1])
     return text_bytes
 
 
@@ -63,7 +56,7 @@ def layout(path: str, ranges: dict, fmt: str) -> Layout:
     """The layout of a file of parts (``ranges``: range → ``(text bytes, rows)``), as
     :func:`~spatec.exec.commit.concatenate` puts them: in range order, non-empty ones
     separated by the format's separator, between its head and tail."""
-    head, between, tail = _frame(fmt)
+    head, between, tail = text_frame(fmt)
     offsets, sizes = {}, {}
     at, first = len(head), True
     for r in sorted(ranges):
@@ -82,7 +75,7 @@ def layout(path: str, ranges: dict, fmt: str) -> Layout:
 def prepare(lay: Layout, fmt: str) -> None:
     """The file made at its full size, its head and tail written, its parts' bytes zero
     until the write tasks write them; the separators between parts written here."""
-    head, between, tail = _frame(fmt)
+    head, between, tail = text_frame(fmt)
     with open(lay.path, "wb") as f:
         fd = f.fileno()
         try:        # (its blocks taken at once: the tasks' writes then fill them, 1.1 -> 0.7 s a 1.4 GB file)
@@ -109,9 +102,7 @@ def text_pieces(table: pa.Table, fmt: str):
                                      offset=4 * chunk.offset)
                 yield memoryview(chunk.buffers()[2])[int(ends[0]):int(ends[-1])]
         return
-    from spatec.exec.parts import text_runs
-
-    _head, between, _tail = _frame(fmt)
+    _head, between, _tail = text_frame(fmt)
     for a, lists, _n in text_runs(table.column("value")):
         if a:
             yield between

@@ -97,11 +97,6 @@ def _values(col, dtype: str):
     """A column of Arrow values as the canonical frame holds them (``dtype``)."""
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if pa.types.is_dictionary(col.type):
-        if dtype == "object":       # (a text of few values: a Python string each value, not each row)
-            import pyarrow.compute as pc
-
-            values = np.append(np.asarray(col.dictionary.to_numpy(zero_copy_only=False), dtype=object), None)
-            return values.take(pc.fill_null(col.indices, len(values) - 1).to_numpy(zero_copy_only=False))
         col = col.cast(col.type.value_type)
     if dtype == "object":
         if pa.types.is_null(col.type):

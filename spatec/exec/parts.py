@@ -69,6 +69,17 @@ def render(plan, rows, fmt: str, tz: str | None = None, newline: bool = False):
     raise ValueError(f"unknown output format {fmt!r}")
 
 
+def text_frame(fmt: str) -> tuple[bytes, bytes, bytes]:
+    """``(head, between, tail)`` of a file of ``fmt``'s text parts put end to end: GeoJSON's
+    FeatureCollection around its features and the separator between parts; nothing for
+    JSON lines (a part ends with its newline)."""
+    if fmt == "geojson":
+        from spatec.sinks.files import GEOJSON_BETWEEN, GEOJSON_HEAD, GEOJSON_TAIL
+
+        return GEOJSON_HEAD.encode(), GEOJSON_BETWEEN.encode(), GEOJSON_TAIL.encode()
+    return b"", b"", b""
+
+
 def text_runs(lines):
     """``(start, list, count)`` of runs of :data:`TEXT_RUN` texts of ``lines``, each run one
     list value (for Arrow's ``binary_join``)."""

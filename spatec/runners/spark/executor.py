@@ -344,7 +344,6 @@ class SparkExecutor(Executor):
         shown = [p.name for p in ctx.shown]
         plans = {p.name: p for p in ctx.plans}
         self._plan = plans
-        self.repeats = set()
         settings = ctx.settings
         fmt = ctx.fmt if outputs is not None else "jsonl"
         first, bounds, n_out = {}, {}, 0
