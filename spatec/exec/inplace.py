@@ -9,7 +9,8 @@ this machine) and the text's size is known before it is written, the copy goes: 
 tasks report each blob's bytes (:data:`~spatec.exec.tasks.MATCHED`'s ``size``), one small
 aggregate sums them by range, the driver makes the file at its full size
 (:func:`prepare`: GeoJSON's head and tail written), and each write task writes its range
-at its offset (:func:`write_at`, ``pwrite``); the commit renames the file as it renames any.
+at its offset (:func:`write_at`: its whole pages past the page cache,
+:mod:`spatec.storage.direct`); the commit renames the file as it renames any.
 
 The sizes are exact only where no composite is found by two tasks (the proximity groups of
 :mod:`spatec.runners.spark.sedona` may find one twice, and a part writes it once): those
@@ -27,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spatec.exec.parts import text_frame, text_runs
+from spatec.storage.direct import PositionedWriter
 
 #: The formats whose parts are texts put end to end (GeoJSON: with its separator between).
 FORMATS = ("jsonl", "geojson")
@@ -116,14 +118,9 @@ def write_at(table: pa.Table, lay: Layout, r: int, fmt: str) -> int:
     if not lay.fits(r, size):
         raise RuntimeError(f"spatec: range {r} of {os.path.basename(lay.path)} is {size} bytes where "
                            f"{lay.sizes.get(r, 0)} were laid out (a bug: please report it)")
-    fd = os.open(lay.path, os.O_WRONLY)
-    try:
-        at = lay.offsets.get(r, 0)
+    with PositionedWriter(lay.path, lay.offsets.get(r, 0)) as w:
         for piece in text_pieces(table, fmt):
-            _pwrite(fd, piece, at)
-            at += len(piece)
-    finally:
-        os.close(fd)
+            w.write(piece)
     return table.num_rows
 
 
