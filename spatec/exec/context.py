@@ -27,6 +27,7 @@ ENGINE_KEY = "spark.spatec.spatial.engine"
 PREFILTER_KEY = "spark.spatec.prefilter"
 EXCHANGE_KEY = "spark.spatec.exchange"
 EXCHANGE_DIR_KEY = "spark.spatec.exchangeDir"
+EXCHANGE_MEMORY_KEY = "spark.spatec.exchangeMemory"
 #: settings of earlier versions that no longer mean anything (a warning, not an error)
 RETIRED = ("spark.spatec.staging", "spark.spatec.stagingMemory")
 
@@ -61,6 +62,10 @@ class Settings:
     exchange: str = "auto"
     #: the folder of the files exchange (None: a temporary one on this machine)
     exchange_dir: str | None = None
+    #: where the files exchange's files go while the machine has memory to spare
+    #: (:mod:`spatec.storage.scratch`): ``auto`` (``/dev/shm`` where it is a memory file
+    #: system), ``off`` (all in :attr:`exchange_dir`), or a memory file system's folder
+    exchange_memory: str = "auto"
 
     @classmethod
     def read(cls, get: Callable[[str, str | None], str | None], engine: str | None = None) -> "Settings":
@@ -93,12 +98,14 @@ class Settings:
         if exchange not in EXCHANGES:
             raise SpatecError(f"{EXCHANGE_KEY}={exchange!r}: expected one of {', '.join(EXCHANGES)}")
         where = str(get(EXCHANGE_DIR_KEY, "") or "").strip() or None
+        memory = str(get(EXCHANGE_MEMORY_KEY, "auto") or "auto").strip()
         return cls(bucket_rows=number(BUCKET_ROWS_KEY, cls.bucket_rows),
                    time_window=number(TIME_WINDOW_KEY, cls.time_window),
                    split_rows=number(SPLIT_ROWS_KEY, cls.split_rows),
                    output=output,
                    engine=str(get(ENGINE_KEY, None) or engine or cls.engine).strip(),
-                   task_log=log, prefilter=pre in ("on", "true"), exchange=exchange, exchange_dir=where)
+                   task_log=log, prefilter=pre in ("on", "true"), exchange=exchange, exchange_dir=where,
+                   exchange_memory=memory)
 
     @classmethod
     def of(cls, conf: dict | None = None, engine: str | None = None) -> "Settings":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pyspark
+import pytest
 
 from spatec.runners.spark.daemon import clean_path
 
@@ -65,3 +66,37 @@ def test_workers_keep_what_arrow_frees(spark):
     env = {}
     keep_freed(env)
     assert env == {"MIMALLOC_PURGE_DELAY": "-1"}
+
+
+def test_workers_keep_what_malloc_frees_and_collect_only_their_own_objects(spark):
+    """The daemon's workers take large blocks from malloc's heap (none mapped afresh and
+    unmapped, spatec.runners.memory.keep_freed_malloc), and what the daemon loaded is frozen
+    out of their collections (gc.freeze)."""
+    from spatec.runners.memory import mapped_bytes
+
+    if mapped_bytes() is None:
+        pytest.skip("this C library has no mallinfo2 (not glibc 2.33+): nothing is set there")
+
+    def probe(batches):
+        import gc
+
+        import numpy as np
+        import pandas as pd
+
+        from spatec.runners.memory import mapped_bytes
+
+        for _ in batches:
+            big = np.ones(64 << 17)            # 64 MB: a block of its own by malloc's defaults
+            got = mapped_bytes()
+            del big
+            yield pd.DataFrame({"mapped": [got], "frozen": [gc.get_freeze_count()]})
+
+    got = spark.range(1, numPartitions=1).mapInPandas(probe, "mapped long, frozen long").collect()[0]
+    assert got.mapped < 64 << 20
+    assert got.frozen > 10_000
+    # (and in a process without it, the same array is mapped on its own)
+    import numpy as np
+
+    big = np.ones(64 << 17)
+    assert mapped_bytes() >= 64 << 20
+    del big

@@ -54,10 +54,17 @@ def main() -> None:
         if os.environ.get("PYTHONPATH"):
             os.environ["PYTHONPATH"] = os.pathsep.join(
                 p for p in os.environ["PYTHONPATH"].split(os.pathsep) if not _spark_archive(p))
-    from spatec.runners.memory import keep_freed
+    from spatec.runners.memory import keep_freed, keep_freed_malloc
 
     keep_freed()            # (before pyarrow loads: what a task frees stays for its next arrays)
+    keep_freed_malloc()     # (the workers forked from here inherit it)
     preload()
+    import gc
+
+    # what the daemon loaded lives as long as its workers: kept out of their collections
+    # (a full collection walked every module's objects: 2-4 % of a replay's samples), and
+    # their pages are not written by the collector, so the forked workers share them
+    gc.freeze()
     from pyspark import daemon
 
     daemon.manager()

@@ -81,6 +81,7 @@ from spatec.exec.tasks import (
     unipc,
 )
 from spatec.runners.spark.errors import spark_step
+from spatec.storage.scratch import chosen_memory, twin_folder
 from spatec.runners.spark.placement import placed, placing
 from spatec.runtime.derived import end_frontier, input_watermark
 
@@ -104,6 +105,8 @@ class SparkExecutor(Executor):
         self.cached: list = []
         self.store = Store()
         self.folder: str | None = None
+        #: the files exchange's twin in memory (:mod:`spatec.storage.scratch`), or None
+        self.memory_folder: str | None = None
         #: the Sedona joins the replay's plans hold (``BroadcastIndexJoin``, ``DistanceJoin`` ...)
         self.joins: list = []
         #: phrases whose composites two tasks may both find (a part writes each once)
@@ -135,7 +138,9 @@ class SparkExecutor(Executor):
             if base:
                 os.makedirs(base, exist_ok=True)
             self.folder = tempfile.mkdtemp(prefix="spatec-exchange-", dir=base)
-            self.store = Files(self.folder)
+            memory = chosen_memory(ctx.settings.exchange_memory)
+            self.memory_folder = twin_folder(memory) if memory else None
+            self.store = Files(self.folder, self.memory_folder)
         store = self.store
         rows = sum(s.estimate for s in splits)
         self.groupings = groupings(ctx.plans, rows, self.cores, ctx.settings.bucket_rows, ctx.settings.time_window)
@@ -798,11 +803,12 @@ class SparkExecutor(Executor):
             except Exception:  # noqa: BLE001 (a session already stopped has nothing to free)
                 pass
         self.cached = []
-        if self.folder is not None:
-            from spatec.storage.atomic import remove_soon
+        from spatec.storage.atomic import remove_soon
 
-            remove_soon(self.folder)        # (a second or two of unlinking: not the replay's)
-            self.folder = None
+        for folder in (self.folder, self.memory_folder):
+            if folder is not None:
+                remove_soon(folder)         # (a second or two of unlinking: not the replay's)
+        self.folder = self.memory_folder = None
 
 
 #: Sedona's spatial join operators, as Spark's physical plans name them.
