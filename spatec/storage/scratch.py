@@ -136,14 +136,16 @@ def _cgroup_files() -> tuple[str, str] | None:
     return None
 
 
-def chosen_memory(setting: str) -> str | None:
+def chosen_memory(setting: str, here: bool = True) -> str | None:
     """The memory file system a setting names: ``auto``, :func:`memory_dir` (``/dev/shm``
-    where it is one); ``off``, none; otherwise the folder it names (made)."""
+    where it is one) if every writer and reader of the files runs on this machine (``here``),
+    else none (another machine's ``/dev/shm`` is not this one's); ``off``, none; otherwise the
+    folder it names (made)."""
     setting = (setting or "auto").strip()
     if setting.lower() == "off":
         return None
     if setting.lower() == "auto":
-        return memory_dir()
+        return memory_dir() if here else None
     os.makedirs(setting, exist_ok=True)
     return setting
 

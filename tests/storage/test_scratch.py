@@ -104,6 +104,8 @@ def test_the_setting_chooses_the_memory_file_system(tmp_path):
     assert scratch.chosen_memory("off") is None
     assert scratch.chosen_memory(str(tmp_path / "m")) == str(tmp_path / "m") and (tmp_path / "m").is_dir()
     assert scratch.chosen_memory("auto") == scratch.memory_dir()
+    # executors on other machines: their /dev/shm is not this one's
+    assert scratch.chosen_memory("auto", here=False) is None
 
 
 def test_memory_dir_is_a_tmpfs_mount(tmp_path):

@@ -81,9 +81,10 @@ from spatec.exec.tasks import (
     unipc,
 )
 from spatec.runners.spark.errors import spark_step
-from spatec.storage.scratch import chosen_memory, twin_folder
 from spatec.runners.spark.placement import placed, placing
+from spatec.runners.spark.session import on_this_machine
 from spatec.runtime.derived import end_frontier, input_watermark
+from spatec.storage.scratch import chosen_memory, twin_folder
 
 
 def spark_schema(schema: pa.Schema):
@@ -138,7 +139,7 @@ class SparkExecutor(Executor):
             if base:
                 os.makedirs(base, exist_ok=True)
             self.folder = tempfile.mkdtemp(prefix="spatec-exchange-", dir=base)
-            memory = chosen_memory(ctx.settings.exchange_memory)
+            memory = chosen_memory(ctx.settings.exchange_memory, on_this_machine(spark))
             self.memory_folder = twin_folder(memory) if memory else None
             self.store = Files(self.folder, self.memory_folder)
         store = self.store
