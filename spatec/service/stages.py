@@ -29,7 +29,7 @@ class Stages:
     def __init__(self, trace: str | None = None):
         self.steps = {n: deque(maxlen=KEPT) for n in NAMES}
         path = trace if trace is not None else os.environ.get("SPATEC_SERVE_TRACE")
-        self._trace = open(path, "a", buffering=1 << 16) if path else None   # noqa: SIM115 - the service's life
+        self._trace = open(path, "a", buffering=1) if path else None   # noqa: SIM115 - line by line: read while it runs
 
     def batch(self, rows: list, came: list, sent: float, received: float, done: float) -> None:
         """One batch's times (``rows`` as the matcher sends them; ``came``: each row's read time)."""
