@@ -27,13 +27,18 @@ put on it in the alert log, read by a NATS subscriber in the client) to the mome
 frame is read. Where the milliseconds go: ``log_p50_ms``/``log_p99_ms``, decided to read
 from the log by a plain NATS subscriber in the client; ``js_p50_ms``/``js_p99_ms``, by an
 ordered JetStream consumer there (what the matcher process reads); ``hub_lag_ms``, decided
-to the hub's buffers (``/status``'s ``decided_to_hub_ms``). The feed's first second decides
+to the hub's buffers (``/status``'s ``decided_to_hub_ms``); and per frame read, from the
+service's trace (``SPATEC_SERVE_TRACE``), ``log`` (decided to read by the matcher), ``match``
+(in the matcher, its batch included), ``pipe`` (to the HTTP process), ``hub`` (to the
+buffers) and ``sse`` (from the buffers to the frame read by the client), each p50 and p99. The feed's first second decides
 about 2.4 times the rate (the recording's first polls); ``p50_after_3s_ms``/``p99_after_3s_ms``
 leave its first 3 s out. Composites per second: the alert log's, while the feed runs, and the rate at which
 the dashboard received them. The baseline, in the same run, is the same service with 10
 subscriptions: the ratios say what the subscriptions cost. Also measured: making the
 subscriptions (bulk), starting again with them (kill -9, then until ``/status`` has them
-all and the matcher has taken every one in), and ending them (bulk).
+all and the matcher has taken every one in: ``restart_bucket_s`` reading them from the
+bucket, the snapshot removed; ``restart_s`` from the snapshot the service wrote once they
+stopped changing, and the bucket's messages since), and ending them (bulk).
 
     .venv/bin/python bench/bench_serve.py [--subs 10,10000,100000] [--rate 1000] [--sse 40]
 """
@@ -171,13 +176,27 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
             ids += [r["id"] for r in body["results"] if "id" in r]
         out["made_s"] = time.perf_counter() - t0
         assert len(ids) == n, (len(ids), n)
-        # restart with them: kill -9, then until /status has every one
-        srv.kill()
-        t0 = time.perf_counter()
-        srv = Serve(prog, srv.sources, state, port=srv.port, extra=srv.extra).start(timeout=600)
-        while (lambda st: st["subscriptions"] < n or st["matcher"]["pending"] or not st["matcher"]["pid"])(srv.status()):
-            time.sleep(0.05)                   # (the matcher's too: until it has taken every one in)
-        out["restart_s"] = time.perf_counter() - t0
+        # restart with them: kill -9, then until /status has every one and the matcher has taken
+        # every one in; first from the bucket alone (the snapshot removed), then from the
+        # snapshot the service writes once they stop changing
+        trace = work / f"trace-{n}.jsonl"
+        for how in ("bucket", "snapshot"):
+            if how == "snapshot":
+                t0 = time.perf_counter()
+                while not srv.status()["snapshot"]["current"]:
+                    time.sleep(0.1)
+                out["snapshot_written_s"] = time.perf_counter() - t0
+            srv.kill()
+            if how == "bucket":
+                (state / "subscriptions.snapshot").unlink(missing_ok=True)
+            t0 = time.perf_counter()
+            srv = Serve(prog, srv.sources, state, port=srv.port, extra=srv.extra,
+                        env={"SPATEC_SERVE_TRACE": str(trace)}).start(timeout=600)
+            while (lambda st: st["subscriptions"] < n or st["matcher"]["pending"] or not st["matcher"]["pid"])(
+                    srv.status()):
+                time.sleep(0.05)
+            out["restart_bucket_s" if how == "bucket" else "restart_s"] = time.perf_counter() - t0
+            assert (srv.status()["snapshot"]["read"] is not None) == (how == "snapshot")
         picked = ids[:5] + rng.sample(ids[5:], min(max(0, args.sse - 5), max(0, len(ids) - 5)))
         import multiprocessing
 
@@ -228,6 +247,23 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         out["log_p50_ms"], out["log_p99_ms"] = q(0.5), q(0.99)
         lat = sorted((a - d) * 1e3 for d, a in res["js"].values())
         out["js_p50_ms"], out["js_p99_ms"] = q(0.5), q(0.99)
+        # where the time goes, per alert: the service's trace (decided, read by the matcher, sent,
+        # received by the HTTP process, in the buffers) joined with the frames the client read
+        steps = {}
+        for line in trace.read_text().splitlines() if trace.exists() else []:
+            for cid, d, t_in, t_out, t_recv, t_done in json.loads(line):
+                steps[cid] = (t_in, t_out, t_recv, t_done)
+        legs = {"log": [], "match": [], "pipe": [], "hub": [], "sse": []}
+        for got in readers.values():
+            for t, c in got:
+                if c in decided and c in steps:
+                    t_in, t_out, t_recv, t_done = steps[c]
+                    for k, a, b in (("log", decided[c], t_in), ("match", t_in, t_out), ("pipe", t_out, t_recv),
+                                    ("hub", t_recv, t_done), ("sse", t_done, t)):
+                        legs[k].append((b - a) * 1e3)
+        for k, xs in legs.items():
+            lat = sorted(xs)
+            out[f"{k}_p50_ms"], out[f"{k}_p99_ms"] = q(0.5), q(0.99)
         out["groups"] = st["groups"]
         out["hub_lag_ms"] = st.get("decided_to_hub_ms")         # decided -> in the buffers, the last alerts
         t0 = time.perf_counter()
@@ -294,14 +330,19 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\nload average {load} (2 cores, shared)")
-    print(f"{'subscriptions':>13} {'made s':>7} {'restart s':>9} {'decided/s':>9} {'dashboard/s':>11} "
+    print(f"{'subscriptions':>13} {'made s':>7} {'restart s':>9} {'bucket s':>8} {'decided/s':>9} {'dashboard/s':>11} "
           f"{'p50 ms':>7} {'p99 ms':>7} {'p99 3s+':>7} {'hub p99':>7} {'log p99':>7} {'frames':>8} {'groups':>7} "
           f"{'ended s':>7}")
+    legs = ("log", "match", "pipe", "hub", "sse")
     for r in rows:
-        print(f"{r['subs']:>13,} {r['made_s']:>7.1f} {r['restart_s']:>9.1f} {r['decided_per_s']:>9.0f} "
+        print(f"{r['subs']:>13,} {r['made_s']:>7.1f} {r['restart_s']:>9.1f} {r['restart_bucket_s']:>8.1f} "
+              f"{r['decided_per_s']:>9.0f} "
               f"{r['dashboard_per_s']:>11.0f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['p99_after_3s_ms']:>7.1f} "
               f"{(r['hub_lag_ms'] or {}).get('p99', float('nan')):>7.1f} {r['log_p99_ms']:>7.1f} {r['frames']:>8,} "
               f"{r['groups']:>7,} {r['deleted_s']:>7.1f}")
+    print("where the time goes (p50/p99 ms per frame read): " + ", ".join(legs))
+    for r in rows:
+        print(f"{r['subs']:>13,} " + "  ".join(f"{k} {r[k + '_p50_ms']:.0f}/{r[k + '_p99_ms']:.0f}" for k in legs))
     base = rows[0]
     for r in rows[1:]:
         print(f"{r['subs']:,} against {base['subs']:,}: decided/s {r['decided_per_s'] / base['decided_per_s']:.2f}x, "

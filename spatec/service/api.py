@@ -542,6 +542,13 @@ def openapi_doc() -> dict:
         "alerts_handled": {"type": "integer"}, "alerts_skipped": {"type": "integer"},
         "decided_to_hub_ms": {"type": ["object", "null"], "description": "p50, p99, max of the last alerts' time "
                                                                          "from decision to the subscribers' buffers"},
+        "stages_ms": {"type": "object", "description": "where that time goes: log (decided to read by the matcher), "
+                                                      "match (in the matcher), pipe (to the HTTP process), hub (to "
+                                                      "the buffers); each p50, p99, max"},
+        "snapshot": {"type": "object", "description": "the subscriptions' snapshot: read (at the start: seq, the "
+                                                     "bucket's sequence it is of, subscriptions, since: the bucket's "
+                                                     "messages read after it; null: the bucket was read whole), written "
+                                                     "(the last one: seq, subscriptions), current (it holds every change)"},
         "tasks": {"type": "object", "description": "name → state (running | failing), restarts, error"},
         "matcher": {"type": "object", "description": "the matching process: pid (null while it is started again), "
                                                    "pending (subscriptions it has not yet taken in)"},

@@ -235,12 +235,13 @@ async def kv_many(nc, bucket: str, writes: list, timeout: float = 60.0) -> list:
 
 class KvEntry:
     """One key of a bucket as a watch gives it: ``key``, ``value``, ``operation`` (None: a
-    value; ``"DEL"`` or ``"PURGE"``: gone)."""
+    value; ``"DEL"`` or ``"PURGE"``: gone), and ``seq``, its message's sequence in the
+    bucket's stream."""
 
-    __slots__ = ("key", "value", "operation")
+    __slots__ = ("key", "value", "operation", "seq")
 
-    def __init__(self, key: str, value: bytes, operation: str | None):
-        self.key, self.value, self.operation = key, value, operation
+    def __init__(self, key: str, value: bytes, operation: str | None, seq: int = 0):
+        self.key, self.value, self.operation, self.seq = key, value, operation, seq
 
 
 class BucketWatch:
@@ -248,11 +249,15 @@ class BucketWatch:
     last message of each key first) whose callback only collects them: the client's
     ``KeyWatcher`` hands each entry through a bounded queue with a timeout, about 100 µs an
     entry, 10 s for 100,000 subscriptions. ``initial``: the keys as they were when it began
-    (complete once ``done`` is set); then ``changes``, a queue."""
+    (complete once ``done`` is set); then ``changes``, a queue. With ``after`` (a sequence of
+    the bucket's stream), ``initial`` is instead every message after it, in order: what
+    changed since a snapshot of the keys as they were at ``after``
+    (:mod:`~spatec.service.snapshot`)."""
 
-    def __init__(self, js, bucket: str):
+    def __init__(self, js, bucket: str, after: int | None = None):
         self.js, self.bucket = js, bucket
         self.prefix = f"$KV.{bucket}."
+        self.after = after
         self.initial: list = []
         self.changes: asyncio.Queue = asyncio.Queue()
         self.done = asyncio.Event()
@@ -270,19 +275,27 @@ class BucketWatch:
                 op = h.get("KV-Operation")
                 if op is None and "Nats-Marker-Reason" in h:      # the server's TTL and purge markers
                     op = {"MaxAge": "PURGE", "Purge": "PURGE", "Remove": "DEL"}.get(h["Nats-Marker-Reason"], "")
-            ent = KvEntry(msg.subject[n:], msg.data, op) if op != "" else None
+            meta = msg.metadata
+            ent = KvEntry(msg.subject[n:], msg.data, op, meta.sequence.stream) if op != "" else None
             if self.done.is_set():
                 if ent is not None:
                     self.changes.put_nowait(ent)
                 return
             if ent is not None:
                 self.initial.append(ent)
-            if msg.metadata.num_pending == 0:
+            if meta.num_pending == 0:
                 self.done.set()
 
+        if self.after is None:
+            how = {"deliver_policy": DeliverPolicy.LAST_PER_SUBJECT}
+        else:
+            from nats.js.api import ConsumerConfig
+
+            how = {"config": ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                            opt_start_seq=self.after + 1)}
         self._sub = await self.js.subscribe(self.prefix + ">", stream=f"KV_{self.bucket}", cb=got,
-                                            ordered_consumer=True, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-                                            pending_msgs_limit=-1, pending_bytes_limit=-1)
+                                            ordered_consumer=True, pending_msgs_limit=-1, pending_bytes_limit=-1,
+                                            **how)
         info = await self._sub.consumer_info()
         if info.num_pending == 0 and self._sub.delivered == 0:
             self.done.set()                  # an empty bucket

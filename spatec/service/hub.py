@@ -40,6 +40,7 @@ from collections import OrderedDict, deque
 
 from spatec.service.filters import values
 from spatec.service.matcher import Matching, MatcherProcess, sse_frame
+from spatec.service.stages import Stages
 
 log = logging.getLogger("spatec.service")
 
@@ -110,8 +111,9 @@ class SubState:
     why). Its alerts are those of the groups it has been in: ``history`` lists their
     :class:`Buffer` s with the sequence from which each was its group."""
 
-    def __init__(self, sub, flt, area, suspended: str | None = None):
+    def __init__(self, sub, flt, area, suspended: str | None = None, lazy: bool = False):
         self.sub, self.filter, self.area = sub, flt, area
+        self.lazy = lazy                 # filter and area not compiled yet (:meth:`Hub.matches` does)
         self.history: list = []          # [(from sequence, buffer)], oldest first
         self.changed = asyncio.Event()
         self.gone = False
@@ -169,8 +171,10 @@ class Hub:
         self.caught_up = asyncio.Event()      # set once the log as it was at start has been read
         self.reading: dict = {}               # sub id → readers waiting on it (SSE streams, pushers)
         self.on_suspend = None                # callable (sub id, reason): the service stores it
+        self.compiler = None                  # callable (record) -> (filter, area), for ``put(lazy=True)``
         self.latencies: list | None = None    # (decided, frames ready) per alert when measuring
         self.lags: deque = deque(maxlen=2000)  # s from decided to handed to the subscriptions, the last alerts
+        self.stages = Stages()                # where that time goes (matcher, pipe, hub)
         self.skipped = 0                      # entries the hub could not handle
         self.handled = 0
         self._trimmed = 1                     # the window's first sequence when the buffers were last trimmed
@@ -186,10 +190,19 @@ class Hub:
         return sum(1 for b in self.buffers.values() if b.members)
 
     # -- subscriptions
-    def put(self, sub, flt, area, suspended: str | None = None) -> SubState:
-        """Install (or replace: a renewal, a new area) a subscription; what it received stays."""
+    def put(self, sub, flt, area, suspended: str | None = None, lazy: bool = False) -> SubState:
+        """Install (or replace: a renewal, a new area) a subscription; what it received stays.
+        ``lazy``: its filter and area are compiled (by :attr:`compiler`) when this process first
+        needs them — never, while a matcher process matches (it compiles its own)."""
         old = self.subs.get(sub.id)
-        st = SubState(sub, flt, area, suspended)
+        unfit = None
+        if lazy and not self.remote and suspended is None:
+            try:
+                flt, area = self.compiler(sub)
+            except Exception as e:  # noqa: BLE001 - a record the program no longer accepts
+                suspended = unfit = f"it no longer fits the program: {type(e).__name__}: {e}"
+            lazy = False
+        st = SubState(sub, flt, area, suspended, lazy)
         if old is not None:
             st.history, st.changed, st.lock, st.since, st.version = (old.history, old.changed, old.lock, old.since,
                                                                      old.version)
@@ -214,6 +227,8 @@ class Hub:
             self._leave(st)
         if old is not None:
             old.changed.set()
+        if unfit is not None and self.on_suspend is not None:
+            self.on_suspend(sub.id, unfit)
         return st
 
     def joined(self, sid: str, version: int, gid: int, frm: int, error: str | None) -> None:
@@ -510,13 +525,14 @@ class Hub:
     async def _apply(self, msg) -> None:
         kind = msg[0]
         if kind == "alerts":
-            _, rows, failed, groups = msg
+            _, rows, failed, groups, (came, sent), received = msg
             if failed:
                 for gid, reason in failed:
                     buf = self.buffers.get(gid)
                     if buf is not None:
                         self._suspend(list(buf.members), reason)
             await self.deliver_batch(rows, groups)
+            self.stages.batch(rows, came, sent, received, time.time())
             self.sweep()
         elif kind == "in":
             t0 = time.monotonic()
@@ -576,6 +592,9 @@ class Hub:
         sub = st.sub
         if sub.phrase is not None and alert.get("phrase") != sub.phrase:
             return False
+        if st.lazy:
+            st.filter, st.area = self.compiler(sub)
+            st.lazy = False
         if st.filter is not None and not st.filter.test(values(alert, self.matching.types_of(alert.get("phrase")))):
             return False
         return st.area is None or st.area.test(self.areas.hull(alert.get("hull")))

@@ -35,6 +35,7 @@ from pathlib import Path
 from spatec.service.areas import Areas
 from spatec.service.broker import SUBS, Broker, BrokerWatch, BucketWatch, EmbeddedNats, kv_many, kv_update
 from spatec.service.hub import Hub
+from spatec.service.snapshot import Snapshot
 from spatec.service.subscriptions import Checker, PushPolicy, RequestError, Subscription
 from spatec.spatial.crs import Projector, utm_epsg
 
@@ -46,6 +47,8 @@ POSITION_POLLS = 5     # of a backlog of polls, the last ones shown on the page
 POSITIONS_EVERY = 1.0  # s between two looks at new polls for the page
 HEALTHY_AFTER = 30.0   # s a restarted task must run before it counts as healthy again
 BULK_CHUNK = 2000      # bucket writes sent at once (bulk create and delete, lapsed leases)
+SNAPSHOT_QUIET = 2.0   # s without a change to the subscriptions before their snapshot is written
+SNAPSHOT_EVERY = 60.0  # s at most between two snapshots while they keep changing
 
 
 class Unavailable(Exception):
@@ -71,6 +74,12 @@ class Service:
         self.tokens = tokens
         self.hub = Hub(self.areas, self.program)
         self.hub.on_suspend = self._suspended
+        self.hub.compiler = self.checker.compiled    # a subscription's filter and area, when first needed here
+        self.snapshot = Snapshot(self.state)
+        self._subs_seq = 0                   # the bucket's stream: the last message applied to the hub
+        self._stream = None                  # the bucket's stream: when it was made (a snapshot is of one)
+        self._snap = {"seq": None, "subscriptions": None, "bytes": None, "at": None}   # the last one written
+        self._snap_read = None               # what the start read from a snapshot (None: the bucket whole)
         self.outage = outage             # --outage: the detectors' feed-outage gate (None: off)
         self.nats: EmbeddedNats | None = None
         self.broker: Broker | None = None
@@ -125,6 +134,7 @@ class Service:
         self._supervise("renewals", self._renew)
         self._supervise("broker-watch", self._watch_broker)
         self._supervise("positions", self._follow_positions)
+        self._supervise("snapshot", self._keep_snapshot)
 
     async def stop(self) -> None:
         """Stop within seconds: runners checkpoint, pushers stop after the request in flight."""
@@ -143,6 +153,8 @@ class Service:
         for t in self.tasks:
             t.cancel()
         await bounded("the tasks", asyncio.gather(*self.tasks, return_exceptions=True), 5)
+        if self.loaded.is_set() and self._stream is not None:
+            await bounded("the subscriptions' snapshot", self._write_snapshot(), 20)
         if self.broker is not None:
             await bounded("the broker connection", self.broker.close(), 5)
         if self.nats is not None:
@@ -219,46 +231,47 @@ class Service:
                               + "; try again later")
 
     # ------------------------------------------------------------------ subscriptions in the hub
-    def _install(self, sub: Subscription, compiled=None) -> None:
-        if sub.suspended is not None:
-            self.hub.put(sub, None, None, suspended=sub.suspended)
-        else:
-            try:
-                flt, area = compiled if compiled is not None else self.checker.compiled(sub)
-            except Exception as e:  # noqa: BLE001 - a stored subscription the program no longer accepts
-                self.hub.put(sub, None, None, suspended=f"it no longer fits the program: {type(e).__name__}: {e}")
-                self._suspended(sub.id, self.hub.subs[sub.id].suspended)
-                return
-            self.hub.put(sub, flt, area)
+    def _install(self, sub: Subscription) -> None:
+        """Put a (new, changed or stored) subscription in the hub. Its filter and area are
+        compiled where they are used: by the matcher process, which suspends it if it no longer
+        fits the program, and here only if the log is read again for it (decision 57)."""
+        self.hub.put(sub, None, None, suspended=sub.suspended, lazy=True)
         heapq.heappush(self._expiry, (sub.expires, sub.id))
 
-    def _compile(self, sub: Subscription):
-        """``(filter, area)`` or the exception (for :meth:`_install`), on a thread."""
-        if sub.suspended is not None:
-            return None
-        try:
-            return self.checker.compiled(sub)
-        except Exception as e:  # noqa: BLE001 - installed suspended
-            return e
-
-    def _install_compiled(self, sub: Subscription, got) -> None:
-        if isinstance(got, Exception):
-            sub.suspended = None
-            self.hub.put(sub, None, None, suspended=f"it no longer fits the program: {type(got).__name__}: {got}")
-            self._suspended(sub.id, self.hub.subs[sub.id].suspended)
-            heapq.heappush(self._expiry, (sub.expires, sub.id))
-        else:
-            self._install(sub, got)
-
     async def _watch_subscriptions(self) -> None:
-        """Every subscription of the bucket: first the stored ones (all read, then compiled on
-        a thread, then installed a slice at a time), then each change as it comes."""
-        w = await BucketWatch(self.broker.js, SUBS).start()
+        """Every subscription of the bucket: first the stored ones (a snapshot and the bucket's
+        messages since it, or the bucket whole: :mod:`~spatec.service.snapshot`), installed a
+        slice at a time, then each change as it comes."""
+        if not self.loaded.is_set():
+            info = await self.broker.js.stream_info(f"KV_{SUBS}")
+            self._stream = info.created.isoformat() if info.created is not None else ""
+            snap = await asyncio.to_thread(self.snapshot.read, self._stream, info.state.last_seq)
+            w = await BucketWatch(self.broker.js, SUBS, after=snap[0] if snap else None).start()
+        else:                                # started again: the messages since the last one applied
+            w = await BucketWatch(self.broker.js, SUBS, after=self._subs_seq).start()
         try:
             if not self.loaded.is_set():
-                await self._load(await w.loaded())
+                ents = await w.loaded()
+                if snap:
+                    seq, records = snap
+                    log.info("%d subscription(s) from the snapshot (bucket sequence %d), %d message(s) since",
+                             len(records), seq, len(ents))
+                    self._snap_read = {"seq": seq, "subscriptions": len(records), "since": len(ents)}
+                else:
+                    seq, records = 0, {}
+                for ent in ents:                    # in the stream's order: the last one of a key wins
+                    sub = self._record(ent)
+                    if sub is None:
+                        records.pop(ent.key, None)
+                    else:
+                        records[sub.id] = sub
+                    seq = max(seq, ent.seq)
+                await self._load(list(records.values()))
+                self._subs_seq = max(self._subs_seq, seq)
+                if snap and not ents and len(self.hub.subs) == len(records):
+                    self._snap.update(seq=seq, subscriptions=len(records), at=time.monotonic())   # (it is current)
                 self.loaded.set()
-            else:                            # started again: the keys are changes to look at
+            else:
                 for ent in await w.loaded():
                     await self._apply(ent)
             while not self.stop_event.is_set():
@@ -270,27 +283,23 @@ class Service:
         finally:
             await w.stop()
 
-    async def _load(self, entries) -> None:
+    @staticmethod
+    def _record(ent) -> Subscription | None:
+        """The subscription a bucket entry holds (None: deleted, or no subscription record)."""
+        if ent.operation is not None or not ent.value:
+            return None
+        try:
+            return Subscription.from_json(json.loads(ent.value))
+        except Exception:  # noqa: BLE001 - not a subscription record: skipped
+            log.warning("bucket entry %s is not a subscription; ignored", ent.key)
+            return None
+
+    async def _load(self, records) -> None:
         now = time.time()
-        subs = []
-        for ent in entries:
-            if ent.operation is not None or not ent.value:
-                continue
-            try:
-                sub = Subscription.from_json(json.loads(ent.value))
-            except Exception:  # noqa: BLE001 - not a subscription record: skipped
-                log.warning("bucket entry %s is not a subscription; ignored", ent.key)
-                continue
-            if sub.expires > now:
-                subs.append(sub)
-        def compile_all():
-            got = [self._compile(s) for s in subs]
-            self.areas.prepare([g[1] for g in got if isinstance(g, tuple)])
-            return got
-        compiled = await asyncio.to_thread(compile_all)
+        subs = [s for s in records if s.expires > now]
         t0 = time.monotonic()
-        for sub, got in zip(subs, compiled):
-            self._install_compiled(sub, got)
+        for sub in subs:
+            self._install(sub)
             if time.monotonic() - t0 > 0.005:
                 await asyncio.sleep(0)
                 t0 = time.monotonic()
@@ -300,6 +309,7 @@ class Service:
             gc.freeze()          # what stays for the service's life is no work for every collection
 
     async def _apply(self, ent) -> None:
+        self._subs_seq = max(self._subs_seq, ent.seq)
         if ent.operation is not None or not ent.value:
             self.hub.drop(ent.key)
             return
@@ -312,8 +322,31 @@ class Service:
             return
         if sub.expires <= time.time():
             return
-        got = await asyncio.to_thread(self._compile, sub)
-        self._install_compiled(sub, got)
+        self._install(sub)
+
+    # ------------------------------------------------------------------ the subscriptions' snapshot
+    async def _keep_snapshot(self) -> None:
+        """Write the snapshot once the subscriptions have not changed for
+        :data:`SNAPSHOT_QUIET` s (or every :data:`SNAPSHOT_EVERY` s while they keep changing)."""
+        await self.loaded.wait()
+        seen, since = None, time.monotonic()
+        while not self.stop_event.is_set():
+            mark = (self._subs_seq, len(self.hub.subs))
+            if mark != seen:
+                seen, since = mark, time.monotonic()
+            written = (self._snap["seq"], self._snap["subscriptions"])
+            now = time.monotonic()
+            if mark != written and (now - since >= SNAPSHOT_QUIET or now - (self._snap["at"] or 0) >= SNAPSHOT_EVERY):
+                await self._write_snapshot()
+            try:
+                await asyncio.wait_for(self.stop_event.wait(), 0.5)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _write_snapshot(self) -> None:
+        seq, records = self._subs_seq, [st.sub for st in self.hub.subs.values()]   # (records are never changed in place)
+        size = await asyncio.to_thread(self.snapshot.write, records, seq, self._stream)
+        self._snap.update(seq=seq, subscriptions=len(records), bytes=size, at=time.monotonic())
 
     async def _sweep(self) -> None:
         while not self.stop_event.is_set():
@@ -525,7 +558,9 @@ class Service:
                 "crs": self.crs, "subscriptions": len(self.hub.subs), "suspended": self.hub.suspended(),
                 "groups": self.hub.groups(), "log": self.hub.processed, "window_first": self.hub.first,
                 "alerts_handled": self.hub.handled, "alerts_skipped": self.hub.skipped,
-                "decided_to_hub_ms": self.hub.lag_ms(), "tasks": tasks,
+                "decided_to_hub_ms": self.hub.lag_ms(), "stages_ms": self.hub.stages.ms(), "tasks": tasks,
+                "snapshot": {"read": self._snap_read, "written": {k: self._snap[k] for k in ("seq", "subscriptions")},
+                             "current": self._snap["seq"] == self._subs_seq and self._snap["subscriptions"] == len(self.hub.subs)},
                 "matcher": {"pid": self.hub.matcher.proc.pid if self.hub.matcher is not None else None,
                             "pending": len(self.hub.pending)},
                 "engine": engine, "pushed": self.delivery.sent if self.delivery else 0,
