@@ -94,9 +94,13 @@ def test_workers_keep_what_malloc_frees_and_collect_only_their_own_objects(spark
     got = spark.range(1, numPartitions=1).mapInPandas(probe, "mapped long, frozen long").collect()[0]
     assert got.mapped < 64 << 20
     assert got.frozen > 10_000
-    # (and in a process without it, the same array is mapped on its own)
-    import numpy as np
+    # (and in a fresh process without it, the same array is mapped on its own; with it, not)
+    import subprocess
+    import sys
 
-    big = np.ones(64 << 17)
-    assert mapped_bytes() >= 64 << 20
-    del big
+    probe = ("import numpy as np; from spatec.runners import memory as m; {}; "
+             "big = np.ones(64 << 17); print(m.mapped_bytes())")
+    plain = subprocess.run([sys.executable, "-c", probe.format("pass")], capture_output=True, text=True, check=True)
+    kept = subprocess.run([sys.executable, "-c", probe.format("m.keep_freed_malloc()")], capture_output=True,
+                          text=True, check=True)
+    assert int(plain.stdout) >= 64 << 20 and int(kept.stdout) < 64 << 20
