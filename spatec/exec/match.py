@@ -63,7 +63,12 @@ def frames_of(table: pa.Table, program, types) -> tuple[dict, dict]:
         rows = np.flatnonzero(names == t)
         if not len(rows):
             continue
-        sub = table.take(pa.array(rows))
+        if len(rows) == table.num_rows:
+            sub = table                                 # (one type: every row, no copy)
+        elif rows[-1] - rows[0] + 1 == len(rows):
+            sub = table.slice(int(rows[0]), len(rows))  # (a run of rows: no copy either)
+        else:
+            sub = table.take(pa.array(rows))
         if hist is not None and hist[rows].any():
             h = hist[rows].astype(bool)
             history[t] = canonical_frame(sub.filter(pa.array(h)), program, t)
