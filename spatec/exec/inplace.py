@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spatec.exec.parts import text_frame, text_runs
-from spatec.storage.direct import PositionedWriter
+from spatec.storage.direct import PositionedWriter, pwrite_all
 
 #: The formats whose parts are texts put end to end (GeoJSON: with its separator between).
 FORMATS = ("jsonl", "geojson")
@@ -87,11 +87,11 @@ def prepare(lay: Layout, fmt: str) -> None:
             if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                 raise
         f.truncate(lay.total)
-        _pwrite(fd, head, 0)
+        pwrite_all(fd, head, 0)
         rs = sorted(lay.offsets)
         for r in rs[1:]:
-            _pwrite(fd, between, lay.offsets[r] - len(between))
-        _pwrite(fd, tail, lay.total - len(tail))
+            pwrite_all(fd, between, lay.offsets[r] - len(between))
+        pwrite_all(fd, tail, lay.total - len(tail))
 
 
 def text_pieces(table: pa.Table, fmt: str):
@@ -122,10 +122,3 @@ def write_at(table: pa.Table, lay: Layout, r: int, fmt: str) -> int:
         for piece in text_pieces(table, fmt):
             w.write(piece)
     return table.num_rows
-
-
-def _pwrite(fd: int, data, at: int) -> None:
-    view = memoryview(data).cast("B")
-    while len(view):
-        n = os.pwrite(fd, view, at)
-        view, at = view[n:], at + n

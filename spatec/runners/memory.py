@@ -55,7 +55,9 @@ def keep_freed_malloc() -> bool:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    return bool(mallopt(M_MMAP_MAX, 0)) & bool(mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
+    mapped = mallopt(M_MMAP_MAX, 0)
+    trimmed = mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
+    return bool(mapped and trimmed)
 
 
 

@@ -60,12 +60,12 @@ class PositionedWriter:
     def write(self, data) -> None:
         view = memoryview(data).cast("B")
         if self.buf is None:
-            self.at = _pwrite(self.fd, view, self.at)
+            self.at = pwrite_all(self.fd, view, self.at)
             return
         if not self.fill and self.at % ALIGN:
             # the range's first, shared page: through the page cache
             n = min(len(view), ALIGN - self.at % ALIGN)
-            self.at = _pwrite(self.fd, view[:n], self.at)
+            self.at = pwrite_all(self.fd, view[:n], self.at)
             view = view[n:]
         while len(view):
             n = min(len(view), CHUNK - self.fill)
@@ -87,7 +87,7 @@ class PositionedWriter:
                 got = 0
             if got <= 0 or got % ALIGN:
                 # (a short or refused direct write: the rest through the page cache)
-                _pwrite(self.fd, self.buf[done + max(got, 0):n], self.at + done + max(got, 0))
+                pwrite_all(self.fd, self.buf[done + max(got, 0):n], self.at + done + max(got, 0))
                 break
             done += got
         rest = self.fill - n
@@ -103,7 +103,7 @@ class PositionedWriter:
                 if whole:
                     self._flush(whole)
                 if self.fill:           # the range's last, shared page
-                    self.at = _pwrite(self.fd, self.buf[:self.fill], self.at)
+                    self.at = pwrite_all(self.fd, self.buf[:self.fill], self.at)
                     self.fill = 0
         finally:
             os.close(self.fd)
@@ -120,8 +120,9 @@ class PositionedWriter:
         self.close()
 
 
-def _pwrite(fd: int, view: memoryview, at: int) -> int:
-    """``view`` written at ``at`` through the page cache; the offset after it."""
+def pwrite_all(fd: int, data, at: int) -> int:
+    """``data`` (bytes-like) written at ``at`` through the page cache; the offset after it."""
+    view = memoryview(data).cast("B")
     while len(view):
         n = os.pwrite(fd, view, at)
         view, at = view[n:], at + n
