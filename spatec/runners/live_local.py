@@ -96,7 +96,7 @@ from spatec.runtime.keyed import (
     KeyedPhrase,
     KeyedState,
     advance,
-    late_record,
+    late_texts,
     prune_key,
     write_late,
 )
@@ -551,10 +551,7 @@ class LocalLive:
         self._commit([], force=True)
 
     def _write_late(self, type_name: str, df: pd.DataFrame, wm: int) -> None:
-        evs = to_evs(df.reset_index(drop=True), self.program, self.proj)
-        origins = [{"_file": f, "_row": int(r)} for f, r in zip(df["_file"].tolist(), df["_row"].tolist())]
-        self.state.counts["late"] += write_late(self.out, type_name,
-                                                (late_record(e, wm, o) for e, o in zip(evs, origins)))
+        self.state.counts["late"] += write_late(self.out, type_name, late_texts(df, self.program, wm))
 
     # ------------------------------------------------------------------ end of input
     def finish(self) -> list[dict]:

@@ -89,3 +89,28 @@ def test_a_key_waiting_for_an_absence_is_stepped_only_when_due():
     assert not advance(ph, ks, {}, [], due - 1, True).touched       # not due yet: not stepped
     done = advance(ph, ks, {}, [], due, True)
     assert [cc.id for cc, _ in done.found] and not ks.due
+
+
+def test_late_texts_are_the_late_records_of_each_event():
+    """The late file's lines written a column at a time are each event's :func:`late_record`
+    text, with where it came from: ids, a missing source (a keyless type), microseconds,
+    attributes (a missing one, a non-ASCII one), the watermark."""
+    import json
+
+    import numpy as np
+
+    from spatec.runtime.keyed import _plain, late_record, late_texts
+
+    c = compile_text(PROGRAM)
+    rows = [row("Bus", "V\u00e9", 10.000001, x=3), row("Bus", "V2", 40.5, x=None),
+            row("Cell", None, 400, dx=30, dy=30, dur_s=300, cell="c\u00e9")]
+    proj = Projector(CRS)
+    wm = 1_569_916_800_123_456
+    for t, df in frames(rows).items():
+        df = df.assign(_file=f"{t}.csv", _row=np.arange(len(df), dtype=np.int64) + 7)
+        evs = to_evs(df, c.program, proj)
+        want = [json.dumps(late_record(e, wm, {"_file": f"{t}.csv", "_row": i + 7}), ensure_ascii=False,
+                           default=_plain) for i, e in enumerate(evs)]
+        got = late_texts(df, c.program, wm)
+        assert got == want
+        assert all(json.loads(g)["watermark"] == "2019-10-01T08:00:00.123456Z" for g in got)
