@@ -11,7 +11,6 @@ both on the same rows, in this process, and asserts the texts are the same::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spatec.runtime.events import to_evs  # noqa: E402
-from spatec.runtime.keyed import _plain, late_record, late_texts  # noqa: E402
+from spatec.runtime.keyed import late_record, late_text, late_texts  # noqa: E402
 from spatec.spatial.crs import Projector  # noqa: E402
 from tests.automata.automata_support import CRS, compile_text, frames, row  # noqa: E402
 
@@ -39,7 +38,7 @@ def main() -> None:
     wm = 1_569_916_800_000_000
     started = time.perf_counter()
     evs = to_evs(df, c.program, proj)
-    each = [json.dumps(late_record(e, wm, {"_file": f, "_row": int(r)}), ensure_ascii=False, default=_plain)
+    each = [late_text(late_record(e, wm, {"_file": f, "_row": int(r)}))
             for e, f, r in zip(evs, df["_file"].tolist(), df["_row"].tolist())]
     per_event = time.perf_counter() - started
     started = time.perf_counter()

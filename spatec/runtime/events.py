@@ -29,9 +29,7 @@ def to_evs(df: pd.DataFrame, program: Program, projector: Projector) -> list:
     names = attribute_names(program, type_name)
     attr_cols = [python_values(df[c]) for c in names]
     ids = df["_id"].tolist()
-    srcs = df["_source"].tolist()
-    if float in set(map(type, srcs)):
-        srcs = [None if is_missing(v) else v for v in srcs]
+    srcs = source_values(df)
     ts, los, his = (df[c].to_numpy(np.int64).tolist() for c in ("_t", "_lo", "_hi"))
     rows = zip(*attr_cols) if names else itertools.repeat((), n)
     return [Ev(type_name, i, src, t, lo, hi, loc, dict(zip(names, vals)))
@@ -71,6 +69,14 @@ def _locs(df: pd.DataFrame, projector: Projector) -> list:
         else:
             out.append(S.UNIVERSE)
     return out
+
+
+def source_values(df: pd.DataFrame) -> list:
+    """The frame's ``_source`` column as Python values, None where it is missing."""
+    srcs = df["_source"].tolist()
+    if float in set(map(type, srcs)):
+        srcs = [None if is_missing(v) else v for v in srcs]
+    return srcs
 
 
 def is_missing(v) -> bool:

@@ -221,23 +221,20 @@ def late_texts(df, program, watermark: int) -> list:
     import numpy as np
 
     from spatec.events.timefmt import format_times
-    from spatec.runtime.events import attribute_names, is_missing, python_values
+    from spatec.runtime.events import attribute_names, python_values, source_values
 
     n = len(df)
     if n == 0:
         return []
     names = attribute_names(program, df["_type"].iloc[0])
-    srcs = df["_source"].tolist()
-    if float in set(map(type, srcs)):
-        srcs = [None if is_missing(v) else v for v in srcs]
-    cols = [("_id", df["_id"].tolist()), ("_source", srcs)]
+    cols = [("_id", df["_id"].tolist()), ("_source", source_values(df))]
     cols += [(c, format_times(df[c].to_numpy(np.int64)).tolist()) for c in ("_t", "_lo", "_hi")]
     cols += [(a, python_values(df[a])) for a in names]
     if "_file" in df.columns and "_row" in df.columns:
         cols += [("_file", df["_file"].tolist()), ("_row", df["_row"].to_numpy(np.int64).tolist())]
     keys = [k for k, _ in cols]
     wm = format_times(np.array([int(watermark)], dtype=np.int64))[0]
-    dumps = json.JSONEncoder(ensure_ascii=False, default=_plain).encode
+    dumps = _LATE_JSON.encode
     out = []
     for vals in zip(*(v for _, v in cols)):
         rec = dict(zip(keys, vals))
@@ -254,13 +251,20 @@ def write_late(out_dir: Path, type_name: str, records) -> int:
     n = 0
     with open(path, "a", encoding="utf-8") as f:
         for rec in records:
-            f.write((rec if isinstance(rec, str) else json.dumps(rec, ensure_ascii=False, default=_plain))
-                    + "\n")
+            f.write((rec if isinstance(rec, str) else late_text(rec)) + "\n")
             n += 1
     return n
+
+
+def late_text(rec: dict) -> str:
+    """A late record's line in ``late/<TYPE>.jsonl`` (UTF-8 text, numpy scalars as numbers)."""
+    return _LATE_JSON.encode(rec)
 
 
 def _plain(v):
     """JSON for attribute values json does not know (numpy scalars)."""
     item = getattr(v, "item", None)
     return item() if item is not None else str(v)
+
+
+_LATE_JSON = json.JSONEncoder(ensure_ascii=False, default=_plain)

@@ -99,7 +99,7 @@ def test_late_texts_are_the_late_records_of_each_event():
 
     import numpy as np
 
-    from spatec.runtime.keyed import _plain, late_record, late_texts
+    from spatec.runtime.keyed import late_record, late_text, late_texts
 
     c = compile_text(PROGRAM)
     rows = [row("Bus", "V\u00e9", 10.000001, x=3), row("Bus", "V2", 40.5, x=None),
@@ -109,8 +109,7 @@ def test_late_texts_are_the_late_records_of_each_event():
     for t, df in frames(rows).items():
         df = df.assign(_file=f"{t}.csv", _row=np.arange(len(df), dtype=np.int64) + 7)
         evs = to_evs(df, c.program, proj)
-        want = [json.dumps(late_record(e, wm, {"_file": f"{t}.csv", "_row": i + 7}), ensure_ascii=False,
-                           default=_plain) for i, e in enumerate(evs)]
+        want = [late_text(late_record(e, wm, {"_file": f"{t}.csv", "_row": i + 7})) for i, e in enumerate(evs)]
         got = late_texts(df, c.program, wm)
         assert got == want
         assert all(json.loads(g)["watermark"] == "2019-10-01T08:00:00.123456Z" for g in got)
