@@ -24,7 +24,10 @@ for (seeded):
 event loop, so that measuring takes the machine's two cores as little as it can). Latency
 is from the moment the composite was decided (the ``Spatec-Decided`` header its detector
 put on it in the alert log, read by a NATS subscriber in the client) to the moment its SSE
-frame is read. Where the milliseconds go: ``log_p50_ms``/``log_p99_ms``, decided to read
+frame is read; from the moment the feed first served the composite's last fix (the first
+poll received at or after its ``hi``): ``detect_p50_ms``/``detect_p99_ms`` to its decision (the
+poller, the input log, the detector), ``served_p50_ms``/``served_p99_ms`` to its frames read.
+Where the milliseconds go: ``log_p50_ms``/``log_p99_ms``, decided to read
 from the log by a plain NATS subscriber in the client; ``js_p50_ms``/``js_p99_ms``, by an
 ordered JetStream consumer there (what the matcher process reads); ``hub_lag_ms``, decided
 to the hub's buffers (``/status``'s ``decided_to_hub_ms``); and per frame read, from the
@@ -34,13 +37,16 @@ buffers) and ``sse`` (from the buffers to the frame read by the client), each p5
 about 2.4 times the rate (the recording's first polls); ``p50_after_3s_ms``/``p99_after_3s_ms``
 leave its first 3 s out. Composites per second: the alert log's, while the feed runs, and the rate at which
 the dashboard received them. The baseline, in the same run, is the same service with 10
-subscriptions: the ratios say what the subscriptions cost. Also measured: making the
+subscriptions: the ratios say what the subscriptions cost. Where the CPU goes: each
+process's share of a core from the feed's start to the last second the log grew (the
+detector, the matcher, nats-server, the HTTP process ``serve``, the SSE client, and this
+process, which serves the feed). Also measured: making the
 subscriptions (bulk), starting again with them (kill -9, then until ``/status`` has them
 all and the matcher has taken every one in: ``restart_bucket_s`` reading them from the
 bucket, the snapshot removed; ``restart_s`` from the snapshot the service wrote once they
 stopped changing, and the bucket's messages since), and ending them (bulk).
 
-    .venv/bin/python bench/bench_serve.py [--subs 10,10000,100000] [--rate 1000] [--sse 40]
+    .venv/bin/python bench/bench_serve.py [--subs 10,10000,100000] [--rate 1000] [--sse 40] [--detector-nice N]
 """
 from __future__ import annotations
 
@@ -131,10 +137,14 @@ def client(port: int, token: str, sids: list, broker: str, out_path: str, stop_p
 
         nc = await nats.connect(broker)
 
+        hi_of = re.compile(rb'"hi": ?"([^"]+)"')
+
         async def on(m):
             h = m.headers or {}
             if "Spatec-Decided" in h:
-                decided[h.get("Nats-Msg-Id")] = (float(h["Spatec-Decided"]), time.time())
+                hi = hi_of.search(m.data)
+                decided[h.get("Nats-Msg-Id")] = (float(h["Spatec-Decided"]), time.time(),
+                                                 hi.group(1).decode() if hi else None)
         await nc.subscribe("spatec.alerts.>", cb=on)
 
         async def on_js(m):
@@ -163,7 +173,9 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
     state = work / f"state-{n}"
     port = free_port()
     srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], state,
-                extra=["--lateness", "0s", "--trigger", "0.02s", "--outage", "off", "--checkpoint-every", "10s"]).start()
+                extra=["--lateness", "0s", "--trigger", "0.02s", "--outage", "off", "--checkpoint-every", "10s",
+                       *(["--detector-nice", str(args.detector_nice)] if args.detector_nice is not None else [])]
+                ).start()
     out = {"subs": n}
     try:
         rng = random.Random(7)
@@ -211,21 +223,28 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         print(f"  {n:,} subscriptions: feed started at {time.strftime('%H:%M:%S')}", flush=True)
         span = (polls[-1].received - polls[0].received) / speed
         t_feed = time.time()
+        cpu0 = cpu_seconds(srv.proc.pid, {"client": cli.pid, "bench+feed": os.getpid()})
         time.sleep(span + 2)
         last, still = -1, 0
         while still < 3:                       # until the log is still
             time.sleep(1.0)
             cur = srv.status()["log"]
             still = still + 1 if cur == last else 0
+            if cur != last:                    # (the CPU up to the last second the log grew)
+                cpu1 = cpu_seconds(srv.proc.pid, {"client": cli.pid, "bench+feed": os.getpid()})
+                wall = time.time() - t_feed
             last = cur
+        out["cpu_cores"] = {k: round((v - cpu0.get(k, 0.0)) / wall, 3) for k, v in sorted(cpu1.items())
+                            if v - cpu0.get(k, 0.0) > 0.01 * wall}   # share of a core, feed start to a still log
         time.sleep(2.0)
         feed.stop()
         stop_path.write_text("")
         cli.join(120)
         res = json.loads(res_path.read_text())
         seen = res["decided"]
-        decided = {c: d for c, (d, _) in seen.items()}
-        via = sorted((a - d) * 1e3 for d, a in seen.values())     # decided -> read from the log by a client
+        decided = {c: d for c, (d, _, _) in seen.items()}
+        via = sorted((a - d) * 1e3 for d, a, _ in seen.values())     # decided -> read from the log by a client
+        served = served_at(feed, polls, speed, {c: hi for c, (_, _, hi) in seen.items()})
         readers = {sid: [tuple(x) for x in v] for sid, v in res["got"].items()}
         st = srv.status()
         out["composites"] = st["log"]
@@ -243,6 +262,13 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         lat = sorted((t - decided[c]) * 1e3 for got in readers.values() for t, c in got   # ~2.4x the rate)
                      if c in decided and decided[c] >= t_first + 3.0)
         out["p50_after_3s_ms"], out["p99_after_3s_ms"] = q(0.5), q(0.99)
+        lat = sorted((decided[c] - t) * 1e3 for c, t in served.items() if c in decided)
+        out["detect_p50_ms"], out["detect_p99_ms"] = q(0.5), q(0.99)
+        lat = sorted((t - served[c]) * 1e3 for got in readers.values() for t, c in got if c in served)
+        out["served_p50_ms"], out["served_p99_ms"] = q(0.5), q(0.99)
+        lat = sorted((t - served[c]) * 1e3 for got in readers.values() for t, c in got
+                     if c in served and decided[c] >= t_first + 3.0)
+        out["served_p50_after_3s_ms"], out["served_p99_after_3s_ms"] = q(0.5), q(0.99)
         lat = via
         out["log_p50_ms"], out["log_p99_ms"] = q(0.5), q(0.99)
         lat = sorted((a - d) * 1e3 for d, a in res["js"].values())
@@ -277,6 +303,61 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
     return out
 
 
+def cpu_seconds(root: int, others: dict) -> dict:
+    """CPU seconds (user + system, all threads) so far of the service's process ``root`` and its
+    descendants, by name (``spatec-detect``, ``spatec-match``, ``nats-server``; ``serve``, the
+    HTTP process itself), and of ``others`` (name -> pid: the client, this process with the
+    feed server)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = {}                                          # pid -> (name, parent, seconds)
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                raw = (d / "stat").read_text()
+            except OSError:
+                continue
+            f = raw[raw.rindex(")") + 2:].split()
+            procs[int(d.name)] = (raw[raw.index("(") + 1:raw.rindex(")")], int(f[1]),
+                                  (int(f[11]) + int(f[12])) / tick)
+    tops = {root: "serve", **{pid: name for name, pid in others.items()}}
+
+    def top(pid):                                       # the first of ``tops`` it descends from
+        for _ in range(64):
+            if pid in tops or pid not in procs:
+                return pid if pid in tops else None
+            pid = procs[pid][1]
+        return None
+    out: dict = {}
+    for pid, (comm, _, secs) in procs.items():
+        t = top(pid)
+        if t is not None:
+            name = comm if t == root and pid != root else tops[t]
+            out[name] = out.get(name, 0.0) + secs
+    return out
+
+
+def served_at(feed, polls, speed: float, his: dict) -> dict:
+    """When each composite's last fix was first served (wall clock): the first poll received
+    at or after the composite's ``hi``, at the time the feed served it (``his``: composite id
+    -> its ``hi``). A poll that carries a fix later than that makes this earlier: the detection
+    leg it gives is an upper bound of the detector's own."""
+    import bisect
+    from datetime import datetime
+
+    if feed.started_at is None:
+        return {}
+    received = [p.received for p in polls]
+    out = {}
+    for cid, hi in his.items():
+        if hi is None:
+            continue
+        t = datetime.fromisoformat(hi.replace("Z", "+00:00")).timestamp()
+        i = bisect.bisect_left(received, t)
+        if i < len(received):
+            out[cid] = feed.started_at + (received[i] - received[0]) / speed
+    return out
+
+
 def world_rate(polls) -> float:
     """Positions per second of the recording."""
     n = sum(len(json.loads(p.data).get("request_data", [])) for p in polls)
@@ -289,6 +370,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=1000.0, help="composites per second to decide")
     ap.add_argument("--sse", type=int, default=40, help="subscriptions read over SSE (5 dashboards among them)")
     ap.add_argument("--minutes", type=float, default=66.0, help="minutes of the recording")
+    ap.add_argument("--detector-nice", type=int, default=None,
+                    help="serve's --detector-nice (default: serve's own; 0: the detector at the service's priority)")
     ap.add_argument("--keep", action="store_true", help="keep the services' state (a temporary folder) afterwards")
     args = ap.parse_args()
 
@@ -340,9 +423,19 @@ def main() -> None:
               f"{r['dashboard_per_s']:>11.0f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['p99_after_3s_ms']:>7.1f} "
               f"{(r['hub_lag_ms'] or {}).get('p99', float('nan')):>7.1f} {r['log_p99_ms']:>7.1f} {r['frames']:>8,} "
               f"{r['groups']:>7,} {r['deleted_s']:>7.1f}")
+    print("from the fix served by the feed (p50/p99 ms): to its composite decided (the poller, the input log, "
+          "the detector); to its frames read; those after the first 3 s")
+    for r in rows:
+        print(f"{r['subs']:>13,} detect {r['detect_p50_ms']:.0f}/{r['detect_p99_ms']:.0f}  "
+              f"delivered {r['served_p50_ms']:.0f}/{r['served_p99_ms']:.0f}  "
+              f"after 3 s {r['served_p50_after_3s_ms']:.0f}/{r['served_p99_after_3s_ms']:.0f}")
     print("where the time goes (p50/p99 ms per frame read): " + ", ".join(legs))
     for r in rows:
         print(f"{r['subs']:>13,} " + "  ".join(f"{k} {r[k + '_p50_ms']:.0f}/{r[k + '_p99_ms']:.0f}" for k in legs))
+    print("where the CPU goes (cores, from the feed's start until the log is still)")
+    for r in rows:
+        print(f"{r['subs']:>13,} " + "  ".join(f"{k} {v:.2f}" for k, v in r["cpu_cores"].items())
+              + f"  (all {sum(r['cpu_cores'].values()):.2f} of 2)")
     base = rows[0]
     for r in rows[1:]:
         print(f"{r['subs']:,} against {base['subs']:,}: decided/s {r['decided_per_s'] / base['decided_per_s']:.2f}x, "

@@ -50,6 +50,10 @@ def add_arguments(p) -> None:
     p.add_argument("--outage", default="auto", metavar="DURATION|off",
                    help="a feed silent this long in event time is in outage: absences over it are held back "
                         "(default auto: 3 x the feed's usual gap, at least 60 s; see lang/REFERENCE.md)")
+    p.add_argument("--detector-nice", default=10, type=int, metavar="N",
+                   help="CPU priority of the detectors below the processes that match and deliver (a nice "
+                        "increment, 0-19; default 10): on a busy machine delivering what is decided goes first, "
+                        "and a detector still has every cycle they leave (0: the same priority)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
 
 
@@ -67,6 +71,8 @@ def run(args) -> int:
     from spatec.service.subscriptions import PushPolicy
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="spatec: %(name)s: %(message)s")
+    if not 0 <= args.detector_nice <= 19:
+        raise SpatecError(f"--detector-nice {args.detector_nice}: a nice increment from 0 to 19")
     compiled = compile_program(args.program)
     check_crs(args.crs)
     state = Path(args.state)
@@ -94,7 +100,8 @@ def run(args) -> int:
                             trigger=parse_duration(args.trigger), checkpoint_every=parse_duration(args.checkpoint_every),
                             outage=outage, tokens=tokens, policy=policy, bind=args.host, hosts=args.allowed_host,
                             origins=args.allowed_origin, crs=args.crs,
-                            live={"max_ahead": parse_max_ahead(args.max_ahead), "auto_lateness": auto},
+                            live={"max_ahead": parse_max_ahead(args.max_ahead), "auto_lateness": auto,
+                                  "nice": args.detector_nice},
                             url=f"http://{shown}:{port}/")
     config = uvicorn.Config(app, log_level=args.log_level, lifespan="on", timeout_graceful_shutdown=5,
                             proxy_headers=False, server_header=False)

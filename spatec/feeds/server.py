@@ -40,7 +40,10 @@ class FeedServer:
         self.host, self.port = host, port
         self._lock = threading.Lock()
         self._next = 0           # speed 0: the next poll to hand out
-        self._t0 = None          # speed > 0: wall time of the start
+        self._t0 = None          # speed > 0: monotonic time of the start
+        #: speed > 0: when the first GET came (``time.time()``): the recording's first poll is
+        #: served from then on, a poll received ``s`` seconds after it ``s / speed`` later
+        self.started_at: float | None = None
         self._encoded: dict[int, bytes] = {}
         self.requests = 0
         self.served = 0
@@ -64,7 +67,7 @@ class FeedServer:
                 self._next = i + 1
                 return i, self.polls[i]
             if self._t0 is None:
-                self._t0 = time.monotonic()
+                self._t0, self.started_at = time.monotonic(), time.time()
             span = self.polls[-1].received - self.polls[0].received
             at = (time.monotonic() - self._t0) * self.speed
             if at > span:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import numpy as np
 import shapely
 
-from spatec.spatial import stamps as S
 
 #: rows added since the tree was made, compared with every alert's box; beyond, the tree is made again
 FRESH = 512

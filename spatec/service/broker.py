@@ -28,12 +28,10 @@ service refuses what needs the broker (503) while it is not ``"ok"``.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import hashlib
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -41,6 +39,7 @@ import time
 from pathlib import Path
 
 from spatec.errors import SpatecError
+from spatec.service.procs import die_with_parent
 
 log = logging.getLogger("spatec.service")
 
@@ -81,13 +80,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 class EmbeddedNats:

@@ -40,7 +40,6 @@ subscription cannot stop the others.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from dataclasses import dataclass, field
 

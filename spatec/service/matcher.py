@@ -46,6 +46,7 @@ import shapely
 
 from spatec.service.filters import STANDARD, field_types, values
 from spatec.service.index import CoveringIndex
+from spatec.service.procs import StopFlag
 
 log = logging.getLogger("spatec.service")
 
@@ -183,7 +184,7 @@ class MatcherProcess:
 
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.stop = ctx.Event()
+        self.stop = StopFlag(ctx)
         self.proc = ctx.Process(target=_run, name="spatec match", daemon=True,
                                 args=(program, broker_url, crs, start_seq, child, self.stop, os.getpid()))
         self._child = child
@@ -257,7 +258,7 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
     import logging as logging_
 
     from spatec.service.areas import Areas
-    from spatec.service.broker import die_with_parent
+    from spatec.service.procs import die_with_parent
     from spatec.service.filters import Filters
     from spatec.spatial.crs import Projector
 
@@ -266,7 +267,7 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
     # a signal the starting thread had blocked or ignored stays so across exec: not this one
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    die_with_parent()
+    die_with_parent("spatec-match")
     logging_.basicConfig(level=logging_.WARNING, format="spatec: %(name)s: %(message)s")
 
     def watchdog():

@@ -428,3 +428,42 @@ def test_beyond_loopback_needs_tokens(tmp_path):
         assert call(srv, "GET", "/subscriptions", token=None)[0] == 401
     finally:
         srv.stop()
+
+
+def _nice_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[16])          # (field 19: nice)
+
+
+def test_the_detector_runs_below_the_processes_that_deliver(tmp_path, recording):
+    """On a busy machine what is decided is delivered first: the detector's process (and each of
+    its threads) at --detector-nice below the service and its matcher; an increment beyond
+    nice's range is refused before anything starts. SIGTERM to the whole process group (what
+    ``systemctl stop`` sends; the detector killed while it waits to be told to stop) stops the
+    service at once, its children with it."""
+    prog = program_of(tmp_path, "stuck")
+    r = subprocess.run(SPATEC + ["serve", str(prog), "--port", "0", "--state", str(tmp_path / "bad"),
+                                 "--detector-nice", "25"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "--detector-nice 25: a nice increment from 0 to 19" in r.stderr, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and not (tmp_path / "bad").exists()      # nothing made
+    port = free_port()
+    feed = FeedServer(minutes(recording, 3), speed=5, port=port).start()
+    srv = Serve(prog, [f"BusGPS=sirivm+http://127.0.0.1:{port}/"], tmp_path / "state",
+                extra=["--detector-nice", "7", "--crs", "EPSG:32631"]).start()
+    try:
+        def running():
+            runs = list((srv.status()["engine"] or {}).get("runners", {}).values())
+            return runs and "pid" in runs[0] and runs[0]["logged"] > 0 and srv.status()["matcher"]["pid"]
+        wait_for(running, 60, what="the detector at work")
+        run = next(iter(srv.status()["engine"]["runners"].values()))
+        matcher = srv.status()["matcher"]["pid"]
+        base = _nice_of(srv.proc.pid)
+        assert run["nice"] == base + 7
+        assert {_nice_of(int(t.name)) for t in Path(f"/proc/{run['pid']}/task").iterdir()} == {base + 7}
+        assert _nice_of(matcher) == base
+        os.killpg(srv.proc.pid, signal.SIGTERM)
+        srv.proc.wait(15)          # (it waited for ever: the killed detector never acknowledged "stop")
+        assert _gone(run["pid"]) and _gone(matcher)
+    finally:
+        srv.kill()
+        feed.stop()

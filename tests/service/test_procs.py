@@ -1,0 +1,84 @@
+"""The service's child processes: a stop flag a killed child cannot jam, a lower priority for
+every thread (``spatec/service/procs.py``)."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+
+from spatec.service.procs import StopFlag, lower_priority
+
+
+def _wait_then_report(flag, out):
+    out.put(("waiting", os.getpid()))
+    out.put(("stopped", flag.wait(30)))
+
+
+def _sleep_waiting(flag):
+    flag.wait(60)
+
+
+def test_a_child_sees_the_flag_set_and_setting_never_waits_for_a_dead_child():
+    ctx = multiprocessing.get_context("spawn")
+    flag, out = StopFlag(ctx), ctx.Queue()
+    p = ctx.Process(target=_wait_then_report, args=(flag, out))
+    p.start()
+    assert out.get(timeout=60)[0] == "waiting"
+    assert not flag.is_set()
+    flag.set()
+    assert out.get(timeout=30) == ("stopped", True)
+    p.join(30)
+    assert flag.is_set()
+    # a child killed while it waits: setting its flag returns at once (an Event's set waited for ever)
+    flag = StopFlag(ctx)
+    p = ctx.Process(target=_sleep_waiting, args=(flag,))
+    p.start()
+    time.sleep(1.0)
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(30)
+    done = threading.Event()
+    threading.Thread(target=lambda: (flag.set(), done.set()), daemon=True).start()
+    assert done.wait(5), "set() blocked on a dead child"
+
+
+def _child_of_a_parent_that_goes(out):
+    ctx = multiprocessing.get_context("spawn")
+    flag = StopFlag(ctx)
+    p = ctx.Process(target=_wait_then_report, args=(flag, out))
+    p.start()
+    time.sleep(0.5)
+    os._exit(0)                    # its end of the pipe closes: the child stops
+
+
+def test_the_service_gone_is_stop():
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    p = ctx.Process(target=_child_of_a_parent_that_goes, args=(out,))
+    p.start()
+    p.join(60)
+    got = [out.get(timeout=60), out.get(timeout=60)]
+    assert got[0][0] == "waiting" and got[1] == ("stopped", True)
+
+
+def _priorities(increment, out):
+    import numpy  # noqa: F401 - (native threads made at import, before the priority changes)
+
+    lower_priority(increment)
+    t = threading.Thread(target=lambda: out.put(("thread", os.getpriority(os.PRIO_PROCESS, 0))))
+    t.start()
+    t.join()
+    out.put(("tasks", sorted({int(open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()[16])
+                              for tid in os.listdir("/proc/self/task")})))
+
+
+def test_lower_priority_takes_every_thread_and_those_made_after():
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    p = ctx.Process(target=_priorities, args=(5, out))
+    p.start()
+    got = dict([out.get(timeout=60), out.get(timeout=60)])
+    p.join(30)
+    assert got == {"thread": base + 5, "tasks": [base + 5]}
