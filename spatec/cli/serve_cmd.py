@@ -105,6 +105,12 @@ def run(args) -> int:
                             url=f"http://{shown}:{port}/")
     config = uvicorn.Config(app, log_level=args.log_level, lifespan="on", timeout_graceful_shutdown=5,
                             proxy_headers=False, server_header=False)
-    server = uvicorn.Server(config)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            service.signalled = True    # (a child dying of the same signal meanwhile is no failure)
+            super().handle_exit(sig, frame)
+
+    server = Server(config)
     server.run(sockets=[sock])
     return 0

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from spatec.feeds.sources import HttpFeedSource, Item, SourceSpec, feed_batch, parse_source
 from spatec.service.broker import INPUT, OWNERS, kv_update, token
-from spatec.service.procs import StopFlag
+from spatec.service.procs import StopFlag, starting_children
 
 log = logging.getLogger("spatec.service")
 
@@ -296,9 +296,10 @@ class Detector:
     (every quarter second) and, if it fails, why to ``<runner>/error.txt``; it dies with the
     service. It runs ``live["nice"]`` below the service's priority (``--detector-nice``, 10):
     on a machine whose cores are all busy, the matcher and the HTTP process that deliver
-    what it has decided go first (at 100,000 subscriptions on two cores, p99 from decision
-    to SSE frame 203 -> 53 ms and from fix served to frame 421 -> 170 ms: bench/bench_serve.py),
-    and it still has every cycle they leave."""
+    what it has decided go first, and it still has every cycle they leave (at 100,000
+    subscriptions on two cores, p99 from decision to SSE frame after the feed's first 3 s
+    41-88 ms against 49-203 ms at the same priority, from the fix served to the frame 161-271
+    against 182-421 ms: ``bench/bench_serve.py``, README)."""
 
     def __init__(self, compiled, spec: SourceSpec, broker_url: str, state: Path, lateness: int, trigger: float,
                  checkpoint_every: float | None, outage=None, crs: str | None = None, live: dict | None = None):
@@ -319,7 +320,8 @@ class Detector:
     def start(self) -> "Detector":
         """Start it (from the event loop's thread: the process dies with the thread that made it)."""
         self.ok_since = time.monotonic()
-        self.proc.start()
+        with starting_children():
+            self.proc.start()
         return self
 
     def alive(self) -> bool:
@@ -359,11 +361,11 @@ def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trig
     from spatec.events.read import wanted_columns
     from spatec.runners.live_local import LocalLive
     from spatec.service.broker import Broker
-    from spatec.service.procs import die_with_parent, lower_priority
+    from spatec.service.procs import lower_priority, service_child
     from spatec.service.quality import OutageGate
     from spatec.sinks.alerts import DeliveredLog, SinkSet
 
-    die_with_parent("spatec-detect")
+    service_child("spatec-detect")
     live = dict(live)
     lower_priority(int(live.pop("nice", 0)))
     logging_.basicConfig(level=logging_.WARNING, format="spatec: %(name)s: %(message)s")

@@ -46,7 +46,7 @@ import shapely
 
 from spatec.service.filters import STANDARD, field_types, values
 from spatec.service.index import CoveringIndex
-from spatec.service.procs import StopFlag
+from spatec.service.procs import StopFlag, starting_children
 
 log = logging.getLogger("spatec.service")
 
@@ -197,7 +197,8 @@ class MatcherProcess:
         """Start it (from the event loop's thread: the process dies with the thread that made it)."""
         loop = asyncio.get_running_loop()
         self.inbox = asyncio.Queue()
-        self.proc.start()
+        with starting_children():
+            self.proc.start()
         self._child.close()
         threading.Thread(target=self._send_loop, name="matcher-send", daemon=True).start()
         threading.Thread(target=self._recv_loop, args=(loop,), name="matcher-recv", daemon=True).start()
@@ -258,16 +259,11 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
     import logging as logging_
 
     from spatec.service.areas import Areas
-    from spatec.service.procs import die_with_parent
     from spatec.service.filters import Filters
+    from spatec.service.procs import service_child
     from spatec.spatial.crs import Projector
 
-    import signal
-
-    # a signal the starting thread had blocked or ignored stays so across exec: not this one
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    die_with_parent("spatec-match")
+    service_child("spatec-match")
     logging_.basicConfig(level=logging_.WARNING, format="spatec: %(name)s: %(message)s")
 
     def watchdog():

@@ -12,18 +12,53 @@ sees it (or the service's end of the pipe closing) by polling its end.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import os
 import signal
 
 
-def die_with_parent(name: str | None = None) -> None:
-    """This process ends when its parent does; named ``name`` (15 bytes) in ``ps`` and ``top``
-    when given (``spatec-detect``, ``spatec-match``: which of the service's processes is busy)."""
+#: the signals meant for the service, not for its children
+SERVICE_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def starting_children():
+    """Start the service's children inside: the service's signals are blocked in this thread
+    meanwhile, so a child does not die of one before :func:`service_child` ignores it (a
+    blocked signal stays blocked across ``exec``; one that came meanwhile is dropped there).
+    The service itself still gets them: another of its threads takes them for it. (The
+    resource tracker is started first: starting it unblocks these signals in the thread.)"""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, SERVICE_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def service_child(name: str) -> None:
+    """What each of the service's Python processes does first: it dies with the service
+    (``SIGKILL``: what it has done is checkpointed, nothing is left to tidy), is named
+    ``name`` in ``ps``, and leaves the signals meant for the service to the service — Ctrl-C
+    reaches a terminal's whole process group and ``systemctl stop`` the whole control group;
+    the service then tells each child to stop (:class:`StopFlag`) and waits for it, so a stop
+    is orderly and nothing reports a child's death as a failure."""
+    die_with_parent(name, signal.SIGKILL)
+    for sig in SERVICE_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SERVICE_SIGNALS)     # (blocked by starting_children)
+
+
+def die_with_parent(name: str | None = None, sig: int = signal.SIGTERM) -> None:
+    """This process is sent ``sig`` when its parent ends; named ``name`` (15 bytes) in ``ps``
+    and ``top`` when given (which of the service's processes is busy)."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)                                       # PR_SET_PDEATHSIG
+        libc.prctl(1, int(sig))                                             # PR_SET_PDEATHSIG
         if name:
             libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)    # PR_SET_NAME
     except OSError:

@@ -73,6 +73,9 @@ class Service:
         self.checker = Checker(self.program, self.areas, policy)
         self.tokens = tokens
         self.hub = Hub(self.areas, self.program)
+        #: told to stop by a signal (SIGINT, SIGTERM), before :meth:`stop` runs: what the same
+        #: signal did to a child meanwhile (a matcher still starting) is no failure
+        self.signalled = False
         self.hub.on_suspend = self._suspended
         self.hub.compiler = self.checker.compiled    # a subscription's filter and area, when first needed here
         self.snapshot = Snapshot(self.state)
@@ -177,6 +180,8 @@ class Service:
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # noqa: BLE001 - reported, started again
+                    if self.signalled or self.stop_event.is_set():
+                        return             # stopping: a child the same signal reached first
                     h["restarts"] += 1
                     h["error"] = f"{type(e).__name__}: {e}"
                     h["failed_at"] = time.monotonic()
@@ -204,6 +209,8 @@ class Service:
 
     async def _own(self) -> None:
         async def step():
+            if self.signalled:                 # stopping: no detector started again meanwhile
+                return
             await self.engine.step(self.loop)
             if self.engine.crs is not None and self.engine.crs != self.areas.proj.crs:
                 self.set_crs(self.engine.crs)

@@ -82,3 +82,53 @@ def test_lower_priority_takes_every_thread_and_those_made_after():
     got = dict([out.get(timeout=60), out.get(timeout=60)])
     p.join(30)
     assert got == {"thread": base + 5, "tasks": [base + 5]}
+
+
+CHILD = '''
+import multiprocessing, os, signal, sys
+from spatec.service.procs import service_child, starting_children
+
+def masks():
+    got = {l.split(":")[0]: int(l.split(":")[1], 16) for l in open("/proc/self/status")
+           if l.startswith(("SigBlk", "SigIgn"))}
+    bits = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    return {k: v & bits == bits for k, v in got.items()}
+
+def child(q):
+    first = masks()
+    service_child("spatec-test")
+    after = masks()
+    os.kill(os.getpid(), signal.SIGTERM)      # the service's signal: not this child's
+    os.kill(os.getpid(), signal.SIGINT)
+    q.send((first, after, open("/proc/self/comm").read().strip()))
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("spawn")
+    for _ in range(2):                         # (the first start also starts the resource tracker)
+        got, q = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=child, args=(q,))
+        with starting_children():
+            p.start()
+        print(got.recv() if got.poll(60) else None)
+        p.join(30)
+        print(p.exitcode)
+'''
+
+
+def test_the_service_s_signals_reach_the_service_not_its_children(tmp_path):
+    """A child started in ``starting_children`` has SIGINT and SIGTERM blocked from its first
+    instruction (a Ctrl-C while it starts is no traceback of its own), ignores them once it is
+    a ``service_child`` (named, unblocked), and lives through both."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    want = ("({'SigBlk': True, 'SigIgn': False}, {'SigBlk': False, 'SigIgn': True}, 'spatec-test')", "0")
+    assert lines[:4] == [*want, *want], r.stdout

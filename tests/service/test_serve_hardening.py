@@ -438,9 +438,10 @@ def _nice_of(pid: int) -> int:
 def test_the_detector_runs_below_the_processes_that_deliver(tmp_path, recording):
     """On a busy machine what is decided is delivered first: the detector's process (and each of
     its threads) at --detector-nice below the service and its matcher; an increment beyond
-    nice's range is refused before anything starts. SIGTERM to the whole process group (what
-    ``systemctl stop`` sends; the detector killed while it waits to be told to stop) stops the
-    service at once, its children with it."""
+    nice's range is refused before anything starts. Ctrl-C in a terminal (SIGINT to the whole
+    process group) and ``systemctl stop`` (SIGTERM to all of it) stop the service at once, its
+    children with it, with nothing reported as a failure (SIGTERM killed the detector while it
+    waited to be told to stop, and the stop then waited for ever)."""
     prog = program_of(tmp_path, "stuck")
     r = subprocess.run(SPATEC + ["serve", str(prog), "--port", "0", "--state", str(tmp_path / "bad"),
                                  "--detector-nice", "25"], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -461,9 +462,20 @@ def test_the_detector_runs_below_the_processes_that_deliver(tmp_path, recording)
         assert run["nice"] == base + 7
         assert {_nice_of(int(t.name)) for t in Path(f"/proc/{run['pid']}/task").iterdir()} == {base + 7}
         assert _nice_of(matcher) == base
-        os.killpg(srv.proc.pid, signal.SIGTERM)
-        srv.proc.wait(15)          # (it waited for ever: the killed detector never acknowledged "stop")
-        assert _gone(run["pid"]) and _gone(matcher)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if sig == signal.SIGTERM:
+                srv = Serve(prog, srv.sources, srv.state, port=srv.port, extra=srv.extra).start()
+                wait_for(running, 60, what="the detector at work again")
+                run = next(iter(srv.status()["engine"]["runners"].values()))
+                matcher = srv.status()["matcher"]["pid"]
+            size = srv.log_path.stat().st_size
+            os.killpg(srv.proc.pid, sig)
+            srv.proc.wait(15)
+            assert _gone(run["pid"]) and _gone(matcher)
+            with open(srv.log_path, "rb") as f:
+                f.seek(size)
+                said = f.read().decode()
+            assert "Traceback" not in said and "failed" not in said, (sig, said)
     finally:
         srv.kill()
         feed.stop()
