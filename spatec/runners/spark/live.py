@@ -569,7 +569,7 @@ def _processor(program_file: str, crs: str, lateness: int):
             return wm_us, False
 
         def _run(self, key, evs, arrival, timer_values, fired: bool = False):
-            from spatec.runtime.keyed import KeyedState, advance, late_record
+            from spatec.runtime.keyed import KeyedState, advance, late_record, late_text
             from spatec.sinks.encoding import hulls_wkt
 
             phrase, bucket = key[0], int(key[1])
@@ -591,14 +591,14 @@ def _processor(program_file: str, crs: str, lateness: int):
                 if e.hi < wm:
                     if k or bucket == 0:  # a broadcast event comes to every bucket: report it once
                         _row(rows, "late", phrase, e.id, e.hi, arrival.get(e.id),
-                             json.dumps(late_record(e, wm), default=str))
+                             late_text(late_record(e, wm)))
                 elif k:
                     by_key.setdefault(k, []).append(e)
                 else:
                     bnew.append(e)
             done = advance(ph, ks, by_key, bnew, wm, True, final=final, drop_empty=True)
             for e in done.late:
-                _row(rows, "late", phrase, e.id, e.hi, arrival.get(e.id), json.dumps(late_record(e, wm), default=str))
+                _row(rows, "late", phrase, e.id, e.hi, arrival.get(e.id), late_text(late_record(e, wm)))
             if done.found:
                 for (c, row), h in zip(done.found, hulls_wkt([c for c, _ in done.found], self.proj)):
                     row["hull"] = h
