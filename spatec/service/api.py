@@ -553,7 +553,7 @@ def openapi_doc() -> dict:
         "matcher": {"type": "object", "description": "the matching process: pid (null while it is started again), "
                                                    "pending (subscriptions it has not yet taken in)"},
         "engine": {"type": "object", "description": "owned sources, crs, runners (counts, watermark, lateness_s, "
-                                                    "running, error), failures"},
+                                                    "running, error, the detector's pid and nice), failures"},
         "pushed": {"type": "integer"}, "dead_letters": {"type": "integer"}}}
     ref = lambda n: {"$ref": f"#/components/schemas/{n}"}  # noqa: E731
     j = lambda s: {"content": {"application/json": {"schema": s}}}  # noqa: E731
