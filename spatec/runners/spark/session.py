@@ -152,7 +152,10 @@ def watched_start():
     ``launch_gateway``) with the kernel's parent-death signal set (SIGTERM when the thread that
     started it ends: only from the main thread, which ends with the process), and killed at
     once if the start is interrupted (Ctrl-C while the JVM starts: it would otherwise run on,
-    its stdin watch not started yet)."""
+    its stdin watch not started yet). A Ctrl-C reaches the JVM too (one process group): when
+    the JVM it killed makes the start fail with a Py4J error before Python's own
+    ``KeyboardInterrupt`` comes, the start still ends as interrupted, not with that error."""
+    import signal
     import threading
 
     import pyspark.java_gateway as jg
@@ -160,6 +163,23 @@ def watched_start():
     launched: list = []
     real = jg.Popen
     main = threading.current_thread() is threading.main_thread()
+    # every signal that comes meanwhile, whoever's handler takes it (pyspark's context sets one
+    # of its own for SIGINT), is written to this pipe by Python's C handler
+    seen_r = seen_w = None
+    old_wakeup = -1
+    if main:
+        seen_r, seen_w = os.pipe()
+        os.set_blocking(seen_w, False)
+        os.set_blocking(seen_r, False)
+        old_wakeup = signal.set_wakeup_fd(seen_w, warn_on_full_buffer=False)
+
+    def interrupted() -> bool:
+        if seen_r is None:
+            return False
+        try:
+            return signal.SIGINT in os.read(seen_r, 4096)
+        except BlockingIOError:
+            return False
 
     def popen(cmd, **kw):
         before = kw.get("preexec_fn")
@@ -181,9 +201,15 @@ def watched_start():
     except BaseException:
         for proc in launched:
             _end(proc)
+        if interrupted():
+            raise KeyboardInterrupt from None
         raise
     finally:
         jg.Popen = real
+        if seen_r is not None:
+            signal.set_wakeup_fd(old_wakeup)
+            os.close(seen_r)
+            os.close(seen_w)
 
 
 def _die_with_parent() -> None:
