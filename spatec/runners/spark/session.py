@@ -152,9 +152,10 @@ def watched_start():
     ``launch_gateway``) with the kernel's parent-death signal set (SIGTERM when the thread that
     started it ends: only from the main thread, which ends with the process), and killed at
     once if the start is interrupted (Ctrl-C while the JVM starts: it would otherwise run on,
-    its stdin watch not started yet). A Ctrl-C reaches the JVM too (one process group): when
-    the JVM it killed makes the start fail with a Py4J error before Python's own
-    ``KeyboardInterrupt`` comes, the start still ends as interrupted, not with that error."""
+    its stdin watch not started yet). Once the SparkContext exists, pyspark's own SIGINT handler
+    takes a Ctrl-C and the start fails with a Py4J error instead of ``KeyboardInterrupt``: a
+    start that fails after a SIGINT (seen on Python's wakeup fd, whoever's handler ran) still
+    ends as interrupted, not with that error."""
     import signal
     import threading
 
