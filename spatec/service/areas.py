@@ -147,8 +147,7 @@ class Areas:
                     a._loc, a._crs = loc, crs
         if polys:
             try:
-                made = shapely.transform(np.array([a.shape for a in polys], dtype=object),
-                                         lambda c: _fwd(self.proj, c))
+                made = project(self.proj, np.array([a.shape for a in polys], dtype=object))
                 valid = shapely.is_valid(made).tolist()
             except Exception:  # noqa: BLE001 - each is made (and fails) alone
                 return
@@ -193,7 +192,7 @@ class Areas:
             lon, lat, r = area.shape
             x, y = self.proj.forward(lon, lat)
             return S.Loc.disc(float(x), float(y), r)
-        g = shapely.transform(area.shape, lambda c: _fwd(self.proj, c))
+        g = project(self.proj, area.shape)
         if not shapely.is_valid(g):
             raise AreaError(f"area: not valid once projected to {self.proj.crs}: {shapely.is_valid_reason(g)}")
         return S.Loc.of(g)
@@ -206,7 +205,7 @@ class Areas:
         """An alert's hull (a lon/lat geometry, parsed once) as a stamp in metres."""
         if g is None or g.is_empty:
             return S.UNIVERSE
-        return S.Loc.of(shapely.transform(g, lambda c: _fwd(self.proj, c)))
+        return S.Loc.of(project(self.proj, g))
 
     def hulls_of(self, geoms: list) -> list:
         """:meth:`hull_of` of many hulls, projected in one call: per hull its stamp, or the
@@ -216,8 +215,7 @@ class Areas:
         if not todo:
             return out
         try:
-            made = shapely.transform(np.array([geoms[i] for i in todo], dtype=object),
-                                     lambda c: _fwd(self.proj, c)).tolist()
+            made = project(self.proj, np.array([geoms[i] for i in todo], dtype=object)).tolist()
         except Exception:  # noqa: BLE001 - one of them: each alone
             made = None
         for k, i in enumerate(todo):
@@ -273,6 +271,11 @@ def _grown(box: tuple, metres: float) -> tuple:
 def _box(g) -> tuple:
     x0, y0, x1, y1 = shapely.bounds(g).tolist()
     return (x0 - BOX_SLACK, y0 - BOX_SLACK, x1 + BOX_SLACK, y1 + BOX_SLACK)
+
+
+def project(proj: Projector, geoms):
+    """lon/lat geometries (one or an array) in ``proj``'s metres, every vertex projected."""
+    return shapely.transform(geoms, lambda c: _fwd(proj, c))
 
 
 def _fwd(proj: Projector, coords):

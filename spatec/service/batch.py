@@ -34,6 +34,8 @@ from __future__ import annotations
 import numpy as np
 import shapely
 
+from spatec.service.areas import project
+
 
 #: rows added since the tree was made, compared with every alert's box; beyond, the tree is made again
 FRESH = 512
@@ -82,6 +84,12 @@ class AreaTable:
         self.edge = np.empty(cap, dtype=object)
         self.areal = np.zeros(cap, dtype=bool)
         self.mbox, self.qbox = np.zeros((cap, 4)), np.zeros((cap, 4))
+        # a circle (not a named place) in lon/lat, projected for all such rows at once, and
+        # the number of its areas' owner (:class:`~spatec.service.areas.Areas`: its CRS)
+        self.circle = np.zeros(cap, dtype=bool)
+        self.lon, self.lat, self.r0 = np.zeros(cap), np.zeros(cap), np.zeros(cap)
+        self.own = np.zeros(cap, dtype=np.int32)
+        self.owners: list = []
         self.fields: dict = {}           # equality field → its number
         self.codes: list = []            # per field number: value → code
         self.tree = None
@@ -108,6 +116,11 @@ class AreaTable:
         self.live[i] = g.error is None
         self.cert[i] = bool(g.area.certainly)
         self.ready[i] = False
+        area = g.area
+        self.own[i] = self._owner(area.owner)
+        self.circle[i] = circle = area.is_disc and not isinstance(area.spec, str)
+        if circle:
+            self.lon[i], self.lat[i], self.r0[i] = area.shape
         a = _eq_atom(g.filter) if g.filter is not None else None
         if a is None:
             self.eqf[i] = -1
@@ -122,6 +135,13 @@ class AreaTable:
                 c = codes[a.value] = len(codes)
             self.eqf[i], self.eqv[i] = f, c
 
+    def _owner(self, owner) -> int:
+        for k, o in enumerate(self.owners):
+            if o is owner:
+                return k
+        self.owners.append(owner)
+        return len(self.owners) - 1
+
     def drop(self, g) -> None:
         i = self.row_of.pop(g)
         self.rows[i] = None
@@ -133,7 +153,7 @@ class AreaTable:
         return list(self.row_of)
 
     _ARRAYS = ("box", "live", "eqf", "eqv", "cert", "ready", "kind", "x", "y", "r", "geom", "q", "edge", "areal",
-               "mbox", "qbox")
+               "mbox", "qbox", "circle", "lon", "lat", "r0", "own")
 
     def _grow(self) -> None:
         cap = 2 * len(self.live)
@@ -175,7 +195,10 @@ class AreaTable:
 
     def _prepare(self) -> None:
         """The rows' metric parts (disc centres and radii, polygons, containment) in the CRS
-        of their areas' owner; made again after a CRS change."""
+        of their areas' owner; made again after a CRS change. Circles and GeoJSON polygons
+        are projected for all rows at once, with the arithmetic of the areas' own stamps
+        (:meth:`~spatec.service.areas.Areas.stamp`); a row that does not project cleanly,
+        and a named place, is made from its area alone (and fails there, with the reason)."""
         for owner, proj in self._projs.values():
             if owner.proj is not proj:
                 self.ready[:] = False
@@ -183,15 +206,26 @@ class AreaTable:
                 self.bad = {}
                 break
         n = self.n
-        todo = np.flatnonzero(~self.ready[:n] & self.live[:n]).tolist()
-        if not todo:
+        todo = np.flatnonzero(~self.ready[:n] & self.live[:n])
+        if not len(todo):
             return
-        kind, xs, ys, rs = self.kind, self.x, self.y, self.r
-        geom, q, qbox = self.geom, self.q, self.qbox
+        for k, owner in enumerate(self.owners):
+            self._projs.setdefault(id(owner), (owner, owner.proj))
+        self.q[todo] = None
+        alone = []
         polys = []
-        for i in todo:
+        for k, owner in enumerate(self.owners):
+            mine = todo[self.own[todo] == k]
+            if not len(mine):
+                continue
+            circ = self.circle[mine]
+            self._circles(mine[circ], owner.proj)
+            made, rest = self._polygons(mine[~circ], owner.proj)
+            polys.extend(made)
+            alone.extend(rest)
+        kind, xs, ys, rs, geom = self.kind, self.x, self.y, self.r, self.geom
+        for i in alone:
             a = self.rows[i].area
-            self._projs.setdefault(id(a.owner), (a.owner, a.owner.proj))
             self.bad.pop(i, None)
             try:
                 if a.is_disc:
@@ -202,7 +236,7 @@ class AreaTable:
                     if loc.xy is not None:         # a place that is a disc without being a circle: alone
                         kind[i] = SLOW
                     else:
-                        kind[i], geom[i], rs[i], q[i] = POLY, loc.geom, loc.r, None
+                        kind[i], geom[i], rs[i] = POLY, loc.geom, loc.r
                         polys.append(i)
             except Exception as e:  # noqa: BLE001 - its own failure, reported when an alert meets it
                 self.bad[i] = f"{type(e).__name__}: {e}"
@@ -211,8 +245,60 @@ class AreaTable:
             shapely.prepare(geom[p])
             self.mbox[p] = mb = shapely.bounds(geom[p])
             grow = rs[p][:, None] * np.array([-1.0, -1.0, 1.0, 1.0])
-            qbox[p] = mb + grow          # holds the containment polygon (made when first needed)
+            self.qbox[p] = mb + grow          # holds the containment polygon (made when first needed)
         self.ready[todo] = True
+
+    def _circles(self, rows, proj) -> None:
+        """Circle rows' centres in metres (``Areas.stamp``'s projection, for all at once); a
+        centre that does not project to finite metres fails its row, with the reason."""
+        if not len(rows):
+            return
+        x, y = proj.forward(self.lon[rows], self.lat[rows])
+        x, y = np.atleast_1d(x), np.atleast_1d(y)
+        ok = np.isfinite(x) & np.isfinite(y)
+        good = rows[ok]
+        self.kind[good] = DISC
+        self.x[good], self.y[good] = x[ok], y[ok]
+        self.r[good] = self.r0[good]
+        self.geom[good] = shapely.points(x[ok], y[ok])
+        self._mended(good)
+        for i in rows[~ok].tolist():
+            self.bad[i] = (f"its circle's centre ({self.lon[i]:g}, {self.lat[i]:g}) does not project to "
+                           f"{proj.crs}")
+
+    def _mended(self, rows) -> None:
+        """Rows whose area was made: no longer failed for it."""
+        if self.bad:
+            for i in rows.tolist():
+                self.bad.pop(i, None)
+
+    def _polygons(self, rows, proj) -> tuple:
+        """GeoJSON polygon rows projected at once (``Areas.stamp``'s transform): the rows made,
+        and those left to be made alone (a named place; a polygon not valid once projected: its
+        own failure is found there). A polygon that does not project to finite metres fails."""
+        if not len(rows):
+            return [], []
+        areas = [self.rows[i].area for i in rows.tolist()]
+        geojson = np.array([not isinstance(a.spec, str) for a in areas], dtype=bool)
+        rest = rows[~geojson].tolist()
+        rows = rows[geojson]
+        if not len(rows):
+            return [], rest
+        try:
+            made = project(proj, np.array([a.shape for a, j in zip(areas, geojson) if j], dtype=object))
+            coords, idx = shapely.get_coordinates(made, return_index=True)
+            finite = np.bincount(idx[~np.isfinite(coords).all(axis=1)], minlength=len(rows)) == 0
+            ok = shapely.is_valid(made) & ~shapely.is_empty(made) & finite
+        except Exception:  # noqa: BLE001 - each made (and failing) alone
+            return [], rest + rows.tolist()
+        for i in rows[~finite].tolist():
+            self.bad[i] = f"its polygon does not project to {proj.crs}"
+        good = rows[ok]
+        self.kind[good] = POLY
+        self.geom[good] = made[ok]
+        self.r[good] = 0.0
+        self._mended(good)
+        return good.tolist(), rest + rows[~ok & finite].tolist()
 
     # -- matching
     def match(self, wheres: list, envs: list, hulls: list) -> list:

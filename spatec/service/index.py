@@ -72,6 +72,12 @@ class Group:
     error: str | None = None                       # why its test failed (then it is never tested again)
     gid: int | None = None                         # its number for the hub (matcher.Matching.gid)
 
+    @property
+    def in_table(self) -> bool:
+        """Matched by an area table (its area's metric part is the table's, made for all its
+        rows at once), not one by one."""
+        return self.slot is not None and self.slot[0] == "table"
+
     def atoms(self) -> tuple:
         return self.filter.atoms if self.filter is not None else ()
 
@@ -150,7 +156,7 @@ class CoveringIndex:
         if g.members:
             return
         del self.groups[g.key]
-        if g.slot is not None and g.slot[0] == "table":
+        if g.in_table:
             t = self.tables[g.phrase]
             t.drop(g)
             if not t:
@@ -171,6 +177,16 @@ class CoveringIndex:
                     child.parent = None
                     self._place(child, px)
             g.covered = None
+
+    def in_table(self, sub_id: str) -> bool:
+        """Whether ``sub_id``'s group is matched by an area table (its area's metric part is
+        the table's, made for all its rows at once)."""
+        g = self.of_sub.get(sub_id)
+        return g is not None and g.in_table
+
+    def loose_areas(self) -> list:
+        """The areas of the groups matched one by one (not by an area table)."""
+        return [g.area for g in self.groups.values() if g.area is not None and not g.in_table]
 
     def prepare(self) -> None:
         """Make the area tables' trees and their rows' metric parts now (else at the next

@@ -298,7 +298,8 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
     threading.Thread(target=read_commands, name="matcher-commands", daemon=True).start()
 
     def apply(next_seq: int) -> None:
-        made, joins = [], []
+        made, joins = [], []      # the areas matched one by one to project (again), the joins
+        changed, ready = 0, False   # areas put or projected again; the hub's "ready" among them
         while commands:
             cmd = commands.popleft()
             if cmd[0] == "put":
@@ -318,22 +319,25 @@ def _run(program, broker_url: str, crs: str, start_seq: int, conn, stop, parent:
                     gid, err = 0, f"it no longer fits the program: {type(e).__name__}: {e}"
                 else:
                     if area is not None:
-                        made.append(area)
+                        changed += 1
+                        if not m.index.in_table(sid):
+                            made.append(area)
                 joins.append((sid, ver, gid, next_seq, err))
             elif cmd[0] == "drop":
                 m.drop(cmd[1])
             elif cmd[0] == "crs":
                 if cmd[1] != areas.proj.crs:   # every area projected again, in one call
                     areas.set_crs(cmd[1])
-                    made.extend(g.area for g in m.index.groups.values() if g.area is not None)
+                    made.extend(m.index.loose_areas())
+                    changed += len(m.index.groups)
             elif cmd[0] == "ready":
-                told[0] = True
-                made.append(None)              # (the tables made now, before the first alert)
+                told[0] = ready = True         # (the tables made now, before the first alert)
+        # the areas matched one by one projected in one call; the area tables' rows by the
+        # tables, at once: many once told all (or the telling ends), before the next alert
         if made:
             areas.prepare(made)
-            # many at once once told all (or the telling ends): the tables made before the next alert
-            if told[0] and (len(made) > 100 or made[-1] is None):
-                m.index.prepare()
+        if told[0] and (changed > 100 or ready):
+            m.index.prepare()
         if joins:
             conn.send(("in", joins))
 

@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 
 import pytest
+import shapely
 
 from spatec.automata.exprs import compile_expr
 from spatec.frontend.check import check_file
 from spatec.frontend.parse import parse_expr
+from spatec.service import batch
 from spatec.service.areas import MAX_VERTICES, AreaError, Areas
 from spatec.service.filters import FilterError, compile_filter, field_types, values
 from spatec.service.hub import Hub
@@ -300,7 +303,6 @@ def test_matching_a_batch_agrees_with_evaluating_every_subscription(bunching, mo
     exact tests over a batch's pairs at once, a CRS decided later) gives every alert of a
     batch what testing each subscription alone gives: circles, boxes, a non-convex polygon,
     places, possibly and certainly, with and without an equality first; point hulls, no hull."""
-    from spatec.service import batch
 
     monkeypatch.setattr(batch, "FRESH", 40)            # the tree made again often
     areas = Areas(bunching, Projector(CRS))
@@ -342,17 +344,57 @@ def test_matching_a_batch_agrees_with_evaluating_every_subscription(bunching, mo
     check()
 
 
+def test_an_area_tables_rows_are_the_areas_own_stamps_in_each_crs(bunching):
+    """The rows a table projects for all its circles and polygons at once are, to the bit, the
+    stamps each area makes alone (:meth:`Areas.stamp`), in the first CRS and after another is
+    decided; a named place is its own stamp too."""
+    areas = Areas(bunching, Projector(CRS))
+    rng = random.Random(11)
+    idx = CoveringIndex()
+    for i in range(400):
+        _, a = _table_sub(rng)
+        if a is not None:
+            idx.add(str(i), "Bunching", None, areas.area(a, certainly=rng.random() < 0.3))
+    for crs in (CRS, "EPSG:32630", "EPSG:27700"):
+        areas.set_crs(crs)
+        idx.prepare()
+        (table,) = idx.tables.values()
+        kinds = set()
+        for i, g in enumerate(table.rows[:table.n]):
+            assert table.ready[i] and i not in table.bad
+            alone = Areas(bunching, Projector(crs)).stamp(g.area)
+            kinds.add(int(table.kind[i]))
+            if alone.xy is not None:
+                assert (table.x[i], table.y[i], table.r[i]) == (*alone.xy, alone.r)
+                assert shapely.equals_exact(table.geom[i], alone.geom, 0.0)
+            else:
+                assert table.r[i] == alone.r and shapely.equals_exact(table.geom[i], alone.geom, 0.0)
+        assert kinds == {batch.DISC, batch.POLY}
+
+
+class _NoMetres(Projector):
+    """A projection under which nothing has finite metres."""
+    __slots__ = ()
+
+    def forward(self, lon, lat):
+        x, y = super().forward(lon, lat)
+        return x * math.inf, y * math.inf
+
+
+class Unprojectable(Areas):
+    """Areas whose stamps cannot be made: no place projects to finite metres."""
+
+    def set_crs(self, crs):
+        super().set_crs(crs)
+        self.proj = _NoMetres(crs)
+
+
 def test_a_failing_area_in_a_batch_is_its_own(bunching, monkeypatch):
     """In a batch matched together (the tree path), a row whose area cannot be made fails at
     the first alert that meets its box, with the reason, once; the rows around it and the
     other alerts of the batch are matched as evaluating each subscription gives."""
-    from spatec.service import batch
 
     monkeypatch.setattr(batch, "FRESH", 8)
-
-    class Unprojectable(Areas):
-        def stamp(self, area):
-            raise ValueError("no projection for it")
 
     areas = Areas(bunching, Projector(CRS))
     broken = Unprojectable(bunching, Projector(CRS))
@@ -371,7 +413,8 @@ def test_a_failing_area_in_a_batch_is_its_own(bunching, monkeypatch):
     envs = [values(a, types) for a in alerts]
     got = idx.match_many([(a, e, (lambda a=a: areas.hull(a["hull"])), False) for a, e in zip(alerts, envs)])
     failed = [g for _, f in got for g in f]
-    assert len(failed) == 1 and "bad" in failed[0].members and "no projection" in failed[0].error
+    assert len(failed) == 1 and "bad" in failed[0].members
+    assert failed[0].error == f"its circle's centre (0.125, 52.2) does not project to {CRS}"
     assert got[0][1] == failed                                   # at the first alert
     for a, e, (matched, _) in zip(alerts, envs, got):
         assert members(matched) == naive_match(subs, a, e, lambda a=a: areas.hull(a["hull"]))
@@ -421,9 +464,6 @@ def test_one_failing_subscription_is_suspended_and_the_others_go_on(bunching, ar
         bad_certain = areas.area(zone, certainly=True)      # its containment polygon cannot be made
         bad_certain.inside = lambda: (_ for _ in ()).throw(ValueError("region geometry is not valid"))
 
-        class Unprojectable(Areas):                     # areas whose stamp cannot be made
-            def stamp(self, area):
-                raise ValueError("no projection for it")
         broken = Unprojectable(bunching, Projector(CRS))
         bad_disc = broken.area({"circle": [0.12, 52.2, 3000]})  # tested with the other circles
         bad_area = broken.area(zone)                        # tested with the other polygons
@@ -450,8 +490,9 @@ def test_one_failing_subscription_is_suspended_and_the_others_go_on(bunching, ar
         for sid in ("poison", "twin", "area", "certain", "disc"):
             assert hub.subs[sid].suspended is not None and not hub.subs[sid].entries
         assert "OverflowError" in hub.subs["poison"].suspended and "c1" in hub.subs["poison"].suspended
-        assert "not valid" in hub.subs["certain"].suspended and "no projection" in hub.subs["disc"].suspended
-        assert "no projection" in hub.subs["area"].suspended
+        assert "not valid" in hub.subs["certain"].suspended
+        assert "circle's centre (0.12, 52.2) does not project" in hub.subs["disc"].suspended
+        assert "polygon does not project" in hub.subs["area"].suspended
         assert sorted(s for s, _ in told) == ["area", "certain", "disc", "poison", "twin"]
         assert hub.suspended() == 5 and hub.skipped == 0
         # a renewal of a suspended one with the same (bad) filter stays suspended; others unaffected
