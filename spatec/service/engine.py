@@ -40,6 +40,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from spatec.feeds.sources import HttpFeedSource, Item, SourceSpec, feed_batch, parse_source
@@ -54,6 +55,7 @@ PUBLISH_TIMEOUT = 30.0  # s for the broker to acknowledge a batch's alerts
 CRS_SPAN = 120_000_000  # µs of event time of input the service's CRS is chosen from ...
 CRS_POLLS = 200         # ... or this many polls ...
 CRS_WAIT = 120.0        # ... or what came in this many seconds after the first poll
+CRS_LOOK = 0.1          # s between two looks for it while it is not decided (the input waits meanwhile)
 RESTART_BACKOFF = (1.0, 60.0)
 
 
@@ -402,7 +404,7 @@ def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trig
             try:
                 crs = call(loop, broker.meta.get("crs")).value.decode()
             except Exception:  # noqa: BLE001 - not decided yet: the service decides it from this log
-                stop.wait(0.5)
+                stop.wait(CRS_LOOK)
         if stop.is_set():
             poller.stop.set()
             return
@@ -425,6 +427,19 @@ def _detect(compiled, spec, broker_url: str, directory: str, lateness: int, trig
 
 
 # ------------------------------------------------------------------------------ ownership
+
+@dataclass
+class _CrsSample:
+    """The input log's first polls read so far, to choose the CRS from (:meth:`Engine.decide_crs`)."""
+
+    seq: int = 1                  # the next log entry to read
+    n: int = 0                    # polls read
+    first_at: float | None = None
+    lo: int | None = None         # the events' earliest and latest time, µs
+    hi: int | None = None
+    frames: dict = field(default_factory=dict)    # event type → the typed events
+    seen: set = field(default_factory=set)
+
 
 class Engine:
     """Which sources this process runs, kept in step with the ``spatec_owners`` bucket."""
@@ -450,6 +465,8 @@ class Engine:
         self._member_rev = 0
         self.failures: dict[str, dict] = {}    # source id → {"error", "restarts", "next"}
         self.stats: dict = {}
+        self._sample = _CrsSample()            # the input log's first polls read so far
+        self._deciding = asyncio.Lock()
 
     def fair_share(self, members: int) -> int:
         return -(-len(self.specs) // max(1, members))
@@ -458,6 +475,12 @@ class Engine:
     async def decide_crs(self) -> str | None:
         """The service's metric CRS: given, or already decided (by any process), or chosen now
         from the input log's first polls when there are enough (None: not yet)."""
+        if self.crs is not None:
+            return self.crs
+        async with self._deciding:
+            return await self._decide_crs()
+
+    async def _decide_crs(self) -> str | None:
         if self.crs is not None:
             return self.crs
         meta = self.broker.meta
@@ -478,44 +501,44 @@ class Engine:
         return got
 
     def _sample_crs(self) -> str | None:
+        """The CRS chosen from the input log's first polls once there are enough (each poll read
+        once: what was read before is kept), else None."""
         from nats.js.errors import NotFoundError
 
         from spatec.events.canonical import to_events
         from spatec.spatial.crs import choose_crs
 
         program = self.compiled.program
-        frames: dict = {}
-        seen: set = set()
-        first_at, lo, hi, n, seq = None, None, None, 0, 1
+        s = self._sample
         loop = self.loop
-        while n < CRS_POLLS:
+        while s.n < CRS_POLLS:
             try:
-                m = call(loop, self.broker.js.get_msg(INPUT, seq=seq, subject="spatec.input.>", next=True))
+                m = call(loop, self.broker.js.get_msg(INPUT, seq=s.seq, subject="spatec.input.>", next=True))
             except NotFoundError:
                 break
-            seq = m.seq + 1
-            n += 1
+            s.seq = m.seq + 1
+            s.n += 1
             h = m.headers or {}
             received = float(h.get("Spatec-Received", time.time()))
-            first_at = received if first_at is None else first_at
+            s.first_at = received if s.first_at is None else s.first_at
             sp = next((sp for sp in self.specs if input_subject(source_id(sp)) == m.subject), None)
             if sp is None:
                 continue
             decl = program.events[sp.type]
-            ev = to_events([feed_batch(sp.kind, m.subject, m.data, received)], decl, program.timezone, seen).events
+            ev = to_events([feed_batch(sp.kind, m.subject, m.data, received)], decl, program.timezone, s.seen).events
             if len(ev):
-                frames.setdefault(sp.type, []).append(ev)
-                lo = int(ev["_hi"].min()) if lo is None else min(lo, int(ev["_hi"].min()))
-                hi = int(ev["_hi"].max()) if hi is None else max(hi, int(ev["_hi"].max()))
-        if not frames:
+                s.frames.setdefault(sp.type, []).append(ev)
+                s.lo = int(ev["_hi"].min()) if s.lo is None else min(s.lo, int(ev["_hi"].min()))
+                s.hi = int(ev["_hi"].max()) if s.hi is None else max(s.hi, int(ev["_hi"].max()))
+        if not s.frames:
             return None
-        enough = (hi - lo >= CRS_SPAN or n >= CRS_POLLS
-                  or (first_at is not None and time.time() - first_at >= CRS_WAIT))
+        enough = (s.hi - s.lo >= CRS_SPAN or s.n >= CRS_POLLS
+                  or (s.first_at is not None and time.time() - s.first_at >= CRS_WAIT))
         if not enough:
             return None
         import pandas as pd
 
-        return choose_crs(program, {t: pd.concat(fs, ignore_index=True) for t, fs in frames.items()})
+        return choose_crs(program, {t: pd.concat(fs, ignore_index=True) for t, fs in s.frames.items()})
 
     # -- ownership
     async def renew(self) -> None:

@@ -43,6 +43,7 @@ log = logging.getLogger("spatec.service")
 
 OWN_EVERY = 1.0        # s between two ownership rounds
 WATCH_EVERY = 1.0      # s between two looks at the broker
+CRS_EVERY = 0.2        # s between two looks for enough input to decide the CRS, until it is
 POSITION_POLLS = 5     # of a backlog of polls, the last ones shown on the page
 POSITIONS_EVERY = 1.0  # s between two looks at new polls for the page
 HEALTHY_AFTER = 30.0   # s a restarted task must run before it counts as healthy again
@@ -134,6 +135,7 @@ class Service:
             log.warning("the stored subscriptions did not load within 120 s; serving meanwhile")
         self._supervise("leases", self._sweep)
         self._supervise("owners", self._own)
+        self._supervise("crs", self._choose_crs)
         self._supervise("renewals", self._renew)
         self._supervise("broker-watch", self._watch_broker)
         self._supervise("positions", self._follow_positions)
@@ -216,6 +218,17 @@ class Service:
                 self.set_crs(self.engine.crs)
             await self.delivery.step()
         await self._every(OWN_EVERY, step)
+
+    async def _choose_crs(self) -> None:
+        """While the CRS is not decided, look for enough input to decide it every
+        :data:`CRS_EVERY` s: the detectors wait for it, and what comes meanwhile is decided in
+        one burst once they start (the sooner, the smaller)."""
+        async def step():
+            if self.engine.crs is None and not self.signalled:
+                crs = await self.engine.decide_crs()
+                if crs is not None and crs != self.areas.proj.crs:
+                    self.set_crs(crs)
+        await self._every(CRS_EVERY, step)
 
     async def _renew(self) -> None:
         await self._every(OWN_EVERY, self.engine.renew)
