@@ -71,6 +71,8 @@ class AreaTable:
         cap = 64
         self.box = np.zeros((cap, 4))
         self.live = np.zeros(cap, dtype=bool)      # present and not failed
+        self.grp = np.empty(cap, dtype=object)     # row → Group, as an array (a batch's matches taken at once)
+        self.full = np.zeros(cap, dtype=bool)      # its filter is more than the one comparison: tested in full
         self.eqf = np.full(cap, -1, dtype=np.int32)
         self.eqv = np.zeros(cap, dtype=np.int64)
         self.cert = np.zeros(cap, dtype=bool)
@@ -111,7 +113,10 @@ class AreaTable:
         i = self.n
         self.n += 1
         self.rows.append(g)
+        self.grp[i] = g
         self.row_of[g] = i
+        f = g.filter
+        self.full[i] = f is not None and bool(f.rest or len(f.atoms) > 1)
         self.box[i] = g.area.box
         self.live[i] = g.error is None
         self.cert[i] = bool(g.area.certainly)
@@ -145,6 +150,7 @@ class AreaTable:
     def drop(self, g) -> None:
         i = self.row_of.pop(g)
         self.rows[i] = None
+        self.grp[i] = None
         self.live[i] = False
         self.bad.pop(i, None)
         self.dead += 1
@@ -152,7 +158,7 @@ class AreaTable:
     def all(self) -> list:
         return list(self.row_of)
 
-    _ARRAYS = ("box", "live", "eqf", "eqv", "cert", "ready", "kind", "x", "y", "r", "geom", "q", "edge", "areal",
+    _ARRAYS = ("box", "live", "grp", "full", "eqf", "eqv", "cert", "ready", "kind", "x", "y", "r", "geom", "q", "edge", "areal",
                "mbox", "qbox", "circle", "lon", "lat", "r0", "own")
 
     def _grow(self) -> None:
@@ -354,19 +360,24 @@ class AreaTable:
             keep = np.array([locs[b] is not None for b in range(B)], dtype=bool)[ai]
             ai, si = ai[keep], si[keep]
         hit = self._exact(ai, si, locs, out)
-        for b, s in zip(ai[hit].tolist(), si[hit].tolist()):
-            g = self.rows[s]
-            if g.error is not None:
+        ai, si = ai[hit], si[hit]
+        ok = self.live[si]                     # (not failed in this batch)
+        full = np.flatnonzero(ok & self.full[si])
+        for k, b, s in zip(full.tolist(), ai[full].tolist(), si[full].tolist()):
+            if not self.live[s]:               # failed on an earlier alert of the batch
+                ok[k] = False
                 continue
-            f = g.filter
-            if f is not None and (f.rest or len(f.atoms) > 1):     # more than the one comparison
-                try:
-                    if not f.test(envs[b]):
-                        continue
-                except Exception as e:  # noqa: BLE001 - its own failure, isolated
-                    self._fail(s, f"{type(e).__name__}: {e}", out[b])
-                    continue
-            out[b][0].append(g)
+            g = self.rows[s]                   # more than the one comparison: the filter in full
+            try:
+                ok[k] = bool(g.filter.test(envs[b]))
+            except Exception as e:  # noqa: BLE001 - its own failure, isolated
+                ok[k] = False
+                self._fail(s, f"{type(e).__name__}: {e}", out[b])
+        ai, si = ai[ok], si[ok]
+        if len(ai):                            # (sorted by alert) each alert's groups in one slice
+            bs, starts = np.unique(ai, return_index=True)
+            for b, part in zip(bs.tolist(), np.split(self.grp[si], starts[1:])):
+                out[b][0].extend(part.tolist())
         return out
 
     def _fail(self, row: int, reason: str, res: list) -> None:

@@ -70,7 +70,7 @@ class Group:
     parent: "Group | None" = None
     slot: tuple | None = None                      # where it is indexed
     error: str | None = None                       # why its test failed (then it is never tested again)
-    gid: int | None = None                         # its number for the hub (matcher.Matching.gid)
+    gid: int | None = None                         # its number for the hub (never another group's)
 
     @property
     def in_table(self) -> bool:
@@ -108,6 +108,7 @@ class CoveringIndex:
         self.phrases: dict = {}           # phrase (None: every phrase) → _PhraseIndex
         self.tables: dict = {}            # phrase (None: every phrase) → AreaTable (groups with an area)
         self._tests = 0
+        self._gid = 0                     # the last group's number
 
     @property
     def tests(self) -> int:
@@ -125,7 +126,8 @@ class CoveringIndex:
         self.remove(sub_id)
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = Group(key, phrase, flt, area)
+            self._gid += 1
+            g = self.groups[key] = Group(key, phrase, flt, area, gid=self._gid)
             if tabled(g):                    # an area (and at most an equality first): matched in batches
                 g.slot = ("table", None)
                 t = self.tables.get(phrase)

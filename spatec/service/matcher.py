@@ -63,20 +63,12 @@ class Matching:
         self.areas, self.program = areas, program
         self.index = CoveringIndex()
         self._types: dict = {}
-        self._gid = 0
-
-    def gid(self, g) -> int:
-        """A group's number (the hub knows groups by it)."""
-        n = getattr(g, "gid", None)
-        if n is None:
-            self._gid += 1
-            n = g.gid = self._gid
-        return n
 
     def put(self, sid: str, phrase, flt, area) -> tuple[int, str | None]:
-        """Put a subscription in its group: (group id, the group's error if it has failed)."""
+        """Put a subscription in its group: (group id — the hub knows groups by it —, the
+        group's error if it has failed)."""
         g = self.index.add(sid, phrase, flt, area)
-        return self.gid(g), g.error
+        return g.gid, g.error
 
     def drop(self, sid: str) -> None:
         self.index.remove(sid)
@@ -138,9 +130,9 @@ class Matching:
                 res[k] = r
                 continue
             matched, failed = r
-            bad = [(self.gid(g), f"its {'filter' if g.filter is not None else 'area'} failed on alert {cid}: "
+            bad = [(g.gid, f"its {'filter' if g.filter is not None else 'area'} failed on alert {cid}: "
                                  f"{g.error}") for g in failed]
-            res[k] = (cid, frame, [self.gid(g) for g in matched], bad)
+            res[k] = (cid, frame, [g.gid for g in matched], bad)
         return res
 
     @staticmethod

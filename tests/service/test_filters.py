@@ -344,6 +344,32 @@ def test_matching_a_batch_agrees_with_evaluating_every_subscription(bunching, mo
     check()
 
 
+def test_a_filter_failing_in_a_batch_is_never_matched_later_in_it(bunching):
+    """A table's group whose filter (more than its one comparison) raises on an alert of a
+    batch is failed there, once, and gets none of the batch's later alerts even where its
+    filter would now pass; the group beside it, the same area without a filter, gets all."""
+    areas = Areas(bunching, Projector(CRS))
+    idx = CoveringIndex()
+    circle = areas.area({"circle": [0.125, 52.2, 3000]})
+    flt = compile_filter(bunching, "Bunching", 'line == "1" and metres < 90')
+    calls = []
+
+    def flaky(env):
+        calls.append(env["metres"])
+        if len(calls) == 1:
+            raise OverflowError("int too large to convert to float")
+        return True
+    flt.test = flaky
+    idx.add("flaky", "Bunching", flt, circle)
+    idx.add("plain", "Bunching", None, circle)
+    types = field_types(bunching, "Bunching")
+    alerts = [{"phrase": "Bunching", "line": "1", "metres": float(m), "hull": "POINT (0.125 52.2)"} for m in (10, 20, 30)]
+    got = idx.match_many([(a, values(a, types), (lambda a=a: areas.hull(a["hull"])), False) for a in alerts])
+    assert [sorted(members(m)) for m, _ in got] == [["plain"]] * 3
+    assert [[sorted(g.members) for g in f] for _, f in got] == [[["flaky"]], [], []]
+    assert "OverflowError" in got[0][1][0].error and calls == [10.0]
+
+
 def test_an_area_tables_rows_are_the_areas_own_stamps_in_each_crs(bunching):
     """The rows a table projects for all its circles and polygons at once are, to the bit, the
     stamps each area makes alone (:meth:`Areas.stamp`), in the first CRS and after another is
