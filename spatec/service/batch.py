@@ -158,8 +158,8 @@ class AreaTable:
     def all(self) -> list:
         return list(self.row_of)
 
-    _ARRAYS = ("box", "live", "grp", "full", "eqf", "eqv", "cert", "ready", "kind", "x", "y", "r", "geom", "q", "edge", "areal",
-               "mbox", "qbox", "circle", "lon", "lat", "r0", "own")
+    _ARRAYS = ("box", "live", "grp", "full", "eqf", "eqv", "cert", "ready", "kind", "x", "y", "r", "geom", "q",
+               "edge", "areal", "mbox", "qbox", "circle", "lon", "lat", "r0", "own")
 
     def _grow(self) -> None:
         cap = 2 * len(self.live)

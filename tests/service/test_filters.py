@@ -363,7 +363,8 @@ def test_a_filter_failing_in_a_batch_is_never_matched_later_in_it(bunching):
     idx.add("flaky", "Bunching", flt, circle)
     idx.add("plain", "Bunching", None, circle)
     types = field_types(bunching, "Bunching")
-    alerts = [{"phrase": "Bunching", "line": "1", "metres": float(m), "hull": "POINT (0.125 52.2)"} for m in (10, 20, 30)]
+    alerts = [{"phrase": "Bunching", "line": "1", "metres": float(m), "hull": "POINT (0.125 52.2)"}
+              for m in (10, 20, 30)]
     got = idx.match_many([(a, values(a, types), (lambda a=a: areas.hull(a["hull"])), False) for a in alerts])
     assert [sorted(members(m)) for m, _ in got] == [["plain"]] * 3
     assert [[sorted(g.members) for g in f] for _, f in got] == [[["flaky"]], [], []]
