@@ -8,14 +8,17 @@ Each is matched as the matcher process matches the alert log: in batches of
 :data:`~spatec.service.matcher.BATCH` (``match_batch``: the hulls parsed and projected in one
 call, the area tables' pairs tested at once); the baseline is the same alerts one at a time
 (``match``). The CPU time of each, best of ``--repeat``, in this process; the groups matched
-are checked equal::
+are checked equal. What the subscriptions made is frozen as the matcher freezes it
+(:class:`~spatec.service.matcher.LongLived`; ``--no-freeze``: not), and the collector's full
+passes while matching are timed: each holds every alert waiting::
 
-    .venv/bin/python bench/bench_match.py [--subs 100000] [--alerts 3200] [--repeat 5]
+    .venv/bin/python bench/bench_match.py [--subs 100000] [--alerts 3200] [--repeat 5] [--no-freeze]
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import json
 import random
 import sys
@@ -32,7 +35,7 @@ from bench_serve import PROGRAM, STOPS, mix  # noqa: E402
 from spatec.frontend.check import check_file  # noqa: E402
 from spatec.service.areas import Areas  # noqa: E402
 from spatec.service.filters import Filters  # noqa: E402
-from spatec.service.matcher import BATCH, Matching  # noqa: E402
+from spatec.service.matcher import BATCH, LongLived, Matching  # noqa: E402
 from spatec.spatial.crs import Projector  # noqa: E402
 
 
@@ -41,6 +44,7 @@ def main() -> None:
     ap.add_argument("--subs", type=int, default=100_000)
     ap.add_argument("--alerts", type=int, default=3200)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-freeze", action="store_true", help="leave what the subscriptions made to the collector")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-match-"))
@@ -62,6 +66,8 @@ def main() -> None:
         m.put(f"s{i}", "Standing", flt, areas.area(s["area"], s.get("certainly", False)) if "area" in s else None)
     areas.prepare(m.index.loose_areas())
     m.index.prepare()
+    if not args.no_freeze:
+        LongLived().changed(len(subs), 0, len(m.index.groups), ready=True)
     alerts = []
     for k in range(args.alerts):
         lon, lat = rng.choice(stops)
@@ -86,7 +92,17 @@ def main() -> None:
         return min(times), got
 
     batched()                                          # (the tables' trees made, caches warm)
+    passes, began = [], [0.0]
+
+    def timing(phase, info):
+        if info["generation"] == 2:
+            if phase == "start":
+                began[0] = time.perf_counter()
+            else:
+                passes.append(time.perf_counter() - began[0])
+    gc.callbacks.append(timing)
     t_batch, got_b = best(batched)
+    gc.callbacks.remove(timing)
     t_alone, got_a = best(alone)
     assert [sorted(r[2]) for r in got_b] == [sorted(r[2]) for r in got_a]
     per = sum(len(r[2]) for r in got_b) / len(alerts)
@@ -96,6 +112,8 @@ def main() -> None:
     print(f"{'batches of ' + str(BATCH):>22} {t_batch / len(alerts) * 1e3:>11.3f}")
     print(f"{'one at a time':>22} {t_alone / len(alerts) * 1e3:>11.3f}")
     print(f"batches: {t_alone / t_batch:.1f}x less CPU than one at a time (the same groups matched)")
+    print(f"the collector's full passes while matching in batches ({'not ' if args.no_freeze else ''}frozen): "
+          f"{len(passes)}, the longest {max(passes, default=0.0) * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":

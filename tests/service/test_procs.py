@@ -132,3 +132,38 @@ def test_the_service_s_signals_reach_the_service_not_its_children(tmp_path):
     lines = r.stdout.split("\n")
     want = ("({'SigBlk': True, 'SigIgn': False}, {'SigBlk': False, 'SigIgn': True}, 'spatec-test')", "0")
     assert lines[:4] == [*want, *want], r.stdout
+
+
+class _Cycle:
+    pass
+
+
+def test_what_many_subscriptions_made_is_frozen_and_a_full_pass_frees_what_many_drops_left():
+    """The matcher's collector policy (:class:`spatec.service.matcher.LongLived`): after many
+    changes at once what exists is frozen (no full pass walks it: a cycle dropped then stays),
+    a few changes freeze nothing, and once many were dropped one full pass frees their cycles."""
+    import gc
+    import weakref
+
+    from spatec.service.matcher import LongLived
+
+    gc.collect()
+    ll = LongLived()
+    try:
+        ll.changed(LongLived.MANY, 0, 1000)                # a few: nothing frozen
+        assert gc.get_freeze_count() == 0
+        a = _Cycle()
+        a.me = a
+        gone = weakref.ref(a)
+        ll.changed(LongLived.MANY + 1, 0, 1000)            # many at once: frozen
+        assert gc.get_freeze_count() > 0
+        del a
+        gc.collect()
+        assert gone() is not None                          # frozen: no pass frees it
+        ll.changed(0, 9_999, 50_000)                       # dropped, not yet many
+        gc.collect()
+        assert gone() is not None
+        ll.changed(0, 2, 50_000)                           # 10,001 dropped: one full pass first
+        assert gone() is None and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
