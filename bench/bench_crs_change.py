@@ -21,11 +21,9 @@ stamps made alone (centres, radii and polygons, to the bit)::
 from __future__ import annotations
 
 import argparse
-import csv
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,12 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_serve import PROGRAM, STOPS, mix  # noqa: E402
+from city_matcher import city_matcher  # noqa: E402
 
-from spatec.frontend.check import check_file  # noqa: E402
 from spatec.service.areas import Areas  # noqa: E402
-from spatec.service.filters import Filters  # noqa: E402
-from spatec.service.matcher import Matching  # noqa: E402
 from spatec.spatial.crs import Projector  # noqa: E402
 
 CRSS = ("EPSG:32630", "EPSG:32631")
@@ -52,28 +47,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="changes timed each way")
     args = ap.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="bench-crs-"))
-    (work / "p.spatec").write_text(PROGRAM.format(bus=ROOT / "examples" / "bus.spatec"))
-    program = check_file(work / "p.spatec")
-    with open(STOPS, newline="") as f:
-        stops = [(float(r["lon"]), float(r["lat"])) for r in csv.DictReader(f)]
-    box = (min(s[0] for s in stops), min(s[1] for s in stops), max(s[0] for s in stops), max(s[1] for s in stops))
-    rng = random.Random(7)
-    subs = mix(args.subs, [f"v{i}" for i in range(400)], [str(i) for i in range(100)], stops, box, rng)
-
-    areas = Areas(program, Projector(CRSS[1]))
-    filters = Filters(program)
-    m = Matching(areas, program)
-    compiled: dict = {}
-    for i, s in enumerate(subs):
-        w = s.get("where")
-        flt = None
-        if w:
-            flt = compiled.get(w) or compiled.setdefault(w, filters.compile("Standing", w))
-        a = areas.area(s["area"], s.get("certainly", False)) if "area" in s else None
-        m.put(f"s{i}", "Standing", flt, a)
-    areas.prepare(m.index.loose_areas())
-    m.index.prepare()
+    program, areas, m, subs, _ = city_matcher(args.subs, CRSS[1], random.Random(7))
     groups = [g for g in m.index.groups.values() if g.area is not None]
     print(f"{args.subs:,} subscriptions: {len(m.index.groups):,} groups, {len(groups):,} with an area")
 

@@ -17,12 +17,10 @@ passes while matching are timed: each holds every alert waiting::
 from __future__ import annotations
 
 import argparse
-import csv
 import gc
 import json
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,13 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_serve import PROGRAM, STOPS, mix  # noqa: E402
+from city_matcher import LINES, VEHICLES, city_matcher  # noqa: E402
 
-from spatec.frontend.check import check_file  # noqa: E402
-from spatec.service.areas import Areas  # noqa: E402
-from spatec.service.filters import Filters  # noqa: E402
-from spatec.service.matcher import BATCH, LongLived, Matching  # noqa: E402
-from spatec.spatial.crs import Projector  # noqa: E402
+from spatec.service.matcher import BATCH, LongLived  # noqa: E402
 
 
 def main() -> None:
@@ -47,25 +41,9 @@ def main() -> None:
     ap.add_argument("--no-freeze", action="store_true", help="leave what the subscriptions made to the collector")
     args = ap.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="bench-match-"))
-    (work / "p.spatec").write_text(PROGRAM.format(bus=ROOT / "examples" / "bus.spatec"))
-    program = check_file(work / "p.spatec")
-    with open(STOPS, newline="") as f:
-        stops = [(float(r["lon"]), float(r["lat"])) for r in csv.DictReader(f)]
-    box = (min(s[0] for s in stops), min(s[1] for s in stops), max(s[0] for s in stops), max(s[1] for s in stops))
     rng = random.Random(7)
-    vehicles, lines = [f"v{i}" for i in range(400)], [str(i) for i in range(100)]
-    subs = mix(args.subs, vehicles, lines, stops, box, rng)
-    areas = Areas(program, Projector("EPSG:32630"))
-    filters = Filters(program)
-    m = Matching(areas, program)
-    compiled: dict = {}
-    for i, s in enumerate(subs):
-        w = s.get("where")
-        flt = (compiled.get(w) or compiled.setdefault(w, filters.compile("Standing", w))) if w else None
-        m.put(f"s{i}", "Standing", flt, areas.area(s["area"], s.get("certainly", False)) if "area" in s else None)
-    areas.prepare(m.index.loose_areas())
-    m.index.prepare()
+    program, areas, m, subs, stops = city_matcher(args.subs, "EPSG:32630", rng)
+    vehicles, lines = VEHICLES, LINES
     if not args.no_freeze:
         LongLived().changed(len(subs), 0, len(m.index.groups), ready=True)
     alerts = []
