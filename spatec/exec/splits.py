@@ -1,10 +1,11 @@
 """Inputs cut into splits, and one split read and typed.
 
-A *split* is the unit of reading: rows ``[a, b)`` of a Parquet file (by its row groups,
-sliced), a CSV or JSON lines file (whole, or part ``k`` of ``n`` of its records when it is
-large: every part parses the file, and types only its records), a SIRI-VM poll file or
-archive, or a few poll files of a directory. Splits are numbered in input order (input,
-file, part), which is the order the duplicate rule and the rejects file follow.
+A *split* is the unit of reading: rows ``[a, b)`` of a Parquet file (from its row groups,
+decoded no further than ``b``), a CSV or JSON lines file (whole, or part ``k`` of ``n`` of
+its records when it is large: every part parses the file, and types only its records), a
+SIRI-VM poll file or archive, or a few poll files of a directory. Splits are numbered in
+input order (input, file, part), which is the order the duplicate rule and the rejects file
+follow.
 
 :func:`plan_splits` runs where the run is planned (it lists files and reads Parquet footers
 and CSV headers, so that a file unusable as a whole fails before any task starts);
@@ -216,29 +217,52 @@ def _shifted(fetch, a: int):
 
 
 def parquet_batch(file: str, columns, a: int, b: int) -> RawBatch:
-    """Rows ``[a, b)`` of a Parquet file (only its row groups that hold them are read)."""
+    """Rows ``[a, b)`` of a Parquet file: its row groups that hold them, decoded in batches
+    from the first one's start (a row group is Parquet's least unit of reading) up to row
+    ``b`` and no further (:func:`rows_of`)."""
     from spatec.events.formats import slice_fetch
 
     try:
         f = pq.ParquetFile(file)
         present = f.schema_arrow.names
         load = [c for c in present if c in set(columns)]
-        md = f.metadata
-        groups, starts, at = [], [], 0
-        for g in range(md.num_row_groups):
-            m = md.row_group(g).num_rows
-            if at < b and at + m > a:
-                groups.append(g)
-                starts.append(at)
-            at += m
-        if groups:
-            table = f.read_row_groups(groups, columns=load)
-            table = table.slice(a - starts[0], b - a)
-        else:
-            table = f.schema_arrow.empty_table().select(load)
+        table = rows_of(f, load, a, b)
     except (pa.ArrowInvalid, OSError) as e:
         raise DataError(f"{file}: cannot read as Parquet: {e}") from None
     numbers = np.arange(a + 1, a + 1 + table.num_rows, dtype=np.int64)
     partial = len(load) < len(present)
     return RawBatch.of(file, table, rows=numbers, present=present,
                        fetch=slice_fetch("parquet" if partial else None, file, present, numbers))
+
+
+#: Rows a batch of :func:`rows_of` decodes at a time.
+PARQUET_BATCH = 65_536
+
+
+def rows_of(f: "pq.ParquetFile", columns: list, a: int, b: int) -> pa.Table:
+    """Rows ``[a, b)`` of the columns ``columns`` of the Parquet file ``f``. Only the row
+    groups that hold them are read, and the last one only as far as row ``b``: a split of
+    a row group larger than the split decoded its whole group (or two) — on 4 bus-days in
+    row groups of 2**20 rows, 22 splits decoded 28 groups where 6 hold the file."""
+    md = f.metadata
+    groups, start, at = [], None, 0
+    for g in range(md.num_row_groups):
+        m = md.row_group(g).num_rows
+        if at < b and at + m > a:
+            groups.append(g)
+            start = at if start is None else start
+        at += m
+    schema = f.schema_arrow
+    schema = pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
+    if not groups:
+        return schema.empty_table()
+    parts, at = [], start
+    for batch in f.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups, columns=columns):
+        n = batch.num_rows
+        lo, hi = max(a - at, 0), min(b - at, n)
+        if hi > lo:
+            parts.append(batch.slice(lo, hi - lo))
+        at += n
+        if at >= b:
+            break
+    return pa.Table.from_batches(parts, schema=schema) if parts else schema.empty_table()

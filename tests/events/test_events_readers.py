@@ -460,3 +460,30 @@ def test_a_parquet_binary_text_column_is_read_as_utf8_and_its_bad_bytes_are_reje
     assert r.rejects["reason"].tolist() == [
         "vehicle: not UTF-8 (byte 0xE9 at character 5); convert the column to UTF-8 text",
         "vehicle: not UTF-8 (byte 0xE8 at character 5); convert the column to UTF-8 text"]
+
+
+def test_a_parquet_splits_rows_are_the_files_rows_whatever_its_row_groups_and_batches(tmp_path, monkeypatch):
+    """Rows [a, b) of a Parquet file read for a split (only its row groups that hold them,
+    the last decoded only as far as b) are the file's rows [a, b), for every range: within
+    one group, across groups, at their edges, empty, at the end, in batches that do not
+    fit the groups."""
+    from spatec.exec import splits
+
+    n = 23
+    table = pa.table({"vehicle": [f"v{i % 4}" for i in range(n)], "ts": np.arange(n, dtype=np.int64),
+                      "lon": np.linspace(0.0, 1.0, n), "other": [str(i) for i in range(n)]})
+    path = tmp_path / "a.parquet"
+    pq.write_table(table, path, row_group_size=5)
+    f = pq.ParquetFile(path)
+    assert f.metadata.num_row_groups == 5
+    monkeypatch.setattr(splits, "PARQUET_BATCH", 3)
+    cols = ["vehicle", "ts", "lon"]
+    whole = table.select(cols)
+    for a in range(n + 1):
+        for b in range(a, n + 2):
+            got = splits.rows_of(f, cols, a, b)
+            assert got.schema.names == cols
+            assert got.equals(whole.slice(a, min(b, n) - a)), (a, b)
+    batch = splits.parquet_batch(str(path), ["vehicle", "ts", "lon", "line"], 7, 16)
+    assert batch.table.column("ts").to_pylist() == list(range(7, 16))
+    assert batch.rows.tolist() == list(range(8, 17))        # records numbered as in the file

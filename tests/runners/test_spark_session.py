@@ -8,6 +8,7 @@ from spatec.runners.spark.session import (
     network_settings,
     sedona_jar,
     sedona_missing,
+    thp_on_request,
     with_jar,
 )
 
@@ -32,11 +33,20 @@ def test_running_session_listens_on_loopback_without_ui(spark):
     assert spark.sparkContext.uiWebUrl is None
 
 
-def test_a_local_jvm_compiles_with_the_first_tier_only_and_a_cluster_keeps_its_default(spark):
-    assert jvm_settings("local[2]") == {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+def test_a_local_jvm_compiles_with_the_first_tier_only_and_a_cluster_keeps_its_default(spark, tmp_path):
+    mode = tmp_path / "enabled"
+    for text, huge in (("always [madvise] never\n", True), ("[always] madvise never\n", False),
+                       ("always madvise [never]\n", False)):
+        mode.write_text(text)
+        want = "-XX:TieredStopAtLevel=1" + (" -XX:+UseTransparentHugePages" if huge else "")
+        assert jvm_settings("local[2]", str(mode)) == {"spark.driver.extraJavaOptions": want}
+    assert jvm_settings("local[2]", str(tmp_path / "absent")) == {
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}      # (not Linux)
     assert jvm_settings("spark://127.0.0.1:7077") == {} and jvm_settings("yarn") == {}
     bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert "-XX:TieredStopAtLevel=1" in list(bean.getInputArguments())      # (the session's JVM got it)
+    args = list(bean.getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" in args      # (the session's JVM got it)
+    assert ("-XX:+UseTransparentHugePages" in args) == thp_on_request()
 
 
 def test_sedona_jar_on_spark_jars(spark):
