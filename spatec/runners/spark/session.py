@@ -91,12 +91,13 @@ LOCAL_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 #: Where Linux says when a process gets transparent huge pages (``[madvise]``: when it asks).
 THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
 #: The local JVM's heap in transparent huge pages, where the kernel gives them on request:
-#: its heap of 4 kB pages faulted in 150,000-320,000 pages in a session's first replay (4
-#: bus-days, three phrases, this 2-core VM), and their kernel time was a third of the
-#: machine's. Two rounds of four configurations, three replays each (``/proc/stat``): the
-#: kernel's CPU in the warm replays 9.7-12.8 s -> 4.2-6.2 s, their time 26.3-39.9 s -> 23.5-26.6 s;
-#: the first replay 35.5-40.9 s -> 33.2-34.6 s. (Python's allocator on malloc as well,
-#: ``PYTHONMALLOC=malloc``, cut the workers' faults tenfold but not their time: not set.)
+#: in 4 kB pages it faulted in 150,000-320,000 pages in a session's first replay (4 bus-days,
+#: three phrases, a 2-core VM), 11,000-15,000 in huge pages. One interleaved harness (two
+#: rounds, a first and two warm replays each, ``/proc/stat``): the warm replays' kernel CPU
+#: 9.7-12.8 s -> 4.2-6.2 s, their time 26.3-39.9 s -> 23.5-26.6 s; a second one, with the
+#: Parquet reading of :func:`spatec.exec.splits.rows_of` too, within the machine's spread
+#: (warm means 24.8 -> 23.6 s). (Python's allocator on malloc, ``PYTHONMALLOC=malloc``, cut
+#: the workers' faults tenfold but not their time: not set.)
 THP_JVM = "-XX:+UseTransparentHugePages"
 
 
