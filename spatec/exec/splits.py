@@ -239,7 +239,7 @@ def parquet_batch(file: str, columns, a: int, b: int) -> RawBatch:
 PARQUET_BATCH = 65_536
 
 
-def rows_of(f: "pq.ParquetFile", columns: list, a: int, b: int) -> pa.Table:
+def rows_of(f: pq.ParquetFile, columns: list, a: int, b: int) -> pa.Table:
     """Rows ``[a, b)`` of the columns ``columns`` of the Parquet file ``f``. Only the row
     groups that hold them are read, and the last one only as far as row ``b``: a split of
     a row group larger than the split decoded its whole group (or two) — on 4 bus-days in
@@ -252,12 +252,10 @@ def rows_of(f: "pq.ParquetFile", columns: list, a: int, b: int) -> pa.Table:
             groups.append(g)
             start = at if start is None else start
         at += m
-    schema = f.schema_arrow
-    schema = pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
-    if not groups:
-        return schema.empty_table()
+    whole = f.schema_arrow
     parts, at = [], start
-    for batch in f.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups, columns=columns):
+    batches = f.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups, columns=columns) if groups else ()
+    for batch in batches:
         n = batch.num_rows
         lo, hi = max(a - at, 0), min(b - at, n)
         if hi > lo:
@@ -265,4 +263,4 @@ def rows_of(f: "pq.ParquetFile", columns: list, a: int, b: int) -> pa.Table:
         at += n
         if at >= b:
             break
-    return pa.Table.from_batches(parts, schema=schema) if parts else schema.empty_table()
+    return pa.Table.from_batches(parts, schema=pa.schema([whole.field(c) for c in columns], metadata=whole.metadata))
