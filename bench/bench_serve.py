@@ -68,6 +68,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -298,6 +300,7 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         for k, xs in legs.items():
             lat = sorted(xs)
             out[f"{k}_p50_ms"], out[f"{k}_p99_ms"] = q(0.5), q(0.99)
+        out["start"] = start_windows(readers, decided, steps, t_first)
         out["groups"] = st["groups"]
         out["hub_lag_ms"] = st.get("decided_to_hub_ms")         # decided -> in the buffers, the last alerts
         t0 = time.perf_counter()
@@ -309,6 +312,31 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
     finally:
         srv.stop()
     return out
+
+
+def start_windows(readers: dict, decided: dict, steps: dict, t_first: float, width: float = 0.5,
+                  upto: float = 4.0) -> list:
+    """The first seconds, where the p99 with the first 3 s comes from: per ``width`` seconds of
+    decision time from the first composite decided, the frames read, their p99 decided-to-read
+    (ms) and each leg's p99 (log, match, pipe, hub, sse: as the whole run's)."""
+    rows = []
+    for a in np.arange(0.0, upto, width):
+        lat, legs = [], {"log": [], "match": [], "pipe": [], "hub": [], "sse": []}
+        for got in readers.values():
+            for t, c in got:
+                d = decided.get(c)
+                if d is None or not (t_first + a <= d < t_first + a + width):
+                    continue
+                lat.append((t - d) * 1e3)
+                if c in steps:
+                    t_in, t_out, t_recv, t_done = steps[c]
+                    for k, x, y in (("log", d, t_in), ("match", t_in, t_out), ("pipe", t_out, t_recv),
+                                    ("hub", t_recv, t_done), ("sse", t_done, t)):
+                        legs[k].append((y - x) * 1e3)
+        p99 = lambda xs: float(np.percentile(xs, 99)) if xs else float("nan")  # noqa: E731
+        rows.append({"from_s": float(a), "frames": len(lat), "p99_ms": p99(lat),
+                     **{f"{k}_p99_ms": p99(v) for k, v in legs.items()}})
+    return rows
 
 
 def cpu_seconds(root: int, others: dict) -> dict:
@@ -444,6 +472,11 @@ def main() -> None:
     print("where the time goes (p50/p99 ms per frame read): " + ", ".join(legs))
     for r in rows:
         print(f"{r['subs']:>13,} " + "  ".join(f"{k} {r[k + '_p50_ms']:.0f}/{r[k + '_p99_ms']:.0f}" for k in legs))
+    print("the first seconds (from the first decided, by 0.5 s of decision time): frames, p99 ms, and each leg's p99")
+    for r in rows:
+        print(f"{r['subs']:>13,} " + " | ".join(
+            f"{w['from_s']:.1f}s {w['frames']} {w['p99_ms']:.0f} ("
+            + "/".join(f"{w[k + '_p99_ms']:.0f}" for k in legs) + ")" for w in r["start"] if w["frames"]))
     print("where the CPU goes (cores, from the feed's start until the log is still)")
     for r in rows:
         print(f"{r['subs']:>13,} " + "  ".join(f"{k} {v:.2f}" for k, v in r["cpu_cores"].items())
