@@ -240,7 +240,8 @@ class Program:
         frames = {}
         for name, path in res.paths.items():
             frames[name] = spark.read.schema(self.schema(name)).json(str(Path(path) / "*.jsonl")) \
-                if any(Path(path).glob("*.jsonl")) else spark.createDataFrame([], self.schema(name))
+                if any(Path(path).glob("*.jsonl")) \
+                else spark.createDataFrame(spark.sparkContext.emptyRDD(), self.schema(name))  # (no task)
         counts = [tuple(r) for r in res.ingest.rows]
         rejects = res.rejects
         if rejects is None:

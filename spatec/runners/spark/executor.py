@@ -81,10 +81,15 @@ from spatec.exec.tasks import (
     unipc,
 )
 from spatec.runners.spark.errors import spark_step
+from spatec.runners.spark.frames import local_frame
 from spatec.runners.spark.placement import placed, placing
 from spatec.runners.spark.session import on_this_machine
 from spatec.runtime.derived import end_frontier, input_watermark
 from spatec.storage.scratch import chosen_memory, twin_folder
+
+
+#: where each item's rows go: its group, its number, the value that sends it to its partition
+PLACES = pa.schema([("_ig", pa.int32()), ("_item", pa.int32()), ("_to", pa.int32())])
 
 
 def spark_schema(schema: pa.Schema):
@@ -422,8 +427,7 @@ class SparkExecutor(Executor):
         place = tuple(int(places[slot[i]]) for i in range(len(items)))
         simple = (all(it.lo_range is None for it in items) and self.copies is None and not g.history)
         if simple:
-            table = self.spark.createDataFrame([(int(it.group), i, place[i]) for i, it in enumerate(items)],
-                                               "_ig int, _item int, _to int")
+            table = local_frame(self.spark, [(int(it.group), i, place[i]) for i, it in enumerate(items)], PLACES)
             moved = blobs.join(F.broadcast(table), (F.col("g") == F.col("_ig")) | (F.col("g") == F.lit(-2))) \
                 .select("_to", "_item", "type", F.lit(False).alias("hist"), "value")
         else:
@@ -626,8 +630,7 @@ class SparkExecutor(Executor):
             return None
         items = tuple(Item(g.index, k) for k in groups)
         places = placing(len(items))
-        table = self.spark.createDataFrame([(k, i, int(places[i])) for i, k in enumerate(groups)],
-                                           "_ig int, _item int, _to int")
+        table = local_frame(self.spark, [(k, i, int(places[i])) for i, k in enumerate(groups)], PLACES)
         moved = placed(by_group.join(F.broadcast(table), F.col("_g") == F.col("_ig")).select("_to", "_item", "value"),
                        len(items), "_to")
 

@@ -29,6 +29,7 @@ import shapely
 
 from spatec.errors import UnsupportedError
 from spatec.plan.nodes import PhrasePlan
+from spatec.runners.spark.frames import local_frame
 from spatec.spatial.crs import Projector
 from spatec.spatial.engines import SPATIAL_SQL_FUNCTIONS, SedonaSparkEngine
 
@@ -126,6 +127,10 @@ def with_key(df):
 
 # ------------------------------------------------------------------------------- leaf patterns
 
+#: a pre-filter's places: phrase, type and the union of its places (grown by their radii), as WKB
+PLACE_SHAPES = pa.schema([("_rp", pa.string()), ("_rt", pa.string()), ("_wkb", pa.binary())])
+
+
 def sedona_prefilter(df, regions: dict, crs: str):
     """The events of ``df`` (canonical rows of one type) that possibly meet one of
     ``regions`` (name → Loc): a Sedona broadcast index join of the events against the
@@ -156,7 +161,7 @@ def live_prefilter(events, regions: dict):
     for (phrase, t), locs in sorted(regions.items()):
         shape = shapely.union_all([shapely.buffer(loc.geom, loc.r + 1.0, quad_segs=16) for loc in locs])
         rows.append((phrase, t, shapely.to_wkb(shape)))
-    places = spark.createDataFrame(rows, "_rp string, _rt string, _wkb binary") \
+    places = local_frame(spark, rows, PLACE_SHAPES) \
         .select("_rp", "_rt", F.expr("ST_GeomFromWKB(_wkb)").alias("_g"))
     names = sorted({p for p, _ in regions})
     tested = F.col("phrase").isin(names) & F.col("x").isNotNull()
