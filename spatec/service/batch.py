@@ -45,6 +45,48 @@ DEAD = 0.25
 REL, ABS = 1e-9, 1e-6
 
 DISC, POLY, SLOW = 0, 1, 2
+#: how far a polygon's box is shrunk about its centre for a rectangle inside it, tried in turn,
+#: then about a point GEOS finds inside it (``point_on_surface``: a polygon that is not convex)
+SHRINK = (0.95, 0.85, 0.7, 0.5, 0.3)
+SHRINK_INSIDE = (0.3, 0.15, 0.05)
+#: a box nothing lies in
+EMPTY = (np.inf, np.inf, -np.inf, -np.inf)
+
+
+def inner_boxes(geoms: np.ndarray) -> np.ndarray:
+    """For each polygon a rectangle ``(x0, y0, x1, y1)`` that GEOS finds it covers: its box
+    shrunk about the box's centre, the least of :data:`SHRINK` that fits, else about a point
+    inside it (:data:`SHRINK_INSIDE`); :data:`EMPTY` if none does. A point in the rectangle,
+    or a shape whose box is in it, lies in the polygon (exactly: the rectangle is the polygon
+    GEOS tested, its corners the same doubles), so most pairs need no GEOS call."""
+    n = len(geoms)
+    out = np.tile(np.array(EMPTY), (n, 1))
+    if not n:
+        return out
+    b = shapely.bounds(geoms)
+    todo = np.flatnonzero(np.isfinite(b).all(axis=1))
+    hw, hh = (b[:, 2] - b[:, 0]) / 2, (b[:, 3] - b[:, 1]) / 2
+    cx, cy = (b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2
+    for k, f in enumerate(SHRINK + SHRINK_INSIDE):
+        if not len(todo):
+            break
+        if k == len(SHRINK):                # not about the box's centre: about a point inside
+            inner = shapely.get_coordinates(shapely.point_on_surface(geoms[todo]))
+            if len(inner) != len(todo):     # (an empty one among them)
+                break
+            cx, cy = cx.copy(), cy.copy()
+            cx[todo], cy[todo] = inner[:, 0], inner[:, 1]
+        c = np.column_stack([cx[todo] - f * hw[todo], cy[todo] - f * hh[todo],
+                             cx[todo] + f * hw[todo], cy[todo] + f * hh[todo]])
+        ok = shapely.covered_by(shapely.box(c[:, 0], c[:, 1], c[:, 2], c[:, 3]), geoms[todo])
+        out[todo[ok]] = c[ok]
+        todo = todo[~ok]
+    return out
+
+
+def in_boxes(x0, y0, x1, y1, boxes: np.ndarray) -> np.ndarray:
+    """Whether each box ``(x0, y0, x1, y1)`` (a point: ``x0 == x1``) lies in the box beside it."""
+    return (x0 >= boxes[:, 0]) & (y0 >= boxes[:, 1]) & (x1 <= boxes[:, 2]) & (y1 <= boxes[:, 3])
 
 
 def tabled(g) -> bool:
@@ -72,6 +114,7 @@ class AreaTable:
         self.box = np.zeros((cap, 4))
         self.live = np.zeros(cap, dtype=bool)      # present and not failed
         self.grp = np.empty(cap, dtype=object)     # row → Group, as an array (a batch's matches taken at once)
+        self.gid = np.zeros(cap, dtype=np.int64)   # row → its group's number
         self.full = np.zeros(cap, dtype=bool)      # its filter is more than the one comparison: tested in full
         self.eqf = np.full(cap, -1, dtype=np.int32)
         self.eqv = np.zeros(cap, dtype=np.int64)
@@ -86,6 +129,8 @@ class AreaTable:
         self.edge = np.empty(cap, dtype=object)
         self.areal = np.zeros(cap, dtype=bool)
         self.mbox, self.qbox = np.zeros((cap, 4)), np.zeros((cap, 4))
+        # rectangles inside a polygon and inside its containment polygon (:func:`inner_boxes`)
+        self.ibox, self.iqbox = np.tile(np.array(EMPTY), (cap, 1)), np.tile(np.array(EMPTY), (cap, 1))
         # a circle (not a named place) in lon/lat, projected for all such rows at once, and
         # the number of its areas' owner (:class:`~spatec.service.areas.Areas`: its CRS)
         self.circle = np.zeros(cap, dtype=bool)
@@ -114,6 +159,7 @@ class AreaTable:
         self.n += 1
         self.rows.append(g)
         self.grp[i] = g
+        self.gid[i] = g.gid or 0
         self.row_of[g] = i
         f = g.filter
         self.full[i] = f is not None and bool(f.rest or len(f.atoms) > 1)
@@ -121,6 +167,7 @@ class AreaTable:
         self.live[i] = g.error is None
         self.cert[i] = bool(g.area.certainly)
         self.ready[i] = False
+        self.ibox[i] = self.iqbox[i] = EMPTY
         area = g.area
         self.own[i] = self._owner(area.owner)
         self.circle[i] = circle = area.is_disc and not isinstance(area.spec, str)
@@ -158,8 +205,8 @@ class AreaTable:
     def all(self) -> list:
         return list(self.row_of)
 
-    _ARRAYS = ("box", "live", "grp", "full", "eqf", "eqv", "cert", "ready", "kind", "x", "y", "r", "geom", "q",
-               "edge", "areal", "mbox", "qbox", "circle", "lon", "lat", "r0", "own")
+    _ARRAYS = ("box", "live", "grp", "gid", "full", "eqf", "eqv", "cert", "ready", "kind", "x", "y", "r", "geom", "q",
+               "edge", "areal", "mbox", "qbox", "ibox", "iqbox", "circle", "lon", "lat", "r0", "own")
 
     def _grow(self) -> None:
         cap = 2 * len(self.live)
@@ -218,6 +265,7 @@ class AreaTable:
         for k, owner in enumerate(self.owners):
             self._projs.setdefault(id(owner), (owner, owner.proj))
         self.q[todo] = None
+        self.iqbox[todo] = EMPTY
         alone = []
         polys = []
         for k, owner in enumerate(self.owners):
@@ -252,6 +300,7 @@ class AreaTable:
             self.mbox[p] = mb = shapely.bounds(geom[p])
             grow = rs[p][:, None] * np.array([-1.0, -1.0, 1.0, 1.0])
             self.qbox[p] = mb + grow          # holds the containment polygon (made when first needed)
+            self.ibox[p] = inner_boxes(geom[p])
         self.ready[todo] = True
 
     def _circles(self, rows, proj) -> None:
@@ -307,10 +356,10 @@ class AreaTable:
         return good.tolist(), rest + rows[~ok & finite].tolist()
 
     # -- matching
-    def match(self, wheres: list, envs: list, hulls: list) -> list:
+    def match(self, wheres: list, envs: list, hulls: list, ids: bool = False) -> list:
         """Per alert (``wheres``: where each is, :class:`~spatec.service.index.CoveringIndex`'s,
         ``envs``: their values, ``hulls``: functions giving their hull stamps), ``[matched
-        groups, failed groups, what its hull raised or None]``."""
+        groups (``ids``: their numbers), failed groups, what its hull raised or None]``."""
         B = len(wheres)
         out = [[[], [], None] for _ in range(B)]
         if not self.row_of or not B:
@@ -376,7 +425,7 @@ class AreaTable:
         ai, si = ai[ok], si[ok]
         if len(ai):                            # (sorted by alert) each alert's groups in one slice
             bs, starts = np.unique(ai, return_index=True)
-            for b, part in zip(bs.tolist(), np.split(self.grp[si], starts[1:])):
+            for b, part in zip(bs.tolist(), np.split((self.gid if ids else self.grp)[si], starts[1:])):
                 out[b][0].extend(part.tolist())
         return out
 
@@ -545,7 +594,11 @@ class AreaTable:
                 k = k[lo <= s + REL * s + ABS]
                 if len(k):
                     kb = ha[k]
-                    inside = shapely.intersects_xy(geom[si[k]], hx[kb], hy[kb])     # distance 0
+                    # distance 0: the hull's first vertex in the polygon (in its inner box: no GEOS)
+                    inside = in_boxes(hx[kb], hy[kb], hx[kb], hy[kb], self.ibox[si[k]])
+                    t = np.flatnonzero(~inside)
+                    if len(t):
+                        inside[t] = shapely.intersects_xy(geom[si[k[t]]], hx[kb[t]], hy[kb[t]])
                     hit[k[inside]] = True
                     k = k[~inside]
                     if len(k):
@@ -557,17 +610,25 @@ class AreaTable:
                 within = ((hbox[kb, 0] >= qbox[:, 0]) & (hbox[kb, 1] >= qbox[:, 1])
                           & (hbox[kb, 2] <= qbox[:, 2]) & (hbox[kb, 3] <= qbox[:, 3]))
                 k = k[within]
+                made = []
                 for row in np.unique(si[k]).tolist():
                     if self.q[row] is None:       # its containment polygon, made once
                         try:
                             self.q[row], self.edge[row], self.areal[row] = self.rows[row].area.inside()
+                            made.append(row)
                         except Exception as e:  # noqa: BLE001 - its own failure, on the first alert that needs it
                             first = int(ai[k[si[k] == row][0]])
                             self._fail(row, f"{type(e).__name__}: {e}", out[first])
+                if made:
+                    self.iqbox[made] = inner_boxes(self.q[made])
                 k = k[self.live[si[k]]]
                 if len(k):
                     kb = ha[k]
-                    cov = shapely.covered_by(hgeom[kb], self.q[si[k]])
+                    # the hull in its containment polygon: its box in the polygon's inner box, else GEOS
+                    cov = in_boxes(hbox[kb, 0], hbox[kb, 1], hbox[kb, 2], hbox[kb, 3], self.iqbox[si[k]])
+                    t = np.flatnonzero(~cov)
+                    if len(t):
+                        cov[t] = shapely.covered_by(hgeom[kb[t]], self.q[si[k[t]]])
                     grown = hra[k] != 0
                     good = cov & ~grown
                     t = np.flatnonzero(cov & grown)

@@ -203,10 +203,12 @@ class CoveringIndex:
             raise got
         return got
 
-    def match_many(self, items: list) -> list:
+    def match_many(self, items: list, ids: bool = False) -> list:
         """``match`` of many alerts at once (``items``: ``(alert, env, hull, lonlat)`` each):
         per alert ``(matched, failed)``, or the exception its matching raised. The groups
-        with an area are matched for all of them at once (:class:`~spatec.service.batch.AreaTable`)."""
+        with an area are matched for all of them at once (:class:`~spatec.service.batch.AreaTable`).
+        ``ids``: ``matched`` as the groups' numbers (``gid``), the tables' read from their arrays
+        (not from a hundred groups an alert, scattered in memory)."""
         res: list = [None] * len(items)
         wheres, hulls = [], []
         for i, (alert, env, hull, lonlat) in enumerate(items):
@@ -228,13 +230,14 @@ class CoveringIndex:
             except Exception as e:  # noqa: BLE001 - that alert's own (the caller skips it)
                 res[i] = e
                 continue
-            res[i] = (out, failed)
+            res[i] = ([g.gid for g in out] if ids else out, failed)
         for p, table in self.tables.items():
             which = [i for i, r in enumerate(res) if not isinstance(r, Exception)
                      and (p is None or items[i][0].get("phrase") == p)]
             if not which:
                 continue
-            got = table.match([wheres[i] for i in which], [items[i][1] for i in which], [hulls[i] for i in which])
+            got = table.match([wheres[i] for i in which], [items[i][1] for i in which], [hulls[i] for i in which],
+                              ids=ids)
             for i, (matched, failed, err) in zip(which, got):
                 if err is not None:
                     res[i] = err

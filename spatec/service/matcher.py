@@ -125,7 +125,7 @@ class Matching:
             except Exception as e:  # noqa: BLE001 - that entry's own
                 got = [e]
         else:
-            got = self.index.match_many(items)
+            got = self.index.match_many(items, ids=True)
         for (k, _, cid, frame, _), r in zip(todo, got):
             if isinstance(r, Exception):
                 res[k] = r
@@ -133,7 +133,7 @@ class Matching:
             matched, failed = r
             bad = [(g.gid, f"its {'filter' if g.filter is not None else 'area'} failed on alert {cid}: "
                                  f"{g.error}") for g in failed]
-            res[k] = (cid, frame, [g.gid for g in matched], bad)
+            res[k] = (cid, frame, matched if len(items) > 1 else [g.gid for g in matched], bad)
         return res
 
     @staticmethod

@@ -6,6 +6,7 @@ import math
 import random
 import time
 
+import numpy as np
 import pytest
 import shapely
 
@@ -321,7 +322,8 @@ def test_matching_a_batch_agrees_with_evaluating_every_subscription(bunching, mo
     def check():
         alerts = [_table_alert(rng) for _ in range(150)]
         envs = [values(a, types) for a in alerts]
-        got = idx.match_many([(a, e, (lambda a=a: areas.hull(a["hull"])), False) for a, e in zip(alerts, envs)])
+        items = [(a, e, (lambda a=a: areas.hull(a["hull"])), False) for a, e in zip(alerts, envs)]
+        got = idx.match_many(items)
         n = 0
         for a, e, (matched, failed) in zip(alerts, envs, got):
             want = naive_match(subs, a, e, lambda a=a: areas.hull(a["hull"]))
@@ -329,6 +331,9 @@ def test_matching_a_batch_agrees_with_evaluating_every_subscription(bunching, mo
             assert len(matched) == len(set(matched))            # a group once
             n += len(want)
         assert n > 0
+        # the groups' numbers, as the matcher process takes them: the same groups, in the same order
+        ids = idx.match_many(items, ids=True)
+        assert [m for m, _ in ids] == [[g.gid for g in m] for m, _ in got]
 
     for i in range(600):
         add(i)
@@ -342,6 +347,54 @@ def test_matching_a_batch_agrees_with_evaluating_every_subscription(bunching, mo
     assert any(t.tree is not None for t in idx.tables.values())
     areas.set_crs("EPSG:32630")              # another CRS: the rows' metric parts made again
     check()
+
+
+def test_a_polygons_inner_box_decides_exactly_what_geos_decides(bunching):
+    """A hull whose first vertex (possibly) or whose box (certainly) lies in the rectangle
+    found inside a polygon is decided without GEOS (:func:`~spatec.service.batch.inner_boxes`);
+    hulls on a grid across a rotated box, a non-convex polygon and a thin one, just inside and
+    just outside the rectangles' edges too, get what testing each area alone gives."""
+    areas = Areas(bunching, Projector(CRS))
+    lon, lat, d = 0.12, 52.2, 0.01
+    rotated = [[lon + d / 2, lat], [lon + d, lat + d / 2], [lon + d / 2, lat + d], [lon, lat + d / 2], [lon, lat]]
+    rotated[-1] = rotated[0]
+    ell = [[lon, lat], [lon + d, lat], [lon + d, lat + d / 3], [lon + d / 3, lat + d / 3], [lon + d / 3, lat + d],
+           [lon, lat + d], [lon, lat]]
+    thin = [[lon, lat], [lon + d, lat], [lon + d, lat + d / 200], [lon, lat + d / 200], [lon, lat]]
+    idx, subs = CoveringIndex(), {}
+    for i, ring in enumerate([rotated, ell, thin]):
+        for cert in (False, True):
+            area = areas.area({"type": "Polygon", "coordinates": [ring]}, certainly=cert)
+            idx.add(f"{i}{cert}", "Bunching", None, area)
+            subs[f"{i}{cert}"] = ("Bunching", None, area)
+    (table,) = idx.tables.values()
+    table.prepare()
+    boxes = table.ibox[:table.n]
+    # a rectangle inside each: the rotated box's about its centre; the L's and the thin strip's
+    # (a few metres wide, turned by the grid's convergence) about a point GEOS finds inside
+    assert np.isfinite(boxes).all()
+    assert (boxes[:, 2] - boxes[:, 0] < table.mbox[:table.n, 2] - table.mbox[:table.n, 0]).all()
+    proj = Projector(CRS)
+    b = boxes[0]                                              # the rotated box's rectangle, in lon/lat
+    edge_lon, edge_lat = proj.inverse(np.array([b[0], b[2]]), np.array([b[1], b[3]]))
+    lons = np.r_[np.linspace(lon - d / 10, lon + d * 1.1, 23), edge_lon, np.nextafter(edge_lon, 0)]
+    lats = np.r_[np.linspace(lat - d / 10, lat + d * 1.1, 23), edge_lat, np.nextafter(edge_lat, 0)]
+    alerts = []
+    for x in lons.tolist():
+        for y in lats.tolist():
+            for size in (0.0, 1e-5, d / 20):
+                hull = f"POINT ({x} {y})" if not size else \
+                    f"POLYGON (({x} {y}, {x + size} {y}, {x + size} {y + size}, {x} {y}))"
+                alerts.append({"phrase": "Bunching", "hull": hull})
+    types = field_types(bunching, "Bunching")
+    envs = [values(a, types) for a in alerts]
+    got = idx.match_many([(a, e, (lambda a=a: areas.hull(a["hull"])), False) for a, e in zip(alerts, envs)])
+    matched = 0
+    for a, e, (m, failed) in zip(alerts, envs, got):
+        assert not failed and members(m) == naive_match(subs, a, e, lambda a=a: areas.hull(a["hull"])), a["hull"]
+        matched += len(m)
+    assert matched > len(alerts)                              # (many hulls in them, not a test of nothing)
+    assert np.isfinite(table.iqbox[:table.n][table.cert[:table.n]]).all()   # the containments' rectangles made
 
 
 def test_a_filter_failing_in_a_batch_is_never_matched_later_in_it(bunching):
