@@ -31,6 +31,8 @@ batch's pairs are tested one by one, each failure its group's own.
 """
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import shapely
 
@@ -63,6 +65,16 @@ def inner_boxes(geoms: np.ndarray) -> np.ndarray:
     out = np.tile(np.array(EMPTY), (n, 1))
     if not n:
         return out
+    was = gc.isenabled()
+    gc.disable()            # (its rectangles are temporaries: no full pass over the index for them)
+    try:
+        return _inner_boxes(geoms, out)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _inner_boxes(geoms: np.ndarray, out: np.ndarray) -> np.ndarray:
     b = shapely.bounds(geoms)
     todo = np.flatnonzero(np.isfinite(b).all(axis=1))
     hw, hh = (b[:, 2] - b[:, 0]) / 2, (b[:, 3] - b[:, 1]) / 2
