@@ -21,7 +21,10 @@ GEOS calls:
   within the hull's size of the circle's edge; the bounds are kept a micrometre and a
   billionth of the distance away from the decision, far beyond the rounding of either
   computation); a polygon's, accepted at once when the hull's first vertex lies in it;
-  "certainly" from the hull's vertices (discs) or GEOS's ``covered_by`` (polygons).
+  "certainly" from the hull's vertices (discs) or GEOS's ``covered_by`` (polygons). A
+  rectangle GEOS finds inside each polygon (and inside its containment polygon) answers
+  most of those two without GEOS: a first vertex in it, or a hull's box in it
+  (:func:`inner_boxes`; at 100,000 subscriptions a batch's CPU 1.5x less).
   A row's filter is then tested in full, unless it is that one comparison alone.
 
 A row whose area cannot be made (its stamp in the service's CRS, its containment
