@@ -293,10 +293,8 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
         for got in readers.values():
             for t, c in got:
                 if c in decided and c in steps:
-                    t_in, t_out, t_recv, t_done = steps[c]
-                    for k, a, b in (("log", decided[c], t_in), ("match", t_in, t_out), ("pipe", t_out, t_recv),
-                                    ("hub", t_recv, t_done), ("sse", t_done, t)):
-                        legs[k].append((b - a) * 1e3)
+                    for k, ms in leg_ms(decided[c], steps[c], t):
+                        legs[k].append(ms)
         for k, xs in legs.items():
             lat = sorted(xs)
             out[f"{k}_p50_ms"], out[f"{k}_p99_ms"] = q(0.5), q(0.99)
@@ -314,6 +312,16 @@ def run_scale(n: int, args, polls, world, work: Path) -> dict:
     return out
 
 
+def leg_ms(decided: float, step: tuple, read: float) -> tuple:
+    """A frame's legs in ms (log, match, pipe, hub, sse), from its composite's decision, its
+    trace (read by the matcher, sent, received by the HTTP process, in the buffers) and the
+    moment the client read it."""
+    t_in, t_out, t_recv, t_done = step
+    return tuple((k, (b - a) * 1e3) for k, a, b in (("log", decided, t_in), ("match", t_in, t_out),
+                                                    ("pipe", t_out, t_recv), ("hub", t_recv, t_done),
+                                                    ("sse", t_done, read)))
+
+
 def start_windows(readers: dict, decided: dict, steps: dict, t_first: float, width: float = 0.5,
                   upto: float = 4.0) -> list:
     """The first seconds, where the p99 with the first 3 s comes from: per ``width`` seconds of
@@ -329,10 +337,8 @@ def start_windows(readers: dict, decided: dict, steps: dict, t_first: float, wid
                     continue
                 lat.append((t - d) * 1e3)
                 if c in steps:
-                    t_in, t_out, t_recv, t_done = steps[c]
-                    for k, x, y in (("log", d, t_in), ("match", t_in, t_out), ("pipe", t_out, t_recv),
-                                    ("hub", t_recv, t_done), ("sse", t_done, t)):
-                        legs[k].append((y - x) * 1e3)
+                    for k, ms in leg_ms(d, steps[c], t):
+                        legs[k].append(ms)
         p99 = lambda xs: float(np.percentile(xs, 99)) if xs else float("nan")  # noqa: E731
         rows.append({"from_s": float(a), "frames": len(lat), "p99_ms": p99(lat),
                      **{f"{k}_p99_ms": p99(v) for k, v in legs.items()}})

@@ -90,7 +90,6 @@ def _inner_boxes(geoms: np.ndarray, out: np.ndarray) -> np.ndarray:
             inner = shapely.get_coordinates(shapely.point_on_surface(geoms[todo]))
             if len(inner) != len(todo):     # (an empty one among them)
                 break
-            cx, cy = cx.copy(), cy.copy()
             cx[todo], cy[todo] = inner[:, 0], inner[:, 1]
         c = np.column_stack([cx[todo] - f * hw[todo], cy[todo] - f * hh[todo],
                              cx[todo] + f * hw[todo], cy[todo] + f * hh[todo]])

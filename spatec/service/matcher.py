@@ -119,13 +119,7 @@ class Matching:
             lonlats = [self._lonlat(w, t[2]) for w, t in zip(wkts, todo)]
         hulls = self.areas.hulls_of(lonlats)
         items = [(t[1], t[4], _given(h), g) for t, h, g in zip(todo, hulls, lonlats)]
-        if len(items) == 1:                       # (one alert: the index's own `match`)
-            try:
-                got = [self.index.match(*items[0])]
-            except Exception as e:  # noqa: BLE001 - that entry's own
-                got = [e]
-        else:
-            got = self.index.match_many(items, ids=True)
+        got = self.index.match_many(items, ids=True)
         for (k, _, cid, frame, _), r in zip(todo, got):
             if isinstance(r, Exception):
                 res[k] = r
@@ -133,7 +127,7 @@ class Matching:
             matched, failed = r
             bad = [(g.gid, f"its {'filter' if g.filter is not None else 'area'} failed on alert {cid}: "
                                  f"{g.error}") for g in failed]
-            res[k] = (cid, frame, matched if len(items) > 1 else [g.gid for g in matched], bad)
+            res[k] = (cid, frame, matched, bad)
         return res
 
     @staticmethod
