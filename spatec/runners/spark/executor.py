@@ -82,7 +82,7 @@ from spatec.exec.tasks import (
 )
 from spatec.runners.spark.errors import spark_step
 from spatec.runners.spark.frames import local_frame
-from spatec.runners.spark.placement import placed, placing
+from spatec.runners.spark.placement import few_groups, placed, placing
 from spatec.runners.spark.session import on_this_machine
 from spatec.runtime.derived import end_frontier, input_watermark
 from spatec.storage.scratch import chosen_memory, twin_folder
@@ -184,10 +184,12 @@ class SparkExecutor(Executor):
             typed = mine if typed is None else typed.union(mine)
         self.typed = typed = self._keep(typed)
         with spark_step("reading and typing the inputs", self.log):
-            small = typed.where(F.col("kind") < BLOB)
             part = F.when(F.col("kind").isin(SUMMARY, SPAN), F.col("split")).otherwise(F.lit(-1))
             at = F.when(F.col("kind").isin(CELL, HIST), F.col("a"))
-            got = small.groupBy("kind", part.alias("sp"), "keying", "g", at.alias("at"), "source", "type").agg(
+            keys = ["kind", "sp", "keying", "g", "at", "source", "type"]
+            small = typed.where(F.col("kind") < BLOB).select(
+                "kind", part.alias("sp"), "keying", "g", at.alias("at"), "source", "type", "n", "m", "a", "b")
+            got = few_groups(small, keys, self.cores).agg(
                 F.sum("n").alias("n"), F.sum("m").alias("m"), F.min("a").alias("lo"), F.max("b").alias("hi"),
                 F.sum("a").alias("sa")).collect()
         counts: dict = {}
@@ -215,7 +217,7 @@ class SparkExecutor(Executor):
             self.copies = self._copies(program, spans)
             dup_counts: dict = {}
             if self.copies is not None:
-                for r in self.copies.groupBy("_split").count().collect():
+                for r in few_groups(self.copies, ["_split"], self.cores).count().collect():
                     dup_counts[int(r["_split"])] = int(r["count"])
         self.events_of = {t: sum(counts.get(s.index, (0, 0, 0))[1] for s in splits if s.type == t)
                           for t in per_type}
@@ -555,7 +557,8 @@ class SparkExecutor(Executor):
                         yield pa.RecordBatch.from_arrays([pa.array([int(grp)] * len(src), pa.int32()),
                                                           pa.array(src, pa.string())], names=["hg", "source"])
 
-        pairs = blobs.select("g", "value").mapInArrow(sources, "hg int, source string").distinct().collect()
+        pairs = few_groups(blobs.select("g", "value").mapInArrow(sources, "hg int, source string"), ["hg", "source"],
+                           self.cores).count().collect()
         wants: dict = {}
         for r in pairs:
             wants.setdefault(r["source"], set()).add(int(r["hg"]))
@@ -625,7 +628,7 @@ class SparkExecutor(Executor):
                                                                    pa.binary())], names=["_g", "value"])
 
         by_group = self._keep(blobs.mapInArrow(keyed, "_g int, value binary"))
-        groups = sorted(int(r["_g"]) for r in by_group.select("_g").distinct().collect())
+        groups = sorted(int(r["_g"]) for r in few_groups(by_group, ["_g"], self.cores).count().collect())
         if not groups:
             return None
         items = tuple(Item(g.index, k) for k in groups)
@@ -783,7 +786,7 @@ class SparkExecutor(Executor):
             return lines, {}
         lines = self._keep(lines)
         with spark_step("sizing the outputs", self.log):
-            got = lines.where(F.col("_phrase").isin(exact)).groupBy("_phrase", "_range") \
+            got = few_groups(lines.where(F.col("_phrase").isin(exact)), ["_phrase", "_range"], self.cores) \
                 .agg(F.sum("size").alias("b"), F.sum("n").alias("n")).collect()
         ranges: dict = {k: {} for k in exact}
         for x in got:
