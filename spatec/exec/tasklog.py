@@ -15,7 +15,8 @@ import time
 
 
 class TaskClock:
-    """In a task: the wall time of its steps (:meth:`step`), and its CPU and kernel time,
+    """In a task: the wall time of its steps (:meth:`step`), its CPU and kernel time, and its
+    process's peak resident memory so far (``peak_mb``: a Python worker runs many tasks),
     appended as one JSON line to the task log (:meth:`done`); nothing without a log."""
 
     def __init__(self, log: str | None, stage: str, **what):
@@ -37,7 +38,8 @@ class TaskClock:
         u = resource.getrusage(resource.RUSAGE_SELF)
         self.line.update(more, total_s=round(time.perf_counter() - self._start, 6),
                          cpu_s=round(u.ru_utime + u.ru_stime - self._usage.ru_utime - self._usage.ru_stime, 6),
-                         kernel_s=round(u.ru_stime - self._usage.ru_stime, 6))
+                         kernel_s=round(u.ru_stime - self._usage.ru_stime, 6),
+                         peak_mb=round(u.ru_maxrss / 1024, 1))
         data = (json.dumps(self.line) + "\n").encode()
         try:
             fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)

@@ -153,6 +153,8 @@ def test_spark_run_is_quiet_and_logs_to_the_output_folder(trace, tmp_path):
     assert "log4j" in log or "WARN" in log            # what used to be on the terminal
     tasks = [json.loads(l) for l in (out / "_logs" / "tasks.jsonl").read_text().splitlines()]
     assert {"ingest", "match"} <= {t["stage"] for t in tasks}
+    # each line: its time, CPU, kernel time and the worker's peak memory (a worker holds spatec)
+    assert all(t["total_s"] >= 0 and t["cpu_s"] >= t["kernel_s"] >= 0 and t["peak_mb"] > 20 for t in tasks)
     m = json.loads((out / "_manifest.json").read_text())
     assert m["logs"] == ["_logs/spark.log", "_logs/tasks.jsonl"] and m["runner"] == "spark"
 
