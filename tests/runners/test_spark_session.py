@@ -33,19 +33,21 @@ def test_running_session_listens_on_loopback_without_ui(spark):
     assert spark.sparkContext.uiWebUrl is None
 
 
-def test_a_local_jvm_compiles_with_the_first_tier_only_and_a_cluster_keeps_its_default(spark, tmp_path):
+def test_a_local_jvm_compiles_with_the_first_tier_only_in_small_pages_and_a_cluster_keeps_its_default(spark, tmp_path):
     mode = tmp_path / "enabled"
     for text, huge in (("always [madvise] never\n", True), ("[always] madvise never\n", False),
                        ("always madvise [never]\n", False)):
         mode.write_text(text)
         want = "-XX:TieredStopAtLevel=1" + (" -XX:+UseTransparentHugePages" if huge else "")
-        assert jvm_settings("local[2]", str(mode)) == {"spark.driver.extraJavaOptions": want}
+        assert jvm_settings("local[2]", str(mode)) == {"spark.driver.extraJavaOptions": want,
+                                                       "spark.buffer.pageSize": "4m"}
     assert jvm_settings("local[2]", str(tmp_path / "absent")) == {
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}      # (not Linux)
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1", "spark.buffer.pageSize": "4m"}  # (not Linux)
     assert jvm_settings("spark://127.0.0.1:7077") == {} and jvm_settings("yarn") == {}
     bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     args = list(bean.getInputArguments())
     assert "-XX:TieredStopAtLevel=1" in args      # (the session's JVM got it)
+    assert spark.sparkContext.getConf().get("spark.buffer.pageSize") == "4m"
     assert ("-XX:+UseTransparentHugePages" in args) == thp_on_request()
 
 
