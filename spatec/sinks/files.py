@@ -179,9 +179,12 @@ _CHUNK = 4096
 
 
 def jsonl_texts(df: pd.DataFrame, time_fields: Collection[str] = (), tz: str | None = None,
-                newline: bool = False) -> pa.Array:
+                newline: bool = False) -> "pa.Array | pa.ChunkedArray":
     """Each row's line of :func:`write_jsonl` (rows in the frame's order), without its newline
-    (with it: ``newline``), as an Arrow string array: the same bytes as the file's lines."""
+    (with it: ``newline``), as Arrow text: the same bytes as the file's lines. Over
+    :data:`_CHUNK` rows, a chunked array of the chunks as rendered, not put together: the
+    texts are an item's largest values (1.4 kB a composite of the three-phrase program), and
+    a copy of all of them was the largest block of memory a matching task touched anew."""
     names = [*FIXED, *_emit_fields(df)]
     if not len(df):
         return pa.array([], pa.string())
@@ -192,7 +195,7 @@ def jsonl_texts(df: pd.DataFrame, time_fields: Collection[str] = (), tz: str | N
                         pa.string())
     columns = _json_columns(df, names, time_fields, tz, end="}\n" if newline else "}")
     chunks = [_jsonl_chunk(columns, a, min(a + _CHUNK, len(df))) for a in range(0, len(df), _CHUNK)]
-    return pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
+    return pa.chunked_array(chunks) if len(chunks) > 1 else chunks[0]
 
 
 def _json_columns(df: pd.DataFrame, names: list, time_fields: Collection[str], tz: str | None = None,
