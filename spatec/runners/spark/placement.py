@@ -68,7 +68,7 @@ def few_groups(df, keys: list, n: int):
     every map task then writes 200 shuffle blocks — 22 tasks, 4,400 compressed streams — and
     aggregates in a page of Spark's memory (up to 64 MB, zeroed) before the shuffle. Measured
     (4 bus-days, three phrases, local[2], Spark's event log): the aggregate of 17,000 such rows
-    took 3.8-5.2 s and 3.7-4.8 s of the JVM's CPU; into 4 partitions, 0.2-0.4 s. The
+    took 3.8-5.2 s and 3.7-4.8 s of the JVM's CPU; into 2 partitions (the cores), 0.2-0.3 s. The
     aggregation's distribution is the shuffle's own hash of ``keys``: Spark adds no second one.
     """
     return df.repartition(max(1, n), *keys).groupBy(*keys)
