@@ -56,12 +56,9 @@ def frames_of(table: pa.Table, program, types) -> tuple[dict, dict]:
         kinds = kinds.cast(pa.string())
     hist = None
     if "_hist" in table.column_names:
-        import pyarrow.compute as pc
-
         hist = pc.fill_null(table.column("_hist"), False).to_numpy(zero_copy_only=False).astype(bool)
-    names = np.asarray(kinds.to_numpy(zero_copy_only=False), dtype=object)
     for t in types:
-        rows = np.flatnonzero(names == t)
+        rows = np.flatnonzero(pc.fill_null(pc.equal(kinds, t), False).to_numpy(zero_copy_only=False))
         if not len(rows):
             continue
         if len(rows) == table.num_rows:

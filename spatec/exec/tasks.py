@@ -397,7 +397,9 @@ def item_frames(program, types, blobs: list) -> tuple[dict, dict]:
         table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
         if t not in types or not table.num_rows:
             continue
-        table = table.append_column("_type", pa.array(np.full(table.num_rows, t, dtype=object), pa.string()))
+        # (one type: a dictionary of one text, not a Python string per row)
+        table = table.append_column("_type", pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(table.num_rows, np.int32)), pa.array([t], pa.string())))
         got, _ = frames_of(table, program, [t])
         if t in got:
             (history if hist else frames)[t] = got[t]
