@@ -104,6 +104,15 @@ def in_boxes(x0, y0, x1, y1, boxes: np.ndarray) -> np.ndarray:
     return (x0 >= boxes[:, 0]) & (y0 >= boxes[:, 1]) & (x1 <= boxes[:, 2]) & (y1 <= boxes[:, 3])
 
 
+def or_exact(known: np.ndarray, exact) -> np.ndarray:
+    """``known`` (a decision each pair, true where a rectangle decided it) with the others
+    decided by ``exact`` (GEOS), called with their positions only if there are any."""
+    t = np.flatnonzero(~known)
+    if len(t):
+        known[t] = exact(t)
+    return known
+
+
 def tabled(g) -> bool:
     """Whether a group is matched by an :class:`AreaTable`: it has an area, and no filter or
     one whose top-level conjunction has an equality comparison (a necessary condition)."""
@@ -610,10 +619,8 @@ class AreaTable:
                 if len(k):
                     kb = ha[k]
                     # distance 0: the hull's first vertex in the polygon (in its inner box: no GEOS)
-                    inside = in_boxes(hx[kb], hy[kb], hx[kb], hy[kb], self.ibox[si[k]])
-                    t = np.flatnonzero(~inside)
-                    if len(t):
-                        inside[t] = shapely.intersects_xy(geom[si[k[t]]], hx[kb[t]], hy[kb[t]])
+                    inside = or_exact(in_boxes(hx[kb], hy[kb], hx[kb], hy[kb], self.ibox[si[k]]),
+                                      lambda t: shapely.intersects_xy(geom[si[k[t]]], hx[kb[t]], hy[kb[t]]))
                     hit[k[inside]] = True
                     k = k[~inside]
                     if len(k):
@@ -640,10 +647,8 @@ class AreaTable:
                 if len(k):
                     kb = ha[k]
                     # the hull in its containment polygon: its box in the polygon's inner box, else GEOS
-                    cov = in_boxes(hbox[kb, 0], hbox[kb, 1], hbox[kb, 2], hbox[kb, 3], self.iqbox[si[k]])
-                    t = np.flatnonzero(~cov)
-                    if len(t):
-                        cov[t] = shapely.covered_by(hgeom[kb[t]], self.q[si[k[t]]])
+                    cov = or_exact(in_boxes(hbox[kb, 0], hbox[kb, 1], hbox[kb, 2], hbox[kb, 3], self.iqbox[si[k]]),
+                                   lambda t: shapely.covered_by(hgeom[kb[t]], self.q[si[k[t]]]))
                     grown = hra[k] != 0
                     good = cov & ~grown
                     t = np.flatnonzero(cov & grown)
